@@ -1,0 +1,89 @@
+"""Entry point of the `specdoctor` command.
+
+Commands live one per module under `specdoctor.cli`; they are imported lazily,
+so `specdoctor --help` and the measurement commands start fast on a machine
+without torch or vLLM.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+from specdoctor import __version__
+from specdoctor.errors import SpecdoctorError
+
+# command name -> (module, attribute, one-line help shown by --help)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "logs": ("specdoctor.cli.logs", "logs", "Acceptance from engine log files (vLLM, SGLang, llama.cpp)."),
+    "metrics": ("specdoctor.cli.metrics", "metrics", "Acceptance from one Prometheus dump (file or URL)."),
+    "measure": ("specdoctor.cli.measure", "measure", "Run the measurement protocol against a live server."),
+    "lab": ("specdoctor.cli.lab", "lab", "The embedded lab: real vLLM with speculative decoding."),
+    "runs": ("specdoctor.cli.runs", "runs", "List or show runs recorded in the store."),
+    "recon": ("specdoctor.cli.recon", "recon", "Static reconnaissance: engine source out of images, wheels, envs."),
+    "astexec": ("specdoctor.cli.astexec", "astexec", "Run real engine functions with stubs, without the engine."),
+    "masks": ("specdoctor.cli.masks", "masks", "Model attention masks per backend and diff them bit by bit."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported only when invoked."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(n for n, (mod, _, _) in COMMANDS.items() if _module_exists(mod))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module, attr, short = COMMANDS[cmd_name]
+        if not _module_exists(module):
+            return None
+        if ctx.resilient_parsing or _listing_help(ctx):
+            return click.Command(cmd_name, short_help=short, help=short)
+        return getattr(importlib.import_module(module), attr)
+
+
+def _module_exists(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _listing_help(ctx: click.Context) -> bool:
+    # `specdoctor --help` only needs the one-line help of each command.
+    return ctx.invoked_subcommand is None and "--help" in sys.argv[1:2]
+
+
+@click.group(cls=LazyGroup, invoke_without_command=True)
+@click.version_option(__version__, prog_name="specdoctor")
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """Find out why speculative decoding accepts fewer draft tokens than it should.
+
+    With no command, specdoctor measures its own lab: it starts real vLLM with
+    speculative decoding on tiny offline-built models (if no lab server is
+    running), runs the measurement protocol and prints the acceptance profile.
+    """
+    if ctx.invoked_subcommand is None:
+        from specdoctor.cli.measure import measure
+
+        ctx.invoke(measure, url=None)
+
+
+def main(argv: list[str] | None = None) -> Any:
+    try:
+        rc = cli.main(args=argv, prog_name="specdoctor", standalone_mode=False)
+    except SpecdoctorError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    sys.exit(rc if isinstance(rc, int) else 0)
