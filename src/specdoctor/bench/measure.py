@@ -1,0 +1,262 @@
+"""The measurement protocol against a live server (vLLM's counters).
+
+1. Scrape ``/metrics`` (refuse a server with speculation off).
+2. One warm-up request (fills missing graph shapes; its counters are kept apart).
+3. Scrape again, then send N fixed prompts, greedy, at concurrency c.
+4. Scrape again. The run's figures are the counter delta of step 3→4 only; a restart in between
+   is reported, never turned into a figure.
+
+Per-request units for the bootstrap come from the responses' own spec-decode metrics when the
+server has ``--per-request-spec-decode-metrics`` on (the lab does); else, at concurrency 1, from
+a scrape after every request; else there is no interval and the result says why.
+
+If the server dies midway, what was measured (finished requests, their metrics, the scrapes
+taken) is returned with ``error`` set, so the caller can keep it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any
+
+from specdoctor.acceptance.bootstrap import bootstrap_intervals
+from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
+from specdoctor.bench import http
+from specdoctor.errors import SpecdoctorError, TargetError
+from specdoctor.sources import prometheus, vllm_response
+
+
+@dataclass(frozen=True)
+class MeasureParams:
+    num_prompts: int = 16
+    concurrency: int = 1
+    max_tokens: int = 64
+    suite: str = "code"
+    temperature: float = 0.0
+    top_p: float = 1.0
+    ignore_eos: bool = True
+    seed: int = 0
+    model: str | None = None
+
+
+@dataclass
+class RequestRecord:
+    index: int
+    prompt: str
+    completion_tokens: int
+    latency_s: float
+    profile: AcceptanceProfile | None
+    per_step: tuple[list[int], list[int]] | None = None
+    text: str = ""
+
+
+@dataclass
+class Scrape:
+    phase: str
+    taken_at: float
+    text: str
+    reading: prometheus.CounterReading
+
+
+@dataclass
+class Measurement:
+    url: str
+    model: str
+    params: MeasureParams
+    scrapes: list[Scrape] = field(default_factory=list)
+    requests: list[RequestRecord] = field(default_factory=list)
+    warmup: AcceptanceProfile | None = None
+    total: AcceptanceProfile | None = None
+    wall_s: float = 0.0
+    unit: str = "none"
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(r.completion_tokens for r in self.requests)
+
+    @property
+    def output_tok_s(self) -> float | None:
+        return self.output_tokens / self.wall_s if self.wall_s > 0 else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "engine": "vllm",
+            "url": self.url,
+            "model": self.model,
+            "params": self.params.__dict__,
+            "total": self.total.to_json() if self.total else None,
+            "warmup": self.warmup.to_json() if self.warmup else None,
+            "requests": len(self.requests),
+            "output_tokens": self.output_tokens,
+            "wall_s": round(self.wall_s, 3),
+            "output_tok_s": None if self.output_tok_s is None else round(self.output_tok_s, 3),
+            "interval_unit": self.unit,
+            "notes": self.notes,
+            "error": self.error,
+        }
+
+
+def served_model(url: str) -> str:
+    import json
+
+    body = http.get_text(url.rstrip("/") + "/v1/models")
+    try:
+        data = json.loads(body)["data"]
+        return str(data[0]["id"])
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise TargetError(f"{url}/v1/models did not list a model",
+                          "pass --model NAME, or check that this is an OpenAI-compatible server") from exc
+
+
+def scrape(url: str, phase: str) -> Scrape:
+    text = http.get_text(url.rstrip("/") + "/metrics")
+    try:
+        reading = prometheus.parse_text(text)
+    except SpecdoctorError as exc:
+        raise TargetError(
+            f"{url}/metrics has no speculative-decoding counters ({exc.problem})",
+            "start the server with --speculative-config; specdoctor measures speculation",
+        ) from exc
+    return Scrape(phase, time.time(), text, reading)
+
+
+def complete(url: str, model: str, prompt: str, p: MeasureParams) -> tuple[dict[str, Any], float]:
+    body: dict[str, Any] = {
+        "model": model, "prompt": prompt, "max_tokens": p.max_tokens,
+        "temperature": p.temperature, "top_p": p.top_p, "seed": p.seed,
+    }
+    if p.ignore_eos:
+        body["ignore_eos"] = True
+    t0 = time.perf_counter()
+    resp = http.post_json(url.rstrip("/") + "/v1/completions", body)
+    return resp, time.perf_counter() - t0
+
+
+def _record(i: int, prompt: str, resp: dict[str, Any], latency: float) -> RequestRecord:
+    usage = resp.get("usage") or {}
+    block = vllm_response.speculative_block(resp) or (
+        vllm_response.speculative_block(resp["choices"][0]) if resp.get("choices") else None
+    )
+    text = (resp.get("choices") or [{}])[0].get("text", "")
+    return RequestRecord(
+        index=i, prompt=prompt, completion_tokens=int(usage.get("completion_tokens", 0)),
+        latency_s=latency,
+        profile=vllm_response.profile_from_block(block) if block else None,
+        per_step=vllm_response.per_step(block) if block else None,
+        text=text,
+    )
+
+
+def run(
+    url: str,
+    prompts: list[str],
+    params: MeasureParams,
+    on_request: Callable[[int], None] | None = None,
+) -> Measurement:
+    """Run the protocol. Raises TargetError before anything is measured; afterwards a failure
+    is returned in ``error`` together with what was measured."""
+    url = url.rstrip("/")
+    model = params.model or served_model(url)
+    m = Measurement(url=url, model=model, params=params)
+    m.scrapes.append(scrape(url, "before-warmup"))
+    resp, lat = complete(url, model, prompts[0], params)
+    warm = _record(-1, prompts[0], resp, lat)
+    m.scrapes.append(scrape(url, "before"))
+    m.warmup = _delta_or_note(m, m.scrapes[0], m.scrapes[1])
+    per_request_scrapes = params.concurrency == 1 and warm.profile is None
+    try:
+        t0 = time.perf_counter()
+        if per_request_scrapes:
+            _run_sequential_with_scrapes(m, url, model, prompts, params, on_request)
+        else:
+            _run_concurrent(m, url, model, prompts, params, on_request)
+        m.wall_s = time.perf_counter() - t0
+        m.scrapes.append(scrape(url, "after"))
+    except SpecdoctorError as exc:
+        m.wall_s = time.perf_counter() - t0
+        m.error = str(exc)
+        m.notes.append(f"stopped after {len(m.requests)} of {len(prompts)} requests")
+        m.total = _from_requests(m)
+        return m
+    m.total = _delta_or_note(m, m.scrapes[1], m.scrapes[-1])
+    _attach_intervals(m)
+    return m
+
+
+def _run_concurrent(m: Measurement, url: str, model: str, prompts: list[str],
+                    params: MeasureParams, on_request: Callable[[int], None] | None) -> None:
+    with ThreadPoolExecutor(max_workers=params.concurrency) as pool:
+        futures = {pool.submit(complete, url, model, p, params): (i, p) for i, p in enumerate(prompts)}
+        failure: SpecdoctorError | None = None
+        for fut in as_completed(futures):
+            i, p = futures[fut]
+            try:
+                resp, lat = fut.result()
+            except SpecdoctorError as exc:
+                failure = failure or exc
+                continue
+            m.requests.append(_record(i, p, resp, lat))
+            if on_request:
+                on_request(len(m.requests))
+        m.requests.sort(key=lambda r: r.index)
+        if failure:
+            raise failure
+    m.unit = "request" if all(r.profile is not None for r in m.requests) else "none"
+
+
+def _run_sequential_with_scrapes(m: Measurement, url: str, model: str, prompts: list[str],
+                                 params: MeasureParams,
+                                 on_request: Callable[[int], None] | None) -> None:
+    prev = m.scrapes[-1]
+    for i, p in enumerate(prompts):
+        resp, lat = complete(url, model, p, params)
+        rec = _record(i, p, resp, lat)
+        now = scrape(url, f"after-request-{i}")
+        d = prometheus.delta(prev.reading, now.reading)
+        rec.profile = None if d.restarted else d.profile
+        prev = now
+        m.requests.append(rec)
+        if on_request:
+            on_request(len(m.requests))
+    m.unit = "request (scrape after each)"
+
+
+def _delta_or_note(m: Measurement, a: Scrape, b: Scrape) -> AcceptanceProfile | None:
+    d = prometheus.delta(a.reading, b.reading)
+    if d.restarted:
+        m.notes.append(f"between scrapes '{a.phase}' and '{b.phase}': {d.reason}")
+        m.error = m.error or f"the server restarted during the run ({d.reason})"
+        return None
+    return d.profile
+
+
+def _from_requests(m: Measurement) -> AcceptanceProfile | None:
+    units = [r.profile for r in m.requests if r.profile is not None]
+    if not units:
+        return None
+    m.notes.append("figures from the finished requests' own metrics (no final scrape)")
+    return sum_profiles(units)
+
+
+def _attach_intervals(m: Measurement) -> None:
+    units = [r.profile for r in m.requests if r.profile is not None]
+    if m.total is None:
+        return
+    if len(units) == len(m.requests) and units:
+        summed = sum_profiles(units)
+        if (summed.drafts, summed.accepted_tokens) != (m.total.drafts, m.total.accepted_tokens):
+            m.notes.append(
+                "per-request metrics do not add up to the counter delta: other traffic reached "
+                "the server during the run; intervals use the per-request figures"
+            )
+        m.total = m.total.with_intervals(bootstrap_intervals(units))
+    else:
+        m.notes.append(
+            "no confidence interval: the server gives no per-request metrics "
+            "(start it with --per-request-spec-decode-metrics summary, or use --concurrency 1)"
+        )

@@ -1,0 +1,50 @@
+"""`specdoctor logs FILE...`: acceptance windows from engine logs, and their aggregate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from specdoctor.report.table import print_notes, profile_table, windows_table
+from specdoctor.sources.logs import ENGINES, read_logs
+
+
+@click.command()
+@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--engine", type=click.Choice(ENGINES), default=None,
+              help="Engine that wrote the logs (default: detected from the metrics lines).")
+@click.option("--drafter", type=click.Choice(["auto", "fixed", "variable"]), default="auto",
+              show_default=True,
+              help="vLLM only: whether drafts have a fixed length k (draft_model, EAGLE, MTP, "
+                   "DFlash) or vary (ngram). Decides the draft count of windows that accepted "
+                   "nothing; auto reads the method from the log's start-up lines.")
+@click.option("--windows", "show_windows", type=int, default=20, show_default=True,
+              help="How many of the last windows the table shows.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def logs(files: tuple[Path, ...], engine: str | None, drafter: str, show_windows: int,
+         as_json: bool) -> None:
+    """Read the speculative-decoding metrics lines of one or more log files (in the order
+    given): every window, and the total obtained by adding the windows' counts — never by
+    averaging their averages. Malformed metrics lines are skipped and counted."""
+    res = read_logs(list(files), engine, drafter)  # type: ignore[arg-type]
+    r = res.reading
+    if as_json:
+        click.echo(json.dumps({
+            "engine": r.engine,
+            "windows": [w.to_json() for w in r.windows],
+            "total": res.total.to_json(),
+            "skipped_lines": r.skipped.to_json(),
+            "notes": r.notes,
+        }))
+        return
+    out = Console()
+    if r.windows:
+        out.print(windows_table(r.windows, show_windows))
+    out.print(profile_table(res.total, f"{r.engine} · total of {len(r.windows)} windows"))
+    if r.skipped.count:
+        out.print(f"[yellow]skipped {r.skipped.count} malformed metrics line(s):[/yellow] "
+                  + "; ".join(r.skipped.examples), highlight=False)
+    print_notes(out, r.notes + list(res.total.notes))

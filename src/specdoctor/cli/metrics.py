@@ -1,0 +1,58 @@
+"""`specdoctor metrics FILE|URL`: the profile from one Prometheus dump (cumulative counters)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from specdoctor.acceptance.profile import AcceptanceProfile
+from specdoctor.errors import InputError
+from specdoctor.report.table import profile_table
+from specdoctor.sources import prometheus
+
+
+@click.command()
+@click.argument("source")
+@click.option("--engine", type=click.Choice(["vllm", "sglang", "llamacpp"]), default="vllm",
+              show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def metrics(source: str, engine: str, as_json: bool) -> None:
+    """Read one Prometheus exposition: a file, - for stdin, or a server URL (its /metrics is
+    fetched).
+    The counters are cumulative since the server started; for one run's figures use
+    `specdoctor measure`, which takes the delta of two scrapes."""
+    text = _read(source)
+    profile = _parse(text, engine)
+    if as_json:
+        click.echo(json.dumps({"engine": engine, "source": source, "total": profile.to_json()}))
+        return
+    Console().print(profile_table(profile, f"{engine} · {source} (cumulative since start)"))
+
+
+def _read(source: str) -> str:
+    if source.startswith(("http://", "https://")):
+        from specdoctor.bench.http import get_text
+
+        url = source if source.rstrip("/").endswith("/metrics") else source.rstrip("/") + "/metrics"
+        return get_text(url)
+    if source == "-":
+        return click.get_text_stream("stdin").read()
+    path = Path(source)
+    if not path.exists() or path.is_dir():
+        raise InputError(f"{source}: no such file", "pass a saved /metrics body or a URL http://HOST:PORT")
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"cannot read {source}: {exc.strerror}", "check the path") from exc
+
+
+def _parse(text: str, engine: str) -> AcceptanceProfile:
+    if engine == "vllm":
+        return prometheus.parse_text(text).profile
+    import importlib
+
+    mod = importlib.import_module(f"specdoctor.sources.{engine}")
+    return mod.profile_from_prometheus(text)

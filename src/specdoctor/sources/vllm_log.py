@@ -1,0 +1,362 @@
+"""vLLM log lines → acceptance windows.
+
+Formats read (vllm/v1/spec_decode/metrics.py and its history):
+
+- V1 (current): ``SpecDecoding metrics: Mean acceptance length: 2.00, Accepted throughput: 1.00
+  tokens/s, Drafted throughput: 2.72 tokens/s, Accepted: 21 tokens, Drafted: 57 tokens,
+  Per-position acceptance rate: 0.667, 0.238, 0.095, Avg Draft acceptance rate: 36.8%``.
+  Each line covers the interval since the previous one (``SpecDecodingLogging.log`` resets).
+  Forks that add fields are read too: fields are found by name, not by position.
+- early V1: ``SpecDecoding metrics: Draft acceptance rate: 36.8%, Accepted: N tokens, Drafted:
+  N tokens`` (per-interval; no draft count, no per-position rates).
+- V0 (<= 0.9): ``Speculative metrics: Draft acceptance rate: 0.642, System efficiency: 0.510,
+  Number of speculative tokens: 3, Number of accepted tokens: N, Number of draft tokens: N,
+  Number of emitted tokens: N.`` Running totals since the server started
+  (vllm/spec_decode/metrics.py, ``AsyncMetricsCollector`` keeps ``self._aggregate_*``): a
+  log's figures are its last line; a window is the difference of two consecutive lines.
+
+Counting rules:
+
+- V1 lines carry no draft count. It is recovered as the integer D that reproduces the printed
+  mean acceptance length (``%.2f`` of 1 + A/D) and every per-position rate (``%.3f`` of a_i/D)
+  with integer a_i summing to A — by formatting candidates exactly as vLLM does. When several
+  D fit, or nothing was accepted, D is taken as draft_tokens / k only for fixed-length
+  drafters (draft_model, EAGLE, MTP, DFlash); otherwise it is reported unknown (null).
+- Per-position counts are exact when one integer a_i reproduces each rate; for large windows
+  (D > 1000) they are the nearest integers to rate × D, and the window says so.
+- A window whose drafts are zero (vLLM then prints ``nan``) is kept, with zero counts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from specdoctor.acceptance.profile import AcceptanceProfile
+from specdoctor.sources.base import LogReading, SkippedLines, Window
+
+ENGINE = "vllm"
+V1_MARKER = "SpecDecoding metrics:"
+V0_MARKER = "Speculative metrics:"
+MARKERS = (V1_MARKER, V0_MARKER)
+
+DrafterKind = Literal["fixed", "variable", "auto"]
+VARIABLE_LENGTH_METHODS = frozenset({"ngram", "ngram_gpu", "suffix"})
+
+_NUM = r"(nan|inf|-?\d+(?:\.\d+)?)"
+_FIELDS = {
+    "mean_acceptance_length": re.compile(r"Mean acceptance length: " + _NUM),
+    "accepted": re.compile(r"Accepted: (\d+) tokens"),
+    "drafted": re.compile(r"Drafted: (\d+) tokens"),
+    "per_position": re.compile(r"Per-position acceptance rate: ((?:(?:nan|\d+\.\d+)(?:, )?)+)"),
+    "acceptance_rate_pct": re.compile(r"(?:Avg )?Draft acceptance rate: " + _NUM + "%"),
+}
+_V0_FIELDS = {
+    "acceptance_rate": re.compile(r"Draft acceptance rate: " + _NUM),
+    "k": re.compile(r"Number of speculative tokens: (\d+)"),
+    "accepted": re.compile(r"Number of accepted tokens: (\d+)"),
+    "drafted": re.compile(r"Number of draft tokens: (\d+)"),
+    "emitted": re.compile(r"Number of emitted tokens: (\d+)"),
+}
+# "INFO 11-29 08:50:01 [loggers.py:257]" (optionally "(APIServer pid=1) " before it)
+_TIMESTAMP = re.compile(r"(?:DEBUG|INFO|WARNING)\s+(\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)")
+_METHOD = re.compile(r"speculative_config=SpeculativeConfig\(method='?([\w-]+)'?")
+_METHOD_ARG = re.compile(r"""["']method["']\s*:\s*["']([\w-]+)["']""")
+
+
+@dataclass(frozen=True)
+class Recovered:
+    drafts: int | None
+    per_position: tuple[int, ...] | None
+    approximate_positions: bool = False
+
+
+def recover_counts(
+    accepted: int,
+    drafted: int,
+    mean_printed: str | None,
+    rates_printed: list[str] | None,
+    fixed_length: bool | None,
+) -> Recovered:
+    """Recover the draft count and per-position counts of one V1 window (see module doc)."""
+    k = len(rates_printed) if rates_printed else None
+    fixed_d = drafted // k if (fixed_length and k and drafted % k == 0) else None
+    if accepted == 0 or mean_printed is None or rates_printed is None:
+        if accepted == 0 and rates_printed is not None and fixed_d is not None:
+            return Recovered(fixed_d, tuple(0 for _ in rates_printed))
+        if accepted == 0 and drafted == 0:
+            return Recovered(0, tuple(0 for _ in (rates_printed or ())))
+        return Recovered(fixed_d, None)
+    candidates = [fixed_d] if fixed_d is not None else _candidate_drafts(accepted, drafted, mean_printed, k or 1)
+    fits = [(d, pos) for d in candidates if (pos := _positions_for(d, accepted, rates_printed)) is not None]
+    if len(fits) == 1:
+        d, pos = fits[0]
+        return Recovered(d, pos[0], pos[1])
+    if fixed_d is not None:
+        # The fixed-length count is exact even if printed rates are inconsistent (a fork's
+        # different rounding); keep D, drop positions.
+        return Recovered(fixed_d, None)
+    return Recovered(None, None)
+
+
+def _candidate_drafts(accepted: int, drafted: int, mean_printed: str, k: int) -> list[int]:
+    m = float(mean_printed)
+    lo_ratio, hi_ratio = m - 1 - 0.0051, m - 1 + 0.0051
+    d_min = max(1, -(-drafted // k))
+    d_max = drafted
+    if hi_ratio > 0:
+        d_min = max(d_min, int(accepted / hi_ratio))
+    if lo_ratio > 0:
+        d_max = min(d_max, int(accepted / lo_ratio) + 1)
+    if d_max - d_min > 100_000:
+        return []
+    return [d for d in range(d_min, d_max + 1) if "%.2f" % (1 + accepted / d) == mean_printed]
+
+
+def _positions_for(
+    d: int, accepted: int, rates_printed: list[str]
+) -> tuple[tuple[int, ...], bool] | None:
+    """Integer a_i with f"{a_i/d:.3f}" == printed, non-increasing, summing to accepted."""
+    ranges: list[range] = []
+    for r in rates_printed:
+        if r == "nan":
+            return None
+        centre = float(r) * d
+        lo = max(0, math.floor(centre - 0.0006 * d) - 1)
+        hi = min(d, math.ceil(centre + 0.0006 * d) + 1)
+        ok = [a for a in range(lo, hi + 1) if f"{a / d:.3f}" == r]
+        if not ok:
+            return None
+        ranges.append(range(ok[0], ok[-1] + 1))
+    if not sum(x.start for x in ranges) <= accepted <= sum(x.stop - 1 for x in ranges):
+        return None
+    if all(len(x) == 1 for x in ranges):
+        pos = tuple(x.start for x in ranges)
+        return (pos, False) if _non_increasing(pos) else None
+    # Several integers print the same: take the nearest to rate*d, then fix the sum by
+    # moving the positions with the most room. Exact sums, approximate split.
+    pos_l = [min(max(round(float(r) * d), x.start), x.stop - 1) for r, x in zip(rates_printed, ranges)]
+    diff = accepted - sum(pos_l)
+    for i, x in enumerate(ranges):
+        if diff == 0:
+            break
+        room = (x.stop - 1 - pos_l[i]) if diff > 0 else (x.start - pos_l[i])
+        step = min(diff, room) if diff > 0 else max(diff, room)
+        pos_l[i] += step
+        diff -= step
+    if diff != 0 or not _non_increasing(tuple(pos_l)):
+        return None
+    return tuple(pos_l), True
+
+
+def _non_increasing(xs: tuple[int, ...]) -> bool:
+    return all(a >= b for a, b in zip(xs, xs[1:]))
+
+
+def parse_v1_fields(text: str) -> dict[str, object] | None:
+    """The fields of one ``SpecDecoding metrics:`` payload, as printed; None if unusable."""
+    out: dict[str, object] = {}
+    for name, rx in _FIELDS.items():
+        m = rx.search(text)
+        if m:
+            out[name] = m.group(1)
+    if "accepted" not in out or "drafted" not in out:
+        return None
+    if "per_position" in out:
+        out["per_position"] = [s.strip() for s in str(out["per_position"]).split(",") if s.strip()]
+    return out
+
+
+def parse_v0_fields(text: str) -> dict[str, str] | None:
+    out: dict[str, str] = {}
+    for name, rx in _V0_FIELDS.items():
+        m = rx.search(text)
+        if m is None:
+            return None
+        out[name] = m.group(1)
+    return out
+
+
+def drafter_method(line: str) -> str | None:
+    """The speculative method named in a vLLM start-up line, if the line names one."""
+    m = _METHOD.search(line)
+    if m is None and "speculative_config" in line:
+        m = _METHOD_ARG.search(line)
+    return m.group(1) if m else None
+
+
+class VllmLogParser:
+    """Stateful reader of vLLM log lines; feed lines in order, then ``finish()``.
+
+    ``drafter`` decides how to count windows where nothing was accepted: ``auto`` reads the
+    method from the log's start-up lines (ngram and suffix drafts vary in length), and else
+    treats the drafter as fixed-length only if every recoverable window was.
+    """
+
+    def __init__(self, drafter: DrafterKind = "auto") -> None:
+        self.drafter = drafter
+        self.method: str | None = None
+        self.reading = LogReading(engine=ENGINE)
+        self._pending: list[tuple[str, int, str | None, dict[str, object]]] = []
+        self._v0_prev: tuple[int, int, int] | None = None
+        self._v0_last: AcceptanceProfile | None = None
+
+    def feed(self, source: str, lineno: int, line: str) -> None:
+        if self.method is None and "speculative_config" in line:
+            self.method = drafter_method(line)
+        i = line.find(V1_MARKER)
+        if i >= 0:
+            fields = parse_v1_fields(line[i + len(V1_MARKER):])
+            if fields is None:
+                self.reading.skipped.add(source, lineno, "SpecDecoding line without Accepted/Drafted counts")
+                return
+            self._pending.append((source, lineno, _timestamp(line), fields))
+            return
+        i = line.find(V0_MARKER)
+        if i >= 0:
+            self._feed_v0(source, lineno, line, line[i + len(V0_MARKER):])
+
+    def _feed_v0(self, source: str, lineno: int, line: str, text: str) -> None:
+        fields = parse_v0_fields(text)
+        if fields is None:
+            self.reading.skipped.add(source, lineno, "Speculative metrics line with missing fields")
+            return
+        self.reading.cumulative = True
+        k, acc, drafted = int(fields["k"]), int(fields["accepted"]), int(fields["drafted"])
+        prev = self._v0_prev or (k, 0, 0)
+        if acc < prev[1] or drafted < prev[2]:
+            self.reading.notes.append(
+                f"{source}:{lineno}: V0 running totals went down: the server restarted; "
+                "the window starts from zero again"
+            )
+            prev = (k, 0, 0)
+        d_acc, d_drafted = acc - prev[1], drafted - prev[2]
+        profile = AcceptanceProfile(
+            drafts=d_drafted // k if k else None,
+            draft_tokens=d_drafted,
+            accepted_tokens=d_acc,
+            k=k,
+        )
+        self._v0_prev = (k, acc, drafted)
+        self.reading.windows.append(
+            Window(ENGINE, source, lineno, profile, _timestamp(line), printed=dict(fields))
+        )
+
+    def finish(self) -> LogReading:
+        fixed = self._fixed_length()
+        for source, lineno, ts, fields in self._pending:
+            self.reading.windows.append(_v1_window(source, lineno, ts, fields, fixed))
+        self._pending.clear()
+        if self.method:
+            self.reading.notes.append(f"speculative method from the start-up log: {self.method}")
+        return self.reading
+
+    def _fixed_length(self) -> bool | None:
+        if self.drafter != "auto":
+            return self.drafter == "fixed"
+        if self.method is not None:
+            return self.method not in VARIABLE_LENGTH_METHODS
+        # No start-up line: fixed-length if every window whose count is recoverable was.
+        seen = False
+        for _, _, _, f in self._pending:
+            rates = f.get("per_position")
+            if not isinstance(rates, list) or not rates:
+                return None
+            rec = recover_counts(int(str(f["accepted"])), int(str(f["drafted"])),
+                                 _str(f.get("mean_acceptance_length")), rates, None)
+            if rec.drafts is not None and rec.drafts > 0:
+                seen = True
+                if int(str(f["drafted"])) != rec.drafts * len(rates):
+                    return False
+        return True if seen else None
+
+
+def _v1_window(
+    source: str, lineno: int, ts: str | None, fields: dict[str, object], fixed: bool | None
+) -> Window:
+    accepted, drafted = int(str(fields["accepted"])), int(str(fields["drafted"]))
+    rates = fields.get("per_position")
+    rates_l = [str(r) for r in rates] if isinstance(rates, list) else None
+    rec = recover_counts(accepted, drafted, _str(fields.get("mean_acceptance_length")), rates_l, fixed)
+    notes: tuple[str, ...] = ()
+    if rec.drafts is None:
+        notes = ("draft count not recoverable from this line",)
+    elif rec.approximate_positions:
+        notes = ("per-position counts rounded from 3-decimal rates",)
+    profile = AcceptanceProfile(
+        drafts=rec.drafts,
+        draft_tokens=drafted,
+        accepted_tokens=accepted,
+        accepted_per_position=rec.per_position,
+        k=len(rates_l) if rates_l else None,
+        notes=notes,
+    )
+    return Window(ENGINE, source, lineno, profile, ts, printed=dict(fields))
+
+
+def _str(x: object) -> str | None:
+    return None if x is None else str(x)
+
+
+def _timestamp(line: str) -> str | None:
+    m = _TIMESTAMP.search(line, 0, 120)
+    return m.group(1) if m else None
+
+
+def looks_like(line: str) -> bool:
+    return V1_MARKER in line or V0_MARKER in line
+
+
+def iter_marked_lines(path: str, markers: tuple[bytes, ...], chunk_size: int = 1 << 24
+                      ) -> Iterator[tuple[int, str]]:
+    """(line number, decoded line) for each line of a file containing any marker.
+
+    Reads the file in large chunks and lets bytes.find skip the noise in C, so a day of logs
+    costs about one sequential read; memory stays at one chunk whatever the file's size.
+    ``speculative_config`` start-up lines are yielded too.
+    """
+    extra = (b"speculative_config",)
+    wanted = markers + extra
+    lineno = 0
+    carry = b""
+    with open(path, "rb") as fh:
+        while True:
+            block = fh.read(chunk_size)
+            if not block:
+                break
+            buf = carry + block
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                carry = buf
+                continue
+            data, carry = buf[: cut + 1], buf[cut + 1:]
+            yield from _scan(data, wanted, lineno)
+            lineno += data.count(b"\n")
+        if carry:
+            yield from _scan(carry + b"\n", wanted, lineno)
+
+
+def _scan(data: bytes, wanted: tuple[bytes, ...], lineno: int) -> Iterator[tuple[int, str]]:
+    hits: list[int] = []
+    for marker in wanted:
+        pos = data.find(marker)
+        while pos >= 0:
+            hits.append(pos)
+            pos = data.find(marker, pos + len(marker))
+    if not hits:
+        return
+    hits.sort()
+    counted_to, line_at = 0, lineno
+    last_start = -1
+    for pos in hits:
+        start = data.rfind(b"\n", 0, pos) + 1
+        if start == last_start:
+            continue
+        last_start = start
+        line_at += data.count(b"\n", counted_to, start)
+        counted_to = start
+        end = data.find(b"\n", pos)
+        yield line_at + 1, data[start:end].decode("utf-8", "replace")
