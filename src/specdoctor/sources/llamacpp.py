@@ -1,0 +1,403 @@
+"""llama.cpp server (llama-server) acceptance figures → acceptance profiles.
+
+What llama-server counts (read in ggml-org/llama.cpp, tools/server/server-context.cpp,
+``server_slot::print_timings`` and ``reset``, and common/speculative.cpp,
+``common_speculative_print_stats``):
+
+- Per request. Each slot keeps ``stats.n_draft_tokens`` (draft tokens sent to verification;
+  since ggml-org/llama.cpp#14104 drafts dropped by ``--draft-min`` are not counted),
+  ``n_draft_accepted`` (accepted draft tokens, bonus NOT counted), ``n_draft_verif_steps``
+  (verification steps with a draft) and ``n_accepted_per_pos[i]``. ``reset()`` clears them when the
+  slot is released, so every line below covers exactly one request (one task).
+- Log line at release, three formats:
+  * current: ``draft acceptance = %0.5f (%5d accepted / %5d generated), mean len = %5.2f`` with
+    mean len = 1 + accepted / verification steps (bonus counted, vLLM's convention), plus, at
+    trace verbosity only, ``acc per pos = (…)`` with accepted at i / verification steps (``%.3f``,
+    unconditional, vLLM's convention);
+  * during review of ggml-org/llama.cpp#24536: ``…, mean acceptance length = %5.2f, acceptance
+    rate per position = (…)`` on the same line;
+  * older: ``draft acceptance rate = %0.5f (%5d accepted / %5d generated)``.
+- Response ``timings.draft_n`` / ``timings.draft_n_accepted`` (ggml-org/llama.cpp#12603): the same
+  per-request pair; no verification-step count (#27676, which would add it, was closed).
+- ``statistics <drafter>: … #gen drafts = N, #acc drafts = N, #gen tokens = N, #acc tokens = N``
+  (common/speculative.cpp): running totals per drafter since the server started; ``#acc drafts``
+  counts drafts with at least one accepted token (accepted at position 0).
+- ``/metrics`` with ``--metrics`` (ggml-org/llama.cpp#26389, merged 2026-07-31): counters
+  ``llamacpp:spec_decode_num_drafts``, ``…_num_draft_tokens``, ``…_num_accepted_tokens`` and
+  ``…_num_accepted_tokens_per_pos{position="N"}`` "matching the vLLM counter schema", cumulative
+  since start; exported with a ``_total`` suffix in use. The names and meaning are taken from that
+  pull request and scripts that scrape it; the merged code was not in the source snapshot read.
+
+Counting rules:
+
+- Counts are used whenever printed: accepted and draft tokens are exact on every line.
+- The verification-step count (drafts) is recovered from the printed mean length and per-position
+  rates only when exactly one integer reproduces every printed figure (formatted as llama.cpp
+  formats it); per-position counts likewise, each from exactly one integer. Else it stays unknown.
+- Never average averages: windows and totals add counts (``sum_profiles``); a total whose drafts
+  are unknown in any window has unknown drafts, never a guessed one.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from specdoctor.acceptance.profile import AcceptanceProfile
+from specdoctor.errors import InputError
+from specdoctor.sources.base import LogReading, Window
+
+ENGINE = "llamacpp"
+MARKER = "draft acceptance"
+PER_POS_MARKER = "acc per pos ="
+STATS_MARKER = "#gen drafts ="
+MARKERS = (MARKER, PER_POS_MARKER, STATS_MARKER)
+
+_LINE = re.compile(
+    r"draft acceptance(?: rate)?\s*=\s*(?P<rate>\S+)\s*"
+    r"\(\s*(?P<acc>\d+)\s+accepted\s*/\s*(?P<gen>\d+)\s+generated\s*\)"
+)
+_MEAN = re.compile(r"mean (?:acceptance length|len)\s*=\s*(?P<mean>[^,\s]+)")
+_PER_POS = re.compile(r"(?:acceptance rate per position|acc per pos|#acc rate/pos)\s*=\s*\((?P<pos>[^)]*)\)")
+_SLOT = re.compile(r"\bid\s+(\d+)\s*\|\s*task\s+(-?\d+)")
+_TIMESTAMP = re.compile(r"^(?:\[\d+\]\s+)?(\d+\.\d\d\.\d{3}\.\d{3})\s+[A-Z]\s")
+_STATS_NAME = re.compile(r"statistics\s+(\S+?):")
+_STATS_FIELDS = {
+    "drafts": re.compile(r"#gen drafts\s*=\s*(\d+)"),
+    "drafts_accepted": re.compile(r"#acc drafts\s*=\s*(\d+)"),
+    "draft_tokens": re.compile(r"#gen tokens\s*=\s*(\d+)"),
+    "accepted": re.compile(r"#acc tokens\s*=\s*(\d+)"),
+}
+
+
+# -- recovering counts from printed rates --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Recovered:
+    drafts: int | None
+    per_position: tuple[int, ...] | None
+
+
+def recover_counts(accepted: int, generated: int, mean_printed: str | None,
+                   rates_printed: list[str] | None) -> Recovered:
+    """Verification steps (and per-position counts) that reproduce the printed figures exactly.
+
+    llama.cpp prints mean len as ``%.2f`` of 1 + accepted/steps and each position as ``%.3f`` of
+    accepted_i/steps (a double, formatted as Python formats it). A count is returned only when
+    exactly one integer fits; per-position counts must also sum to ``accepted`` and not increase.
+    """
+    if mean_printed is None or accepted == 0:
+        return Recovered(None, None)
+    try:
+        m = float(mean_printed)
+    except ValueError:
+        return Recovered(None, None)
+    if not math.isfinite(m) or m <= 1.0:
+        return Recovered(None, None)
+    lo = max(1, math.floor(accepted / (m - 1 + 0.0051)) - 1)
+    hi = generated if m - 1 - 0.0051 <= 0 else min(generated, math.ceil(accepted / (m - 1 - 0.0051)) + 1)
+    if hi - lo > 1_000_000:
+        return Recovered(None, None)
+    fits: list[tuple[int, tuple[range, ...] | None]] = []
+    for d in range(lo, hi + 1):
+        if f"{1 + accepted / d:.2f}" != mean_printed:
+            continue
+        if rates_printed is None:
+            fits.append((d, None))
+            continue
+        ranges = _position_ranges(d, accepted, rates_printed)
+        if ranges is not None:
+            fits.append((d, ranges))
+    if len(fits) != 1:
+        return Recovered(None, None)
+    d, ranges = fits[0]
+    if ranges is None or not all(len(r) == 1 for r in ranges):
+        return Recovered(d, None)
+    return Recovered(d, tuple(r.start for r in ranges))
+
+
+def _position_ranges(d: int, accepted: int, rates_printed: list[str]) -> tuple[range, ...] | None:
+    """Integers a_i with f"{a_i/d:.3f}" == printed, or None if no consistent choice exists."""
+    ranges: list[range] = []
+    for r in rates_printed:
+        try:
+            centre = float(r) * d
+        except ValueError:
+            return None
+        ok = [a for a in range(max(0, math.floor(centre - 0.0006 * d) - 1),
+                               min(d, math.ceil(centre + 0.0006 * d) + 1) + 1)
+              if f"{a / d:.3f}" == r]
+        if not ok:
+            return None
+        ranges.append(range(ok[0], ok[-1] + 1))
+    if not sum(x.start for x in ranges) <= accepted <= sum(x.stop - 1 for x in ranges):
+        return None
+    # acceptance is prefix-closed: a position can never be accepted more often than the one before
+    if any(a.stop - 1 < b.start for a, b in zip(ranges, ranges[1:])):
+        return None
+    if all(len(x) == 1 for x in ranges) and sum(x.start for x in ranges) != accepted:
+        return None
+    return tuple(ranges)
+
+
+# -- log lines -----------------------------------------------------------------------------------
+
+
+def looks_like(line: str) -> bool:
+    """A llama-server speculative line: a per-request acceptance line or a drafter statistics line."""
+    return (MARKER in line and "accepted" in line and "generated" in line) or STATS_MARKER in line
+
+
+@dataclass
+class _Entry:
+    lineno: int
+    timestamp: str | None
+    slot: tuple[str, str] | None
+    printed: dict[str, Any]
+    rates: list[str] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def parse_log(lines: Iterable[str], source: str) -> LogReading:
+    """One window per finished request (line numbers 1-based); malformed lines are counted.
+
+    ``statistics`` lines (cumulative per drafter) are summarised in the notes; read them as
+    profiles with ``statistics_totals``.
+    """
+    reading = LogReading(engine=ENGINE)
+    entries: list[_Entry] = []
+    open_by_slot: dict[tuple[str, str], _Entry] = {}
+    stats: dict[str, tuple[int, AcceptanceProfile]] = {}
+    for lineno, line in enumerate(lines, start=1):
+        if STATS_MARKER in line:
+            parsed = _parse_statistics(line)
+            if parsed is None:
+                reading.skipped.add(source, lineno, "statistics line without #gen/#acc counts")
+            else:
+                stats[parsed[0]] = (lineno, parsed[1])
+            continue
+        slot_m = _SLOT.search(line)
+        slot = (slot_m.group(1), slot_m.group(2)) if slot_m else None
+        if MARKER not in line:
+            if PER_POS_MARKER in line:
+                target = open_by_slot.get(slot) if slot else (entries[-1] if entries else None)
+                pos = _PER_POS.search(line)
+                if target is None or target.rates is not None or pos is None:
+                    reading.skipped.add(source, lineno, "acc per pos line without its acceptance line")
+                else:
+                    target.rates = _rates(pos.group("pos"))
+            continue
+        m = _LINE.search(line)
+        if m is None:
+            reading.skipped.add(source, lineno, "draft acceptance line without (N accepted / N generated)")
+            continue
+        acc, gen = int(m.group("acc")), int(m.group("gen"))
+        if acc > gen:
+            reading.skipped.add(source, lineno, f"{acc} accepted of only {gen} generated")
+            continue
+        printed: dict[str, Any] = {"rate": m.group("rate"), "accepted": acc, "generated": gen}
+        rest = line[m.end():]
+        mean = _MEAN.search(rest)
+        if mean:
+            printed["mean_len"] = mean.group("mean")
+        entry = _Entry(lineno, _timestamp(line), slot, printed)
+        pos = _PER_POS.search(rest)
+        if pos:
+            entry.rates = _rates(pos.group("pos"))
+        rate = _float(m.group("rate"))
+        if rate is None or (gen and abs(rate - acc / gen) > 5e-5):
+            entry.notes.append(f"printed rate {m.group('rate')} disagrees with {acc}/{gen}")
+        entries.append(entry)
+        if slot:
+            open_by_slot[slot] = entry
+    for e in entries:
+        reading.windows.append(_window(source, e))
+    if entries and any(w.profile.drafts is None for w in reading.windows):
+        reading.notes.append(
+            "verification steps (drafts) are not printed; recovered only where the mean length "
+            "and per-position rates allow exactly one count, else unknown"
+        )
+    for name, (lineno, p) in sorted(stats.items()):
+        reading.notes.append(
+            f"statistics {name} (cumulative since server start, {source}:{lineno}): "
+            f"{p.drafts} drafts, {p.draft_tokens} draft tokens, {p.accepted_tokens} accepted"
+        )
+    return reading
+
+
+def _window(source: str, e: _Entry) -> Window:
+    acc, gen = int(e.printed["accepted"]), int(e.printed["generated"])
+    if e.rates is not None:
+        e.printed["per_position"] = list(e.rates)
+    rec = recover_counts(acc, gen, e.printed.get("mean_len"), e.rates)
+    profile = AcceptanceProfile(
+        drafts=rec.drafts,
+        draft_tokens=gen,
+        accepted_tokens=acc,
+        accepted_per_position=rec.per_position,
+        k=len(e.rates) if e.rates else None,
+        notes=tuple(e.notes),
+    )
+    if e.slot:
+        e.printed["slot"], e.printed["task"] = int(e.slot[0]), int(e.slot[1])
+    return Window(ENGINE, source, e.lineno, profile, e.timestamp, printed=e.printed)
+
+
+def _parse_statistics(line: str) -> tuple[str, AcceptanceProfile] | None:
+    name = _STATS_NAME.search(line)
+    values: dict[str, int] = {}
+    for key, rx in _STATS_FIELDS.items():
+        m = rx.search(line)
+        if m is None:
+            return None
+        values[key] = int(m.group(1))
+    if name is None or values["accepted"] > values["draft_tokens"]:
+        return None
+    per_pos: tuple[int, ...] | None = None
+    pos = _PER_POS.search(line)
+    if pos and values["drafts"]:
+        ranges = _position_ranges(values["drafts"], values["accepted"], _rates(pos.group("pos")))
+        if ranges and all(len(r) == 1 for r in ranges) and ranges[0].start == values["drafts_accepted"]:
+            per_pos = tuple(r.start for r in ranges)
+    profile = AcceptanceProfile(
+        drafts=values["drafts"],
+        draft_tokens=values["draft_tokens"],
+        accepted_tokens=values["accepted"],
+        accepted_per_position=per_pos,
+        k=len(per_pos) if per_pos else None,
+        notes=(f"drafts with at least one token accepted: {values['drafts_accepted']}",),
+    )
+    return name.group(1), profile
+
+
+def statistics_totals(lines: Iterable[str]) -> dict[str, AcceptanceProfile]:
+    """The last ``statistics <drafter>:`` line of each drafter: counted, cumulative since start."""
+    out: dict[str, AcceptanceProfile] = {}
+    for line in lines:
+        if STATS_MARKER in line:
+            parsed = _parse_statistics(line)
+            if parsed is not None:
+                out[parsed[0]] = parsed[1]
+    return out
+
+
+def _rates(text: str) -> list[str]:
+    return [r.strip() for r in text.split(",") if r.strip()]
+
+
+def _timestamp(line: str) -> str | None:
+    m = _TIMESTAMP.search(line)
+    return m.group(1) if m else None
+
+
+def _float(text: str) -> float | None:
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+# -- response timings ----------------------------------------------------------------------------
+
+
+def profile_from_timings(response: Mapping[str, Any]) -> AcceptanceProfile:
+    """One request's profile from a parsed response (or its ``timings`` object).
+
+    Counted: draft tokens and accepted draft tokens. The verification-step count is not in the
+    response, so the mean acceptance length is unknown.
+    """
+    timings = response.get("timings", response)
+    if not isinstance(timings, Mapping) or "draft_n" not in timings:
+        raise InputError(
+            "the response has no timings.draft_n: speculative decoding is off, or the server "
+            "predates ggml-org/llama.cpp#12603 (2025-03), or this is not the final chunk of a stream",
+            "start llama-server with a draft model (-md) or --spec-type, and read the final response",
+        )
+    draft_n = _nonneg_int(timings, "draft_n")
+    accepted = _nonneg_int(timings, "draft_n_accepted") if "draft_n_accepted" in timings else None
+    if accepted is None:
+        raise InputError("timings.draft_n without timings.draft_n_accepted",
+                         "pass the response JSON unchanged")
+    if accepted > draft_n:
+        raise InputError(f"timings: {accepted} accepted of only {draft_n} drafted",
+                         "pass the response JSON unchanged")
+    return AcceptanceProfile(
+        drafts=None,
+        draft_tokens=draft_n,
+        accepted_tokens=accepted,
+        notes=("one request; verification steps are not in timings, so drafts are unknown",),
+    )
+
+
+def _nonneg_int(obj: Mapping[str, Any], key: str) -> int:
+    value = obj[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
+        raise InputError(f"timings.{key}={value!r} is not a count", "pass the response JSON unchanged")
+    return int(value)
+
+
+# -- /metrics ------------------------------------------------------------------------------------
+
+_PREFIX = "llamacpp:spec_decode_"
+_NAMES = {
+    "llamacpp:spec_decode_num_drafts": "drafts",
+    "llamacpp:spec_decode_num_draft_tokens": "draft_tokens",
+    "llamacpp:spec_decode_num_accepted_tokens": "accepted",
+}
+_PER_POS_NAME = "llamacpp:spec_decode_num_accepted_tokens_per_pos"
+
+
+def profile_from_prometheus(text: str) -> AcceptanceProfile:
+    """Counted profile from llama-server's spec-decode counters (cumulative since start).
+
+    Series are summed (one per model in router mode). A run is the difference of two scrapes.
+    """
+    try:
+        families = list(text_string_to_metric_families(text))
+    except (ValueError, TypeError, IndexError) as exc:
+        raise InputError(f"not Prometheus text exposition ({exc})",
+                         "pass the body of llama-server's /metrics endpoint") from exc
+    totals: dict[str, float] = {}
+    per_pos: dict[int, float] = {}
+    for fam in families:
+        if not fam.name.startswith(_PREFIX):
+            continue
+        for s in fam.samples:
+            if s.name.endswith("_created"):
+                continue
+            base = s.name.removesuffix("_total")
+            if base in _NAMES:
+                totals[_NAMES[base]] = totals.get(_NAMES[base], 0.0) + s.value
+            elif base == _PER_POS_NAME and "position" in s.labels:
+                i = int(s.labels["position"])
+                per_pos[i] = per_pos.get(i, 0.0) + s.value
+    if not totals:
+        raise InputError(
+            "no llamacpp:spec_decode_* counters in this metrics text",
+            "start llama-server with --metrics and a drafter (-md or --spec-type); servers before "
+            "ggml-org/llama.cpp#26389 (2026-07-31) do not export them: read the log lines or the "
+            "response timings instead",
+        )
+    k = max(per_pos) + 1 if per_pos else None
+    notes = ["cumulative since server start: a run is the difference of two scrapes"]
+    if not per_pos:
+        notes.append("no per-position counters (exported only after the first speculative request)")
+    return AcceptanceProfile(
+        drafts=_int(totals.get("drafts")),
+        draft_tokens=_int(totals.get("draft_tokens")),
+        accepted_tokens=_int(totals.get("accepted")),
+        accepted_per_position=tuple(int(per_pos.get(i, 0)) for i in range(k)) if k else None,
+        k=k,
+        notes=tuple(notes),
+    )
+
+
+def _int(x: float | None) -> int | None:
+    return None if x is None else int(x)
