@@ -259,3 +259,17 @@ def test_prometheus_errors_name_the_fix():
     zero = NEW_HELP.replace("} 2.8", "} 0.0").replace("} 2.7", "} 0.0")
     with pytest.raises(InputError, match="send some requests"):
         sglang.profile_from_prometheus(zero)
+
+
+def test_prometheus_rate_without_k_is_kept_and_explained():
+    no_config = "\n".join(l for l in NEW_HELP.splitlines()
+                          if "spec_num_steps" not in l and "spec_num_draft_tokens" not in l) + "\n"
+    p = sglang.profile_from_prometheus(no_config)
+    assert p.k is None
+    assert p.acceptance_rate == pytest.approx(0.6)
+    assert any("k unknown" in n for n in p.notes)
+
+
+def test_prometheus_garbage_is_an_input_error():
+    with pytest.raises(InputError, match="/metrics"):
+        sglang.profile_from_prometheus("sglang:spec_accept_length{model_name=\"m\" 2.8\n")

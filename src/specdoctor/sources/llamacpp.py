@@ -63,7 +63,9 @@ _LINE = re.compile(
     r"\(\s*(?P<acc>\d+)\s+accepted\s*/\s*(?P<gen>\d+)\s+generated\s*\)"
 )
 _MEAN = re.compile(r"mean (?:acceptance length|len)\s*=\s*(?P<mean>[^,\s]+)")
-_PER_POS = re.compile(r"(?:acceptance rate per position|acc per pos|#acc rate/pos)\s*=\s*\((?P<pos>[^)]*)\)")
+_PER_POS = re.compile(
+    r"(?:acceptance rate per position|acc per pos|#acc rate/pos)\s*=\s*\((?P<pos>[^)]*)\)"
+)
 _SLOT = re.compile(r"\bid\s+(\d+)\s*\|\s*task\s+(-?\d+)")
 _TIMESTAMP = re.compile(r"^(?:\[\d+\]\s+)?(\d+\.\d\d\.\d{3}\.\d{3})\s+[A-Z]\s")
 _STATS_NAME = re.compile(r"statistics\s+(\S+?):")
@@ -101,8 +103,10 @@ def recover_counts(accepted: int, generated: int, mean_printed: str | None,
     if not math.isfinite(m) or m <= 1.0:
         return Recovered(None, None)
     lo = max(1, math.floor(accepted / (m - 1 + 0.0051)) - 1)
-    hi = generated if m - 1 - 0.0051 <= 0 else min(generated, math.ceil(accepted / (m - 1 - 0.0051)) + 1)
-    if hi - lo > 1_000_000:
+    hi = generated
+    if m - 1 - 0.0051 > 0:
+        hi = min(generated, math.ceil(accepted / (m - 1 - 0.0051)) + 1)
+    if hi - lo > 100_000:
         return Recovered(None, None)
     fits: list[tuple[int, tuple[range, ...] | None]] = []
     for d in range(lo, hi + 1):
@@ -122,7 +126,8 @@ def recover_counts(accepted: int, generated: int, mean_printed: str | None,
     return Recovered(d, tuple(r.start for r in ranges))
 
 
-def _position_ranges(d: int, accepted: int, rates_printed: list[str]) -> tuple[range, ...] | None:
+def _position_ranges(d: int, accepted: int, rates_printed: list[str]
+                     ) -> tuple[range, ...] | None:
     """Integers a_i with f"{a_i/d:.3f}" == printed, or None if no consistent choice exists."""
     ranges: list[range] = []
     for r in rates_printed:
@@ -150,7 +155,7 @@ def _position_ranges(d: int, accepted: int, rates_printed: list[str]) -> tuple[r
 
 
 def looks_like(line: str) -> bool:
-    """A llama-server speculative line: a per-request acceptance line or a drafter statistics line."""
+    """A llama-server speculative line: per-request acceptance, or drafter statistics."""
     return (MARKER in line and "accepted" in line and "generated" in line) or STATS_MARKER in line
 
 
@@ -189,13 +194,17 @@ def parse_log(lines: Iterable[str], source: str) -> LogReading:
                 target = open_by_slot.get(slot) if slot else (entries[-1] if entries else None)
                 pos = _PER_POS.search(line)
                 if target is None or target.rates is not None or pos is None:
-                    reading.skipped.add(source, lineno, "acc per pos line without its acceptance line")
+                    reading.skipped.add(
+                        source, lineno, "acc per pos line without its acceptance line"
+                    )
                 else:
                     target.rates = _rates(pos.group("pos"))
             continue
         m = _LINE.search(line)
         if m is None:
-            reading.skipped.add(source, lineno, "draft acceptance line without (N accepted / N generated)")
+            reading.skipped.add(
+                source, lineno, "draft acceptance line without (N accepted / N generated)"
+            )
             continue
         acc, gen = int(m.group("acc")), int(m.group("gen"))
         if acc > gen:
@@ -263,7 +272,8 @@ def _parse_statistics(line: str) -> tuple[str, AcceptanceProfile] | None:
     pos = _PER_POS.search(line)
     if pos and values["drafts"]:
         ranges = _position_ranges(values["drafts"], values["accepted"], _rates(pos.group("pos")))
-        if ranges and all(len(r) == 1 for r in ranges) and ranges[0].start == values["drafts_accepted"]:
+        exact = ranges is not None and all(len(r) == 1 for r in ranges)
+        if ranges and exact and ranges[0].start == values["drafts_accepted"]:
             per_pos = tuple(r.start for r in ranges)
     profile = AcceptanceProfile(
         drafts=values["drafts"],
@@ -317,8 +327,8 @@ def profile_from_timings(response: Mapping[str, Any]) -> AcceptanceProfile:
     if not isinstance(timings, Mapping) or "draft_n" not in timings:
         raise InputError(
             "the response has no timings.draft_n: speculative decoding is off, or the server "
-            "predates ggml-org/llama.cpp#12603 (2025-03), or this is not the final chunk of a stream",
-            "start llama-server with a draft model (-md) or --spec-type, and read the final response",
+            "predates ggml-org/llama.cpp#12603 (2025-03), or this is not a stream's final chunk",
+            "start llama-server with a draft model (-md) or --spec-type; read the final response",
         )
     draft_n = _nonneg_int(timings, "draft_n")
     accepted = _nonneg_int(timings, "draft_n_accepted") if "draft_n_accepted" in timings else None
@@ -338,8 +348,10 @@ def profile_from_timings(response: Mapping[str, Any]) -> AcceptanceProfile:
 
 def _nonneg_int(obj: Mapping[str, Any], key: str) -> int:
     value = obj[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
-        raise InputError(f"timings.{key}={value!r} is not a count", "pass the response JSON unchanged")
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or value < 0 or value != int(value)):
+        raise InputError(f"timings.{key}={value!r} is not a count",
+                         "pass the response JSON unchanged")
     return int(value)
 
 

@@ -55,6 +55,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -65,7 +66,9 @@ from specdoctor.sources.base import LogReading, Window
 
 ENGINE = "sglang"
 MARKER = "Decode batch"
-MARKERS = (MARKER,)
+_SERVER_ARGS_MARKER = "server_args=ServerArgs("
+# Lines a log scanner must keep: metrics lines and the start-up line that names k.
+MARKERS = (MARKER, _SERVER_ARGS_MARKER)
 
 RATE_ONLY_NOTE = (
     "SGLang log lines carry rates, not counts: a total over windows is an unweighted mean of "
@@ -75,15 +78,16 @@ RATE_ONLY_NOTE = (
 _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)")
 _RANKS = re.compile(r"\b((?:DP|TP|PP|EP|CP)\d+)\b")
 _ITER = re.compile(r"^\s*\[\d+\]")
-_SERVER_ARGS_MARKER = "server_args=ServerArgs("
-_SERVER_ARG = re.compile(r"\b(speculative_(?:algorithm|num_steps|eagle_topk|num_draft_tokens))=([^,)]+)")
+_SERVER_ARG = re.compile(
+    r"\b(speculative_(?:algorithm|num_steps|eagle_topk|num_draft_tokens))=([^,)]+)"
+)
 
 
 # -- k ------------------------------------------------------------------------------------------
 
 
 def chain_k(num_draft_tokens: int) -> int:
-    """k for chain drafting (topk = 1): SGLang's num_draft_tokens counts the root, so k = n − 1."""
+    """k for chain drafting (topk = 1): num_draft_tokens counts the root, so k = n − 1."""
     if num_draft_tokens < 2:
         raise ValueError(
             f"speculative_num_draft_tokens={num_draft_tokens}: it counts the root token, so a "
@@ -108,8 +112,8 @@ def k_from_server_args(args: Mapping[str, Any]) -> tuple[int | None, str | None]
     if topk is None:
         return None, "speculative_eagle_topk is not known: cannot tell chain from tree drafting"
     if topk > 1:
-        return None, (f"tree drafting (topk={topk}): num_draft_tokens={ndt} is a node budget, "
-                      f"depth num_steps={steps}; k (a chain length) is not defined")
+        return None, (f"tree drafting (topk={topk}): num_draft_tokens={ndt} is a node "
+                      f"budget, depth num_steps={steps}; k (a chain length) is not defined")
     if steps is not None:
         note = None
         if ndt is not None and ndt != steps + 1:
@@ -200,7 +204,9 @@ def parse_log(
             continue
         accept_len = _float(fields["accept len"])
         if accept_len is None:
-            reading.skipped.add(source, lineno, f"accept len is not a number: {fields['accept len']!r}")
+            reading.skipped.add(
+                source, lineno, f"accept len is not a number: {fields['accept len']!r}"
+            )
             continue
         if accept_len < 1.0:
             reading.skipped.add(
@@ -222,8 +228,8 @@ def parse_log(
                 "k unknown (no --k, no logged server_args): acceptance rate not derived; SGLang's "
                 "printed accept rate changed definition between versions and is kept as printed"
             )
-        if k_used is not None and any((w.profile.reported_mean_acceptance_length or 0.0) > k_used + 1.005
-                                      for w in reading.windows):
+        longest = max(w.profile.reported_mean_acceptance_length or 0.0 for w in reading.windows)
+        if k_used is not None and longest > k_used + 1.005:
             reading.notes.append(f"an accept len exceeds k + 1 = {k_used + 1}: k is wrong")
     if k_note and k is None:
         reading.notes.append(f"server_args in the log: {k_note}")
@@ -282,7 +288,9 @@ def profile_from_server_info(info: Mapping[str, Any]) -> AcceptanceProfile:
     if not isinstance(states, list) or not all(isinstance(s, Mapping) for s in states):
         raise InputError("server_info: internal_states is not a list of objects",
                          "pass the JSON body of GET /server_info unchanged")
-    args: Mapping[str, Any] = info if "speculative_algorithm" in info else (states[0] if states else {})
+    args: Mapping[str, Any] = info
+    if "speculative_algorithm" not in info and states:
+        args = states[0]
     k, k_note = k_from_server_args(args) if "speculative_algorithm" in args else (None, None)
     notes = [n for n in (k_note,) if n]
 
@@ -292,8 +300,10 @@ def profile_from_server_info(info: Mapping[str, Any]) -> AcceptanceProfile:
         for s in states:
             a, f = _count(s, keys[0]), _count(s, keys[1])
             if a < f:
-                raise InputError(f"server_info: {keys[0]}={a} is below {keys[1]}={f}",
-                                 "accept tokens include one bonus token per forward; the body is corrupt")
+                raise InputError(
+                    f"server_info: {keys[0]}={a} is below {keys[1]}={f}",
+                    "accept tokens include one bonus token per forward: pass the body unchanged",
+                )
             accept, forward = accept + a, forward + f
         accepted = accept - forward  # remove the bonus token of each (request, step)
         notes.append("cumulative since server start: a run is the difference of two readings")
@@ -308,35 +318,36 @@ def profile_from_server_info(info: Mapping[str, Any]) -> AcceptanceProfile:
         )
 
     rates = [_avg(s) for s in states]
-    per_rank = [AcceptanceProfile(None, None, None, k=k, reported_mean_acceptance_length=r,
-                                  reported_acceptance_rate=(r - 1.0) / k if k else None,
-                                  count_weighted=False) for r in rates if r is not None]
+    per_rank = [
+        AcceptanceProfile(None, None, None, k=k, reported_mean_acceptance_length=r,
+                          reported_acceptance_rate=(r - 1.0) / k if k else None,
+                          count_weighted=False)
+        for r in rates if r is not None
+    ]
     if not per_rank:
         raise InputError(
             "server_info has no avg_spec_accept_length: speculative decoding is off, or no "
             "decode batch has been logged yet",
             "start SGLang with --speculative-algorithm, send some requests, and read again",
         )
-    notes.append("avg_spec_accept_length: since start or the last flush_cache/set_internal_state, "
-                 "updated only when a decode line is logged; no counts (rate-only)")
+    notes.append("avg_spec_accept_length: since start or the last flush_cache or "
+                 "set_internal_state, updated only when a decode line is logged; rate-only")
     profile = per_rank[0] if len(per_rank) == 1 else sum_profiles(per_rank)
     if len(per_rank) > 1:
         notes.append(f"unweighted mean over {len(per_rank)} data-parallel ranks")
-    return AcceptanceProfile(
-        None, None, None, k=k,
-        reported_mean_acceptance_length=profile.reported_mean_acceptance_length,
-        reported_acceptance_rate=profile.reported_acceptance_rate,
-        count_weighted=False,
-        notes=tuple(notes) + profile.notes,
-    )
+    return replace(profile, k=k, notes=tuple(notes) + profile.notes)
 
 
 def _count(state: Mapping[str, Any], key: str) -> int:
     value = state[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not _whole(value):
         raise InputError(f"server_info: {key}={value!r} is not a count",
                          "pass the JSON body of GET /server_info unchanged")
     return int(value)
+
+
+def _whole(value: float) -> bool:
+    return math.isfinite(value) and value >= 0 and value == int(value)
 
 
 def _avg(state: Mapping[str, Any]) -> float | None:
@@ -368,7 +379,9 @@ def profile_from_prometheus(text: str) -> AcceptanceProfile:
         raise InputError(f"not Prometheus text exposition ({exc})",
                          "pass the body of SGLang's /metrics endpoint") from exc
     for fam in families:
-        name = "sglang:" + fam.name[len("sglang_"):] if fam.name.startswith("sglang_") else fam.name
+        name = fam.name
+        if name.startswith("sglang_"):  # an exporter that rewrites ':' to '_'
+            name = "sglang:" + name[len("sglang_"):]
         if name not in (_AL, _RATE, _STEPS, _NDT):
             continue
         helps[name] = fam.documentation or ""
@@ -395,7 +408,8 @@ def profile_from_prometheus(text: str) -> AcceptanceProfile:
         ndt = _gauge_int(gauges, _NDT, group)
         k = steps if steps and ndt == steps + 1 else None
         rate = gauges.get(_RATE, {}).get(group, (0, None))[1]
-        reported_rate = rate if (rate_usable and k and rate is not None and 0 <= rate <= 1) else None
+        usable = rate_usable and rate is not None and 0.0 <= rate <= 1.0
+        reported_rate = rate if usable else None
         profiles.append(AcceptanceProfile(None, None, None, k=k,
                                           reported_mean_acceptance_length=al,
                                           reported_acceptance_rate=reported_rate,
@@ -412,19 +426,16 @@ def profile_from_prometheus(text: str) -> AcceptanceProfile:
     if len(profiles) > 1:
         merged = sum_profiles(profiles)
         notes.append(f"unweighted mean over {len(profiles)} data-parallel series")
-        return AcceptanceProfile(None, None, None, k=merged.k,
-                                 reported_mean_acceptance_length=merged.reported_mean_acceptance_length,
-                                 reported_acceptance_rate=merged.reported_acceptance_rate,
-                                 count_weighted=False, notes=tuple(notes) + merged.notes)
-    p = profiles[0]
-    return AcceptanceProfile(None, None, None, k=p.k,
-                             reported_mean_acceptance_length=p.reported_mean_acceptance_length,
-                             reported_acceptance_rate=p.reported_acceptance_rate,
-                             count_weighted=False, notes=tuple(notes))
+        return replace(merged, notes=tuple(notes) + merged.notes)
+    if profiles[0].k is None and profiles[0].reported_acceptance_rate is not None:
+        notes.append("k unknown (tree drafting, or no spec_num_steps gauge): the rate is accepted "
+                     "/ proposed draft tokens, not comparable with chain drafting at a given k")
+    return replace(profiles[0], notes=tuple(notes))
 
 
-def _gauge_int(gauges: dict[str, dict[Any, tuple[int, float]]], name: str, group: Any) -> int | None:
+def _gauge_int(gauges: dict[str, dict[Any, tuple[int, float]]], name: str, group: Any
+               ) -> int | None:
     held = gauges.get(name, {}).get(group)
-    if held is None or not math.isfinite(held[1]) or held[1] != int(held[1]):
+    if held is None or not _whole(held[1]):
         return None
     return int(held[1])
