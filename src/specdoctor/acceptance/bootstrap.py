@@ -4,9 +4,9 @@ Drafts inside one request are not independent (a hard passage lowers every draft
 binomial interval on pooled counts is too narrow. Instead whole units are resampled with
 replacement and each ratio is recomputed from the resampled counter sums.
 
-Many units (a day of log windows) are first merged into at most ``max_blocks`` consecutive
-blocks: a block bootstrap, which keeps neighbouring windows together and is, if anything,
-more conservative.
+Many units (a day of log windows) are folded, as they stream in, into between ``max_blocks``
+and ``2 * max_blocks`` blocks of consecutive units: a block bootstrap, which keeps neighbouring
+windows together, is if anything more conservative, and needs constant memory.
 """
 
 from __future__ import annotations
@@ -32,22 +32,78 @@ def bootstrap_intervals(
     Returns an empty dict when the data allows no interval: fewer than two units, or units
     without the counts a figure needs.
     """
-    usable = [u for u in units if u.count_weighted and u.drafts is not None]
-    if len(usable) < MIN_UNITS or len(usable) != len(units):
-        return {}
-    width = max(len(u.accepted_per_position or ()) for u in usable)
-    has_pos = all(u.accepted_per_position is not None for u in usable)
-    has_tokens = all(u.draft_tokens is not None and u.accepted_tokens is not None for u in usable)
-    if not has_tokens:
-        return {}
-    rows = np.zeros((len(usable), 3 + width), dtype=np.float64)
-    for r, u in enumerate(usable):
-        rows[r, 0] = u.drafts or 0
-        rows[r, 1] = u.draft_tokens or 0
-        rows[r, 2] = u.accepted_tokens or 0
-        for i, a in enumerate(u.accepted_per_position or ()):
-            rows[r, 3 + i] = a
-    rows = _blocks(rows, max_blocks)
+    blocks = UnitBlocks(max_blocks)
+    for u in units:
+        blocks.add(u)
+    return blocks.intervals(resamples=resamples, seed=seed)
+
+
+class UnitBlocks:
+    """Units folded into at most ``2 * max_blocks`` consecutive blocks, in constant memory.
+
+    Each block holds the counter sums of ``size`` consecutive units; when the blocks fill up,
+    neighbours merge pairwise and ``size`` doubles. So a stream of any length keeps a bounded
+    table, and the bootstrap resamples blocks of neighbouring units.
+    """
+
+    def __init__(self, max_blocks: int = 2000) -> None:
+        self.max_blocks = max_blocks
+        self.size = 1
+        self.rows: list[list[float]] = []
+        self._current: list[float] | None = None
+        self._in_current = 0
+        self.units = 0
+        self.usable = True
+        self.has_pos = True
+
+    def add(self, u: AcceptanceProfile) -> None:
+        self.units += 1
+        if not self.usable:
+            return
+        if (not u.count_weighted or u.drafts is None or u.draft_tokens is None
+                or u.accepted_tokens is None):
+            self.usable = False
+            return
+        if u.accepted_per_position is None:
+            self.has_pos = False
+        row = [float(u.drafts), float(u.draft_tokens), float(u.accepted_tokens),
+               *map(float, u.accepted_per_position or ())]
+        if self._current is None:
+            self._current = row
+        else:
+            self._current = _add_rows(self._current, row)
+        self._in_current += 1
+        if self._in_current == self.size:
+            self._push()
+
+    def _push(self) -> None:
+        assert self._current is not None
+        self.rows.append(self._current)
+        self._current, self._in_current = None, 0
+        if len(self.rows) >= 2 * self.max_blocks:
+            self.rows = [_add_rows(a, b) for a, b in zip(self.rows[::2], self.rows[1::2])]
+            self.size *= 2
+
+    def intervals(self, resamples: int = 2000, seed: int = 0) -> dict[str, Interval]:
+        if not self.usable or self.units < MIN_UNITS:
+            return {}
+        rows_l = self.rows + ([self._current] if self._current is not None else [])
+        return _intervals(rows_l, self.has_pos, resamples, seed)
+
+
+def _add_rows(a: list[float], b: list[float]) -> list[float]:
+    if len(a) < len(b):
+        a, b = b, a
+    return [x + (b[i] if i < len(b) else 0.0) for i, x in enumerate(a)]
+
+
+def _intervals(rows_l: list[list[float]], has_pos: bool, resamples: int, seed: int
+               ) -> dict[str, Interval]:
+    width = max(len(r) for r in rows_l)
+    rows = np.zeros((len(rows_l), width), dtype=np.float64)
+    for i, r in enumerate(rows_l):
+        rows[i, : len(r)] = r
+    width -= 3
     n = rows.shape[0]
     rng = np.random.default_rng(seed)
     weights = rng.multinomial(n, np.full(n, 1.0 / n), size=resamples)
@@ -62,14 +118,6 @@ def bootstrap_intervals(
             for i in range(width):
                 _put(out, f"per_position[{i}]", sums[:, 3 + i] / drafts)
     return out
-
-
-def _blocks(rows: np.ndarray, max_blocks: int) -> np.ndarray:
-    n = rows.shape[0]
-    if n <= max_blocks:
-        return rows
-    edges = np.linspace(0, n, max_blocks + 1).astype(int)
-    return np.add.reduceat(rows, edges[:-1], axis=0)
 
 
 def _put(out: dict[str, Interval], name: str, samples: np.ndarray) -> None:

@@ -26,7 +26,7 @@ figures and ``count_weighted`` says whether aggregates could be weighted by coun
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -148,13 +148,58 @@ def _round_list(xs: Sequence[float | None] | None) -> list[float | None] | None:
     return None if xs is None else [_round(x) for x in xs]
 
 
-def _sum_optional(values: Iterable[int | None]) -> int | None:
-    total = 0
-    for v in values:
-        if v is None:
-            return None
-        total += v
-    return total
+class ProfileSum:
+    """Running sum of profiles in constant memory: ``add`` windows one at a time, then
+    ``result()``. Same rules as ``sum_profiles``."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._drafts: int | None = 0
+        self._draft_tokens: int | None = 0
+        self._accepted: int | None = 0
+        self._per_pos: list[int] | None = []
+        self._k: int | None = None
+        self._notes: set[str] = set()
+        self._rate_only: list[AcceptanceProfile] = []
+
+    def add(self, p: AcceptanceProfile) -> None:
+        self.n += 1
+        if not p.count_weighted:
+            self._rate_only.append(p)
+            return
+        self._drafts = _add(self._drafts, p.drafts)
+        self._draft_tokens = _add(self._draft_tokens, p.draft_tokens)
+        self._accepted = _add(self._accepted, p.accepted_tokens)
+        if p.k is not None:
+            self._k = p.k if self._k is None else max(self._k, p.k)
+        if self._per_pos is not None:
+            if p.accepted_per_position is None:
+                self._per_pos = None
+            else:
+                grow = len(p.accepted_per_position) - len(self._per_pos)
+                self._per_pos.extend([0] * max(grow, 0))
+                for i, a in enumerate(p.accepted_per_position):
+                    self._per_pos[i] += a
+        self._notes.update(p.notes)
+
+    def result(self) -> AcceptanceProfile:
+        if self._rate_only:
+            # Rate-only windows cannot be weighted; mixing them with counted ones is not either.
+            return _mean_of_rates(self._rate_only)
+        if self.n == 0:
+            return AcceptanceProfile(0, 0, 0, None, None)
+        return AcceptanceProfile(
+            drafts=self._drafts,
+            draft_tokens=self._draft_tokens,
+            accepted_tokens=self._accepted,
+            accepted_per_position=tuple(self._per_pos) if self._per_pos is not None else None,
+            k=self._k,
+            notes=tuple(sorted(self._notes)),
+        )
+
+
+def _add(total: int | None, x: int | None) -> int | None:
+    return None if total is None or x is None else total + x
 
 
 def sum_profiles(profiles: Sequence[AcceptanceProfile]) -> AcceptanceProfile:
@@ -162,36 +207,14 @@ def sum_profiles(profiles: Sequence[AcceptanceProfile]) -> AcceptanceProfile:
 
     A counter unknown in any window is unknown in the sum. Per-position counts of windows with
     different k are summed position by position (a missing position counts as zero accepted,
-    which is exact: a draft shorter than i accepts nothing at i). When no window has counts
-    (rate-only sources), the reported figures are averaged with equal weight and the result
-    is marked ``count_weighted=False``.
+    which is exact: a draft shorter than i accepts nothing at i). When windows carry rates but
+    no counts (rate-only sources), the reported figures are averaged with equal weight and the
+    result is marked ``count_weighted=False``.
     """
-    if not profiles:
-        return AcceptanceProfile(0, 0, 0, None, None)
-    counted = [p for p in profiles if p.count_weighted]
-    if len(counted) != len(profiles):
-        return _mean_of_rates(profiles)
-    ks = {p.k for p in profiles if p.k is not None}
-    k = max(ks) if ks else None
-    per_pos: tuple[int, ...] | None
-    if all(p.accepted_per_position is not None for p in profiles):
-        width = max(len(p.accepted_per_position or ()) for p in profiles)
-        acc = [0] * width
-        for p in profiles:
-            for i, a in enumerate(p.accepted_per_position or ()):
-                acc[i] += a
-        per_pos = tuple(acc)
-    else:
-        per_pos = None
-    notes = sorted({n for p in profiles for n in p.notes})
-    return AcceptanceProfile(
-        drafts=_sum_optional(p.drafts for p in profiles),
-        draft_tokens=_sum_optional(p.draft_tokens for p in profiles),
-        accepted_tokens=_sum_optional(p.accepted_tokens for p in profiles),
-        accepted_per_position=per_pos,
-        k=k,
-        notes=tuple(notes),
-    )
+    acc = ProfileSum()
+    for p in profiles:
+        acc.add(p)
+    return acc.result()
 
 
 def _mean_of_rates(profiles: Sequence[AcceptanceProfile]) -> AcceptanceProfile:

@@ -29,7 +29,8 @@ def logs(files: tuple[Path, ...], engine: str | None, drafter: str, show_windows
     """Read the speculative-decoding metrics lines of one or more log files (in the order
     given): every window, and the total obtained by adding the windows' counts — never by
     averaging their averages. Malformed metrics lines are skipped and counted."""
-    res = read_logs(list(files), engine, drafter)  # type: ignore[arg-type]
+    res = read_logs(list(files), engine, drafter,  # type: ignore[arg-type]
+                    keep_windows=as_json, last_windows=show_windows)
     r = res.reading
     if as_json:
         click.echo(json.dumps({
@@ -41,9 +42,9 @@ def logs(files: tuple[Path, ...], engine: str | None, drafter: str, show_windows
         }))
         return
     out = Console()
-    if r.windows:
-        out.print(windows_table(r.windows, show_windows))
-    out.print(profile_table(res.total, f"{r.engine} · total of {len(r.windows)} windows"))
+    if res.last_windows and show_windows > 0:
+        out.print(windows_table(res.last_windows, res.window_count, show_windows))
+    out.print(profile_table(res.total, f"{r.engine} · total of {res.window_count} windows"))
     if r.skipped.count:
         out.print(f"[yellow]skipped {r.skipped.count} malformed metrics line(s):[/yellow] "
                   + "; ".join(r.skipped.examples), highlight=False)

@@ -50,15 +50,18 @@ def profile_table(p: AcceptanceProfile, title: str) -> Table:
     return t
 
 
-def windows_table(windows: Sequence[Window], limit: int = 20) -> Table:
-    t = Table(title=f"windows ({len(windows)}; last {min(limit, len(windows))} shown)",
+def windows_table(windows: Sequence[Window], count: int, limit: int = 20) -> Table:
+    t = Table(title=f"windows ({count}; last {min(limit, len(windows))} shown)",
               header_style="bold", title_justify="left")
-    for col in ("file:line", "time", "drafts", "drafted", "accepted", "mean AL", "per position"):
-        t.add_column(col, justify="left" if col in ("file:line", "per position") else "right", no_wrap=True)
+    t.add_column("file:line", overflow="fold")
+    t.add_column("time", no_wrap=True)
+    for col in ("drafts", "drafted", "acc", "AL"):
+        t.add_column(col, justify="right", no_wrap=True, min_width=4)
+    t.add_column("per position")
     for w in windows[-limit:]:
         p = w.profile
         pos = " ".join(_f(x, 2) for x in (p.per_position or [])) or "—"
-        t.add_row(f"{Path(w.source).name}:{w.line}", w.timestamp or "", _i(p.drafts), _i(p.draft_tokens),
+        t.add_row(f"{Path(w.source).name}:{w.line}", (w.timestamp or "")[-8:], _i(p.drafts), _i(p.draft_tokens),
                   _i(p.accepted_tokens), _f(p.mean_acceptance_length, 2), pos)
     return t
 

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from specdoctor.acceptance.bootstrap import bootstrap_intervals
-from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
+from specdoctor.acceptance.bootstrap import UnitBlocks
+from specdoctor.acceptance.profile import AcceptanceProfile, ProfileSum
 from specdoctor.errors import InputError
 from specdoctor.sources import vllm_log
-from specdoctor.sources.base import LogReading
+from specdoctor.sources.base import LogReading, Window
 
 ENGINES = ("vllm", "sglang", "llamacpp")
 _DETECT_BYTES = 8 << 20
@@ -25,8 +26,31 @@ _DETECT_BYTES = 8 << 20
 
 @dataclass
 class LogTotal:
+    """What ``read_logs`` returns: every window (when kept), the last few, and the total."""
+
     reading: LogReading
     total: AcceptanceProfile
+    window_count: int = 0
+    last_windows: list[Window] = field(default_factory=list)
+
+
+class _Collector:
+    """Consumes windows as they stream: running total, bootstrap blocks, the last few windows,
+    and (only when asked) the full list. Memory is constant unless the full list is kept."""
+
+    def __init__(self, keep_all: bool, last: int) -> None:
+        self.total = ProfileSum()
+        self.blocks = UnitBlocks()
+        self.last: deque[Window] = deque(maxlen=max(last, 1))
+        self.all: list[Window] | None = [] if keep_all else None
+
+    def add(self, windows: list[Window]) -> None:
+        for w in windows:
+            self.total.add(w.profile)
+            self.blocks.add(w.profile)
+            self.last.append(w)
+            if self.all is not None:
+                self.all.append(w)
 
 
 def _module(engine: str) -> ModuleType:
@@ -54,8 +78,13 @@ def detect_engine(path: Path) -> str | None:
 
 
 def read_logs(paths: list[Path], engine: str | None = None,
-              drafter: vllm_log.DrafterKind = "auto") -> LogTotal:
-    """Windows of all files (in the order given) and their total."""
+              drafter: vllm_log.DrafterKind = "auto", keep_windows: bool = True,
+              last_windows: int = 20) -> LogTotal:
+    """Windows of all files (in the order given) and their total.
+
+    With ``keep_windows=False`` only the total and the last ``last_windows`` windows are kept,
+    so memory does not grow with the logs (vLLM; the other engines read line by line too).
+    """
     if not paths:
         raise InputError("no log file given", "pass one or more files: specdoctor logs server.log")
     for p in paths:
@@ -64,22 +93,31 @@ def read_logs(paths: list[Path], engine: str | None = None,
         if p.is_dir():
             raise InputError(f"{p} is a directory", "pass the log files inside it")
     engine = engine or _detect_all(paths)
+    col = _Collector(keep_windows, last_windows)
+    reading = LogReading(engine=engine)
     if engine == "vllm":
         parser = vllm_log.VllmLogParser(drafter)
+        markers = tuple(m.encode() for m in vllm_log.MARKERS)
         for p in paths:
-            for lineno, line in vllm_log.iter_marked_lines(str(p), tuple(m.encode() for m in vllm_log.MARKERS)):
-                parser.feed(str(p), lineno, line)
-        reading = parser.finish()
+            for lineno, line in vllm_log.iter_marked_lines(str(p), markers):
+                col.add(parser.feed(str(p), lineno, line))
+        col.add(parser.finish())
+        reading.skipped, reading.notes, reading.cumulative = parser.skipped, parser.notes, parser.cumulative
     else:
         mod = _module(engine)
-        reading = LogReading(engine=engine)
         for p in paths:
             part = mod.parse_log(_lines(p), str(p))
-            reading.windows.extend(part.windows)
+            col.add(part.windows)
             reading.skipped.merge(part.skipped)
             reading.notes.extend(part.notes)
             reading.cumulative = reading.cumulative or part.cumulative
-    return LogTotal(reading, _total(reading))
+    reading.windows = col.all or []
+    # For cumulative formats (vLLM V0) the windows are already differences of consecutive
+    # lines, so their sum is the last line's totals (each restart's segment counted once).
+    total = col.total.result()
+    if col.total.n == 0:
+        total = AcceptanceProfile(0, 0, 0, None, None, notes=("no metrics windows",))
+    return LogTotal(reading, total.with_intervals(col.blocks.intervals()), col.total.n, list(col.last))
 
 
 def _detect_all(paths: list[Path]) -> str:
@@ -100,12 +138,3 @@ def _detect_all(paths: list[Path]) -> str:
 def _lines(path: Path) -> Iterator[str]:
     with open(path, encoding="utf-8", errors="replace") as fh:
         yield from fh
-
-
-def _total(reading: LogReading) -> AcceptanceProfile:
-    windows = [w.profile for w in reading.windows]
-    if not windows:
-        return AcceptanceProfile(0, 0, 0, None, None, notes=("no metrics windows",))
-    # For cumulative formats (vLLM V0) the windows are already differences of consecutive
-    # lines, so their sum is the last line's totals (each restart's segment counted once).
-    return sum_profiles(windows).with_intervals(bootstrap_intervals(windows))

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -189,46 +189,92 @@ def drafter_method(line: str) -> str | None:
 
 
 class VllmLogParser:
-    """Stateful reader of vLLM log lines; feed lines in order, then ``finish()``.
+    """Streaming reader of vLLM log lines: ``feed`` lines in order, each call returns the
+    windows it completed; ``finish()`` returns the rest. Memory stays constant.
 
     ``drafter`` decides how to count windows where nothing was accepted: ``auto`` reads the
-    method from the log's start-up lines (ngram and suffix drafts vary in length), and else
-    treats the drafter as fixed-length only if every recoverable window was.
+    method from the log's start-up lines (ngram and suffix drafts vary in length); without
+    one, the first window whose draft count is recoverable decides (fixed-length iff its draft
+    tokens are exactly k per draft), and a later window that contradicts it switches to
+    variable-length from there on, with a note. Windows that accepted nothing wait (in order)
+    until the question is settled.
     """
 
     def __init__(self, drafter: DrafterKind = "auto") -> None:
         self.drafter = drafter
         self.method: str | None = None
-        self.reading = LogReading(engine=ENGINE)
-        self._pending: list[tuple[str, int, str | None, dict[str, object]]] = []
+        self.fixed: bool | None = None if drafter == "auto" else drafter == "fixed"
+        self.skipped = SkippedLines()
+        self.notes: list[str] = []
+        self.cumulative = False
+        self._waiting: list[tuple[str, int, str | None, dict[str, object]]] = []
         self._v0_prev: tuple[int, int, int] | None = None
-        self._v0_last: AcceptanceProfile | None = None
 
-    def feed(self, source: str, lineno: int, line: str) -> None:
+    def feed(self, source: str, lineno: int, line: str) -> list[Window]:
         if self.method is None and "speculative_config" in line:
             self.method = drafter_method(line)
+            if self.method and self.drafter == "auto":
+                self.fixed = self.method not in VARIABLE_LENGTH_METHODS
+                self.notes.append(f"speculative method from the start-up log: {self.method}")
         i = line.find(V1_MARKER)
         if i >= 0:
             fields = parse_v1_fields(line[i + len(V1_MARKER):])
             if fields is None:
-                self.reading.skipped.add(source, lineno, "SpecDecoding line without Accepted/Drafted counts")
-                return
-            self._pending.append((source, lineno, _timestamp(line), fields))
-            return
+                self.skipped.add(source, lineno, "SpecDecoding line without Accepted/Drafted counts")
+                return []
+            return self._v1(source, lineno, _timestamp(line), fields)
         i = line.find(V0_MARKER)
         if i >= 0:
-            self._feed_v0(source, lineno, line, line[i + len(V0_MARKER):])
+            w = self._feed_v0(source, lineno, line, line[i + len(V0_MARKER):])
+            return [w] if w else []
+        return []
 
-    def _feed_v0(self, source: str, lineno: int, line: str, text: str) -> None:
+    def _v1(self, source: str, lineno: int, ts: str | None, fields: dict[str, object]) -> list[Window]:
+        item = (source, lineno, ts, fields)
+        if self.drafter == "auto" and self.method is None:
+            self._learn_fixedness(fields)
+            if self.fixed is None:
+                if int(str(fields["accepted"])) == 0:
+                    self._waiting.append(item)
+                    return []
+        out = self._flush()
+        out.append(_v1_window(*item, self.fixed))
+        return out
+
+    def _learn_fixedness(self, fields: dict[str, object]) -> None:
+        rates = fields.get("per_position")
+        accepted, drafted = int(str(fields["accepted"])), int(str(fields["drafted"]))
+        if not isinstance(rates, list) or not rates or accepted == 0:
+            return
+        rec = recover_counts(accepted, drafted, _str(fields.get("mean_acceptance_length")), rates, None)
+        if rec.drafts is None or rec.drafts == 0:
+            return
+        is_fixed = drafted == rec.drafts * len(rates)
+        if self.fixed is None:
+            self.fixed = is_fixed
+            self.notes.append("no start-up line names the method: drafts judged "
+                              + ("fixed-length" if is_fixed else "variable-length")
+                              + " from the first window whose draft count is exact")
+        elif self.fixed and not is_fixed:
+            self.fixed = False
+            self.notes.append("a window's draft tokens were not k per draft: counting drafts as "
+                              "variable-length from there on (pass --drafter to decide)")
+
+    def _flush(self) -> list[Window]:
+        out = [_v1_window(*item, self.fixed) for item in self._waiting]
+        self._waiting.clear()
+        return out
+
+    def _feed_v0(self, source: str, lineno: int, line: str, text: str) -> Window | None:
         fields = parse_v0_fields(text)
         if fields is None:
-            self.reading.skipped.add(source, lineno, "Speculative metrics line with missing fields")
-            return
-        self.reading.cumulative = True
+            self.skipped.add(source, lineno, "Speculative metrics line with missing fields")
+            return None
+        self.cumulative = True
         k, acc, drafted = int(fields["k"]), int(fields["accepted"]), int(fields["drafted"])
         prev = self._v0_prev or (k, 0, 0)
         if acc < prev[1] or drafted < prev[2]:
-            self.reading.notes.append(
+            self.notes.append(
                 f"{source}:{lineno}: V0 running totals went down: the server restarted; "
                 "the window starts from zero again"
             )
@@ -241,37 +287,21 @@ class VllmLogParser:
             k=k,
         )
         self._v0_prev = (k, acc, drafted)
-        self.reading.windows.append(
-            Window(ENGINE, source, lineno, profile, _timestamp(line), printed=dict(fields))
-        )
+        return Window(ENGINE, source, lineno, profile, _timestamp(line), printed=dict(fields))
 
-    def finish(self) -> LogReading:
-        fixed = self._fixed_length()
-        for source, lineno, ts, fields in self._pending:
-            self.reading.windows.append(_v1_window(source, lineno, ts, fields, fixed))
-        self._pending.clear()
-        if self.method:
-            self.reading.notes.append(f"speculative method from the start-up log: {self.method}")
-        return self.reading
+    def finish(self) -> list[Window]:
+        return self._flush()
 
-    def _fixed_length(self) -> bool | None:
-        if self.drafter != "auto":
-            return self.drafter == "fixed"
-        if self.method is not None:
-            return self.method not in VARIABLE_LENGTH_METHODS
-        # No start-up line: fixed-length if every window whose count is recoverable was.
-        seen = False
-        for _, _, _, f in self._pending:
-            rates = f.get("per_position")
-            if not isinstance(rates, list) or not rates:
-                return None
-            rec = recover_counts(int(str(f["accepted"])), int(str(f["drafted"])),
-                                 _str(f.get("mean_acceptance_length")), rates, None)
-            if rec.drafts is not None and rec.drafts > 0:
-                seen = True
-                if int(str(f["drafted"])) != rec.drafts * len(rates):
-                    return False
-        return True if seen else None
+
+def parse_log(lines: Iterable[str], source: str, drafter: DrafterKind = "auto") -> LogReading:
+    """All windows of one log's lines (the same shape every engine module returns)."""
+    parser = VllmLogParser(drafter)
+    reading = LogReading(engine=ENGINE)
+    for n, line in enumerate(lines, 1):
+        reading.windows.extend(parser.feed(source, n, line))
+    reading.windows.extend(parser.finish())
+    reading.skipped, reading.notes, reading.cumulative = parser.skipped, parser.notes, parser.cumulative
+    return reading
 
 
 def _v1_window(

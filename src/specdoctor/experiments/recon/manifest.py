@@ -1,0 +1,119 @@
+"""The snapshot manifest: what was extracted, from where, at which digest, file by file.
+
+A conclusion cites a snapshot file as `path @ sha256` and the manifest ties that
+to the image/wheel digest and the package version, so the citation names
+exact code, not "the code as I remember it".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specdoctor.errors import InputError
+
+SCHEMA = "specdoctor.snapshot/1"
+MANIFEST_NAME = "manifest.json"
+
+
+@dataclass
+class FileRecord:
+    path: str  # package path, also the path inside the snapshot directory
+    sha256: str
+    size: int
+    source_path: str  # where it was in the source (image path, wheel member)
+    layer: str  # layer digest for images, "wheel" / "tree" / "export" otherwise
+
+
+@dataclass
+class PackageRecord:
+    name: str
+    version: str
+    metadata_path: str
+
+
+@dataclass
+class Skipped:
+    path: str
+    reason: str
+
+
+@dataclass
+class Snapshot:
+    source: dict[str, Any]
+    packages: list[PackageRecord]
+    picks: list[str]
+    patterns: list[str]
+    files: list[FileRecord]
+    skipped: list[Skipped] = field(default_factory=list)
+    created: str = ""
+    schema: str = SCHEMA
+
+    def file(self, path: str) -> FileRecord | None:
+        return next((f for f in self.files if f.path == path), None)
+
+    def label(self) -> str:
+        pkgs = ", ".join(f"{p.name} {p.version}" for p in self.packages) or "no package metadata"
+        return f"{pkgs} from {self.source.get('kind')} {self.source.get('ref')}"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Snapshot:
+        return cls(
+            source=dict(data["source"]),
+            packages=[PackageRecord(**p) for p in data.get("packages", [])],
+            picks=list(data.get("picks", [])),
+            patterns=list(data.get("patterns", [])),
+            files=[FileRecord(**f) for f in data["files"]],
+            skipped=[Skipped(**s) for s in data.get("skipped", [])],
+            created=data.get("created", ""),
+            schema=data.get("schema", SCHEMA),
+        )
+
+
+def is_snapshot(path: Path) -> bool:
+    return path.is_dir() and (path / MANIFEST_NAME).is_file()
+
+
+def load_snapshot(path: Path) -> Snapshot:
+    manifest = path / MANIFEST_NAME
+    if not manifest.is_file():
+        raise InputError(f"{path} is not a snapshot (no {MANIFEST_NAME})",
+                         "make one with `specdoctor recon extract SOURCE -o DIR`")
+    try:
+        data = json.loads(manifest.read_text())
+        if not str(data.get("schema", "")).startswith("specdoctor.snapshot/"):
+            raise ValueError("schema")
+        return Snapshot.from_json(data)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{manifest} is not a specdoctor snapshot manifest",
+                         "extract the snapshot again") from exc
+
+
+def write_snapshot(path: Path, snapshot: Snapshot) -> Path:
+    target = path / MANIFEST_NAME
+    tmp = path / f".{MANIFEST_NAME}.part"
+    tmp.write_text(json.dumps(snapshot.to_json(), indent=1) + "\n")
+    os.replace(tmp, target)
+    return target
+
+
+def parse_metadata(text: str, metadata_path: str) -> PackageRecord | None:
+    """Name and Version from a dist-info METADATA file (RFC 822 headers)."""
+    name = version = None
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        key, _, value = line.partition(":")
+        if key == "Name":
+            name = value.strip()
+        elif key == "Version":
+            version = value.strip()
+    if name and version:
+        return PackageRecord(name, version, metadata_path)
+    return None

@@ -1,0 +1,109 @@
+"""vLLM log windows: draft-count recovery, formats, and the real lab logs."""
+
+import random
+from pathlib import Path
+
+import pytest
+
+from specdoctor.sources.vllm_log import parse_log, recover_counts
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"
+
+
+def vllm_v1_line(drafts: int, per_pos: list[int], drafted: int) -> str:
+    """A payload formatted exactly as vllm/v1/spec_decode/metrics.py formats it."""
+    accepted = sum(per_pos)
+    rates = ", ".join(f"{a / drafts:.3f}" for a in per_pos)
+    return ("SpecDecoding metrics: Mean acceptance length: %.2f, Accepted throughput: %.2f tokens/s, "
+            "Drafted throughput: %.2f tokens/s, Accepted: %d tokens, Drafted: %d tokens, "
+            "Per-position acceptance rate: %s, Avg Draft acceptance rate: %.1f%%"
+            % (1 + accepted / drafts, 1.0, 2.0, accepted, drafted, rates,
+               accepted / drafted * 100))
+
+
+def _parse(lines, drafter="auto"):
+    return parse_log(lines, "t.log", drafter)
+
+
+def test_recovery_on_the_documented_example():
+    # ENGINES.md's example line: 21 accepted of 57 drafted, rates .667 .238 .095, AL 2.00.
+    rec = recover_counts(21, 57, "2.00", ["0.667", "0.238", "0.095"], fixed_length=False)
+    assert rec.drafts == 21 and rec.per_position == (14, 5, 2)
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_recovery_reproduces_random_windows_exactly(seed):
+    rng = random.Random(seed)
+    k = rng.randint(1, 8)
+    drafts = rng.randint(1, 400)
+    per_pos, prev = [], drafts
+    for _ in range(k):
+        prev = rng.randint(0, prev)
+        per_pos.append(prev)
+    if sum(per_pos) == 0:
+        per_pos[0] = 1
+    drafted = drafts * k  # fixed-length drafter
+    line = vllm_v1_line(drafts, per_pos, drafted)
+    w = _parse([line], "fixed").windows[0].profile
+    assert w.drafts == drafts
+    assert list(w.accepted_per_position) == per_pos
+    w2 = _parse([line], "variable").windows[0].profile  # without the k*D shortcut
+    assert w2.drafts in (drafts, None)
+    if w2.drafts is not None:
+        assert sum(w2.accepted_per_position) == sum(per_pos)
+
+
+def test_nothing_accepted_counts_drafts_only_for_fixed_length():
+    line = vllm_v1_line(10, [0, 0, 0], 30)
+    assert _parse([line], "fixed").windows[0].profile.drafts == 10
+    unknown = _parse([line], "variable").windows[0].profile
+    assert unknown.drafts is None and unknown.mean_acceptance_length is None
+    assert unknown.acceptance_rate == 0.0  # still known from tokens
+
+
+def test_auto_reads_the_method_from_the_startup_line():
+    start = ("(EngineCore pid=1) INFO 11-29 08:28:48 [core.py:133] Initializing a V1 LLM engine "
+             "(v0.32.0) with config: model='m', speculative_config=SpeculativeConfig(method='ngram', "
+             "model=None, num_spec_tokens=3), tokenizer='m'")
+    r = _parse([start, vllm_v1_line(10, [0, 0, 0], 27)])
+    assert r.windows[0].profile.drafts is None
+    assert any("ngram" in n for n in r.notes)
+
+
+def test_early_v1_and_forked_formats():
+    early = "INFO 05-01 10:00:00 [loggers.py:1] SpecDecoding metrics: Draft acceptance rate: 36.8%, Accepted: 21 tokens, Drafted: 57 tokens"
+    fork = vllm_v1_line(21, [14, 5, 2], 57).replace("Drafted: 57 tokens,", "Drafted: 57 tokens, Rejected: 36 tokens, Reverify: 0,")
+    r = _parse([early, fork], "variable")
+    assert [w.profile.accepted_tokens for w in r.windows] == [21, 21]
+    assert r.windows[0].profile.drafts is None and r.windows[0].timestamp == "05-01 10:00:00"
+    assert r.windows[1].profile.accepted_per_position == (14, 5, 2)
+
+
+def test_v0_running_totals_become_differences_and_restarts_are_noted():
+    def v0(acc, drafted, emitted):
+        return (f"INFO 01-01 00:00:00 metrics.py:1] Speculative metrics: Draft acceptance rate: 0.5, "
+                f"System efficiency: 0.4, Number of speculative tokens: 3, Number of accepted tokens: {acc}, "
+                f"Number of draft tokens: {drafted}, Number of emitted tokens: {emitted}.")
+    r = _parse([v0(30, 60, 70), v0(45, 90, 105), v0(6, 12, 15)])
+    assert r.cumulative
+    assert [w.profile.accepted_tokens for w in r.windows] == [30, 15, 6]
+    assert [w.profile.drafts for w in r.windows] == [20, 10, 4]
+    assert any("restarted" in n for n in r.notes)
+
+
+def test_malformed_lines_are_counted_with_their_line_numbers():
+    lines = ["SpecDecoding metrics: Mean acceptance length: 2.0", "noise",
+             vllm_v1_line(5, [3, 1], 10), "SpecDecoding metrics: garbage"]
+    r = _parse(lines)
+    assert len(r.windows) == 1
+    assert r.skipped.count == 2
+    assert r.skipped.examples[0].startswith("t.log:1:") and r.skipped.examples[1].startswith("t.log:4:")
+
+
+def test_zero_draft_window_is_kept_with_zero_counts():
+    line = ("SpecDecoding metrics: Mean acceptance length: nan, Accepted throughput: 0.00 tokens/s, "
+            "Drafted throughput: 0.00 tokens/s, Accepted: 0 tokens, Drafted: 0 tokens, "
+            "Per-position acceptance rate: nan, nan, Avg Draft acceptance rate: nan%")
+    w = _parse([line]).windows[0].profile
+    assert (w.drafts, w.draft_tokens, w.accepted_tokens) == (0, 0, 0)
+    assert w.mean_acceptance_length is None
