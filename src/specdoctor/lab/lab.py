@@ -32,9 +32,10 @@ DEFAULT_PORT = 8765
 STATS_INTERVAL_S = "2"
 
 
-def speculative_config(method: str, k: int, target: Path) -> dict[str, object]:
+def speculative_config(method: str, k: int, target: Path, draft: Path | None = None
+                       ) -> dict[str, object]:
     if method == "draft_model":
-        return {"method": "draft_model", "model": str(target), "num_speculative_tokens": k}
+        return {"method": "draft_model", "model": str(draft or target), "num_speculative_tokens": k}
     if method == "ngram":
         return {"method": "ngram", "num_speculative_tokens": k,
                 "prompt_lookup_max": 4, "prompt_lookup_min": 2}
@@ -59,8 +60,11 @@ def lab_env(cache_root: Path) -> dict[str, str]:
 
 
 def lab_spec(method: str = DEFAULT_METHOD, k: int = DEFAULT_K, port: int = DEFAULT_PORT,
-             target: Path | None = None, extra_args: tuple[str, ...] = ()) -> LaunchSpec:
-    """The launch recipe of a lab server (builds the tiny model first if needed)."""
+             target: Path | None = None, draft: Path | None = None,
+             extra_args: tuple[str, ...] = ()) -> LaunchSpec:
+    """The launch recipe of a lab server (builds the tiny model first if needed).
+
+    ``draft`` (draft_model only) defaults to the target itself: the perfect baseline."""
     if k < 1:
         raise LabError(f"--k must be at least 1, got {k}", "pass --k 1..8")
     if target is None:
@@ -79,7 +83,7 @@ def lab_spec(method: str = DEFAULT_METHOD, k: int = DEFAULT_K, port: int = DEFAU
         "--seed", "0",
         # Per-request acceptance in each response: the units of the bootstrap intervals.
         "--per-request-spec-decode-metrics", "detailed",
-        "--speculative-config", json.dumps(speculative_config(method, k, target)),
+        "--speculative-config", json.dumps(speculative_config(method, k, target, draft)),
         *extra_args,
     )
     return LaunchSpec(argv=argv, env=lab_env(lab_dir() / "vllm-cache"), port=port,
