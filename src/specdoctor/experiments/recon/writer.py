@@ -42,7 +42,10 @@ class SafeWriter:
         self.root = root
         self.limits = limits
         self.written: dict[str, int] = {}  # package path -> size, for limits and undo
-        root.mkdir(parents=True, exist_ok=True)
+        self.made_dirs: list[Path] = []
+        if not root.exists():
+            root.mkdir(parents=True)
+            self.made_dirs.append(root)
 
     @property
     def total(self) -> int:
@@ -94,8 +97,14 @@ class SafeWriter:
             target.unlink()
 
     def undo(self) -> None:
+        """Remove every file and directory this writer made (after a failed extraction)."""
         for rel in list(self.written):
             self.remove(rel)
+        for d in sorted(self.made_dirs, key=lambda p: len(p.parts), reverse=True):
+            try:
+                d.rmdir()
+            except OSError:
+                pass  # not empty: it holds something this writer did not make
 
     def read_back(self, rel: str) -> Callable[[int], bytes]:
         target = self._target(rel, create=False)
@@ -121,6 +130,7 @@ class SafeWriter:
                 if not create:
                     return None  # type: ignore[return-value]
                 os.mkdir(cur)
+                self.made_dirs.append(cur)
                 continue
             if not stat.S_ISDIR(st.st_mode):
                 raise InputError(f"refusing to write through {cur}: not a plain directory",
