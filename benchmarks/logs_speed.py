@@ -1,0 +1,133 @@
+"""How fast `specdoctor logs` reads a large vLLM log, beside `grep -c -F` on the same file.
+
+Builds a log of at least --size-gb GB out of real recorded lines: the lab recordings'
+server logs (tests/fixtures/vllm/*/server.log), whose SpecDecoding windows sit among the
+server's ordinary start-up, request and throughput lines. Two mixtures are timed:
+
+- ``recorded``: the recordings' steady-state lines in their own proportion, repeated;
+- ``dense``: one metrics line for every few noise lines, a harder case than any real server.
+
+For each, the same run times `grep -c -F 'SpecDecoding metrics'` and `specdoctor logs FILE`
+(table output) on the warm file, reports the ratio, and the peak resident memory of the
+specdoctor process (it must not grow with the file: compare the two sizes).
+
+    python benchmarks/logs_speed.py [--size-gb 1.0] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDINGS = sorted((ROOT / "tests" / "fixtures" / "vllm").glob("lab-*/server.log"))
+
+
+def real_lines() -> tuple[list[str], list[str], list[str]]:
+    """(start-up lines, steady-state noise lines, metrics lines) of the recordings."""
+    startup, noise, spec = [], [], []
+    for path in RECORDINGS:
+        lines = [ln for ln in path.read_text().splitlines() if not ln.startswith("# recorded")]
+        ready = next((i for i, ln in enumerate(lines) if "Application startup complete" in ln), 0)
+        startup += lines[: ready + 1]
+        for ln in lines[ready + 1:]:
+            (spec if "SpecDecoding metrics" in ln else noise).append(ln)
+    if not spec or not noise:
+        raise SystemExit("no recorded lines: run scripts/record_vllm_fixtures.py first")
+    return startup, noise, spec
+
+
+def build(path: Path, size: int, noise_per_window: int) -> int:
+    """Write a log of at least ``size`` bytes; returns the number of metrics lines."""
+    startup, noise, spec = real_lines()
+    block_lines: list[str] = []
+    windows = 0
+    for i in range(max(len(spec), 64)):
+        for j in range(noise_per_window):
+            block_lines.append(noise[(i * noise_per_window + j) % len(noise)])
+        block_lines.append(spec[i % len(spec)])
+        windows += 1
+    block = ("\n".join(block_lines) + "\n").encode()
+    head = ("\n".join(startup) + "\n").encode()
+    written, total_windows = 0, 0
+    with open(path, "wb") as fh:
+        fh.write(head)
+        written += len(head)
+        while written < size:
+            fh.write(block)
+            written += len(block)
+            total_windows += windows
+    return total_windows
+
+
+def run_measured(argv: list[str]) -> tuple[float, str, int]:
+    """Wall seconds and the child's peak RSS in KiB (from wait4's rusage of that child alone)."""
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.execvp(argv[0], argv)
+    t0 = time.perf_counter()
+    _, status, usage = os.wait4(pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) not in (0, 1):
+        raise SystemExit(f"{' '.join(argv)} exited {os.waitstatus_to_exitcode(status)}")
+    return wall, "", usage.ru_maxrss
+
+
+def bench(path: Path, windows: int, label: str) -> dict[str, float]:
+    size = path.stat().st_size
+    subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)  # warm the cache
+    grep_s, _, grep_rss = run_measured(["grep", "-c", "-F", "SpecDecoding metrics", str(path)])
+    sd_argv = [sys.executable, "-m", "specdoctor", "logs", str(path), "--windows", "3"]
+    sd_s, _, sd_rss = run_measured(sd_argv)
+    check = subprocess.run(sd_argv[:-2] + ["--windows", "0", "--engine", "vllm"],
+                           capture_output=True, text=True)
+    m = re.search(r"total of ([\d,]+) windows", check.stdout)
+    seen = int(m.group(1).replace(",", "")) if m else -1
+    row = {"size_gb": size / 1e9, "windows": windows, "windows_read": seen, "grep_s": grep_s,
+           "specdoctor_s": sd_s, "ratio": sd_s / grep_s, "peak_rss_mb": sd_rss / 1024}
+    print(f"{label:9s} {row['size_gb']:6.2f} GB  {windows:>9,d} windows  grep {grep_s:6.2f} s  "
+          f"specdoctor {sd_s:6.2f} s  ratio {row['ratio']:5.2f}x  peak RSS {row['peak_rss_mb']:6.1f} MB"
+          f"  (read {seen:,d} windows)")
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size-gb", type=float, default=1.0)
+    ap.add_argument("--keep", action="store_true", help="keep the generated logs")
+    ap.add_argument("--dir", type=Path, default=None, help="where to write the logs")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(dir=args.dir))
+    _, noise, spec = real_lines()
+    recorded_ratio = max(1, round(len(noise) / len(spec)))
+    print(f"recorded lines: {len(noise)} noise, {len(spec)} metrics "
+          f"(≈{recorded_ratio} noise lines per window in the recordings)")
+    try:
+        for label, per_window, size in [
+            ("recorded", recorded_ratio, args.size_gb),
+            ("dense", 4, args.size_gb),
+            ("dense/4", 4, args.size_gb / 4),  # memory must not grow with the file
+        ]:
+            path = tmp / f"{label.replace('/', '_')}.log"
+            windows = build(path, int(size * 1e9), per_window)
+            bench(path, windows, label)
+            if not args.keep:
+                path.unlink()
+    finally:
+        if not args.keep:
+            for p in tmp.glob("*"):
+                p.unlink()
+            tmp.rmdir()
+
+
+if __name__ == "__main__":
+    main()
