@@ -24,7 +24,7 @@ def bootstrap_intervals(
     units: Sequence[AcceptanceProfile],
     *,
     resamples: int = 2000,
-    max_blocks: int = 2000,
+    max_blocks: int = 500,
     seed: int = 0,
 ) -> dict[str, Interval]:
     """Intervals for mean_acceptance_length, acceptance_rate and each per-position rate.
@@ -46,7 +46,7 @@ class UnitBlocks:
     table, and the bootstrap resamples blocks of neighbouring units.
     """
 
-    def __init__(self, max_blocks: int = 2000) -> None:
+    def __init__(self, max_blocks: int = 500) -> None:
         self.max_blocks = max_blocks
         self.size = 1
         self.rows: list[list[float]] = []

@@ -29,7 +29,7 @@ def up(method: str, k: int, port: int, timeout_s: float, as_json: bool) -> None:
     spec = labmod.lab_spec(method, k, port)
     with progress_waiter(f"starting vLLM ({spec.label})") as tick:
         handle = labmod.up(spec, timeout_s, tick)
-    info = {"url": spec.url, "pid": handle.pid, "log": str(handle.log_path),
+    info = {"url": spec.url, "port": port, "pid": handle.pid, "log": str(handle.log_path),
             "command": spec.shell_command(), "method": method, "k": k}
     if as_json:
         click.echo(json.dumps(info))

@@ -30,7 +30,11 @@ Counting rules:
 from __future__ import annotations
 
 import math
+import os
 import re
+import shutil
+import subprocess
+from functools import lru_cache
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -78,10 +82,23 @@ def recover_counts(
     accepted: int,
     drafted: int,
     mean_printed: str | None,
-    rates_printed: list[str] | None,
+    rates_printed: list[str] | tuple[str, ...] | None,
     fixed_length: bool | None,
 ) -> Recovered:
     """Recover the draft count and per-position counts of one V1 window (see module doc)."""
+    rates = tuple(rates_printed) if rates_printed is not None else None
+    return _recover(accepted, drafted, mean_printed, rates, fixed_length)
+
+
+@lru_cache(maxsize=1 << 16)
+def _recover(
+    accepted: int,
+    drafted: int,
+    mean_printed: str | None,
+    rates_printed: tuple[str, ...] | None,
+    fixed_length: bool | None,
+) -> Recovered:
+    # A pure function of the printed figures: steady servers repeat windows, so cache it.
     k = len(rates_printed) if rates_printed else None
     fixed_d = drafted // k if (fixed_length and k and drafted % k == 0) else None
     if accepted == 0 or mean_printed is None or rates_printed is None:
@@ -117,9 +134,16 @@ def _candidate_drafts(accepted: int, drafted: int, mean_printed: str, k: int) ->
 
 
 def _positions_for(
-    d: int, accepted: int, rates_printed: list[str]
+    d: int, accepted: int, rates_printed: tuple[str, ...]
 ) -> tuple[tuple[int, ...], bool] | None:
     """Integer a_i with f"{a_i/d:.3f}" == printed, non-increasing, summing to accepted."""
+    if d < 1000:
+        # Fast path: below 1000 drafts each printed rate has at most one integer behind it,
+        # and it is the nearest to rate*d.
+        guess = tuple(round(float(r) * d) for r in rates_printed)
+        if (sum(guess) == accepted and _non_increasing(guess)
+                and all(f"{a / d:.3f}" == r for a, r in zip(guess, rates_printed))):
+            return guess, False
     ranges: list[range] = []
     for r in rates_printed:
         if r == "nan":
@@ -156,8 +180,21 @@ def _non_increasing(xs: tuple[int, ...]) -> bool:
     return all(a >= b for a, b in zip(xs, xs[1:]))
 
 
+_V1_CURRENT = re.compile(
+    r" Mean acceptance length: (nan|inf|\d+\.\d+), Accepted throughput: [^,]*, "
+    r"Drafted throughput: [^,]*, Accepted: (\d+) tokens, Drafted: (\d+) tokens, "
+    r"Per-position acceptance rate: ((?:nan|\d+\.\d+)(?:, (?:nan|\d+\.\d+))*), "
+    r"Avg Draft acceptance rate: (nan|\d+(?:\.\d+)?)%\s*$"
+)
+
+
 def parse_v1_fields(text: str) -> dict[str, object] | None:
     """The fields of one ``SpecDecoding metrics:`` payload, as printed; None if unusable."""
+    m = _V1_CURRENT.match(text)
+    if m:
+        return {"mean_acceptance_length": m.group(1), "accepted": m.group(2),
+                "drafted": m.group(3), "per_position": m.group(4).split(", "),
+                "acceptance_rate_pct": m.group(5)}
     out: dict[str, object] = {}
     for name, rx in _FIELDS.items():
         m = rx.search(text)
@@ -342,14 +379,41 @@ def looks_like(line: str) -> bool:
 
 def iter_marked_lines(path: str, markers: tuple[bytes, ...], chunk_size: int = 1 << 24
                       ) -> Iterator[tuple[int, str]]:
-    """(line number, decoded line) for each line of a file containing any marker.
+    """(line number, decoded line) for each line of a file containing any marker, plus the
+    ``speculative_config`` start-up lines.
 
-    Reads the file in large chunks and lets bytes.find skip the noise in C, so a day of logs
-    costs about one sequential read; memory stays at one chunk whatever the file's size.
-    ``speculative_config`` start-up lines are yielded too.
+    Uses ``grep -F`` when the system has it (it skips the noise at memory speed and hands over
+    only the wanted lines); otherwise reads large chunks and lets bytes.find skip the noise.
+    Either way memory stays flat whatever the file's size.
     """
-    extra = (b"speculative_config",)
-    wanted = markers + extra
+    wanted = markers + (b"speculative_config",)
+    grep = shutil.which("grep")
+    if grep:
+        yield from _grep_lines(grep, path, wanted)
+    else:
+        yield from _python_scan(path, wanted, chunk_size)
+
+
+def _grep_lines(grep: str, path: str, wanted: tuple[bytes, ...]) -> Iterator[tuple[int, str]]:
+    argv = [grep, "-a", "-n", "-F"]
+    for w in wanted:
+        argv += ["-e", w.decode()]
+    proc = subprocess.Popen(argv + ["--", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "LC_ALL": "C"}, bufsize=1 << 20)
+    assert proc.stdout is not None
+    try:
+        for raw in proc.stdout:
+            num, _, line = raw.partition(b":")
+            yield int(num), line.rstrip(b"\r\n").decode("utf-8", "replace")
+    finally:
+        proc.stdout.close()
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        code = proc.wait()
+    if code > 1:  # 1 means no line matched
+        raise OSError(f"grep failed on {path}: {err.strip()}")
+
+
+def _python_scan(path: str, wanted: tuple[bytes, ...], chunk_size: int) -> Iterator[tuple[int, str]]:
     lineno = 0
     carry = b""
     with open(path, "rb") as fh:
