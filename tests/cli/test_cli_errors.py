@@ -93,3 +93,19 @@ def test_unwritable_store(tmp_path):
     d = tmp_path / "dir"
     d.mkdir()
     assert_clean_error(run_cli("runs", "--db", str(d)), "cannot open the store", "--db")
+
+
+def test_logs_of_a_server_with_speculation_off():
+    # a real SGLang log without speculative decoding (recorded from an upstream thread)
+    f = Path(__file__).resolve().parent.parent / "sources" / "fixtures" / "sglang" / "pr22166_no_speculation.log"
+    assert_clean_error(run_cli("logs", str(f)), "no speculative-decoding window", "speculation was off", code=2)
+
+
+def test_logs_reads_other_engines_through_the_same_command():
+    import json
+
+    f = Path(__file__).resolve().parent.parent / "sources" / "fixtures" / "llamacpp" / "pr24536_eagle3_per_position.log"
+    proc = run_cli("logs", str(f), "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["engine"] == "llamacpp" and out["total"]["accepted_tokens"] > 0

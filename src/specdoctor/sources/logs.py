@@ -114,9 +114,14 @@ def read_logs(paths: list[Path], engine: str | None = None,
     reading.windows = col.all or []
     # For cumulative formats (vLLM V0) the windows are already differences of consecutive
     # lines, so their sum is the last line's totals (each restart's segment counted once).
-    total = col.total.result()
     if col.total.n == 0:
-        total = AcceptanceProfile(0, 0, 0, None, None, notes=("no metrics windows",))
+        raise InputError(
+            f"{engine} log lines found, but no speculative-decoding window in "
+            f"{', '.join(map(str, paths))}",
+            "speculation was off, or the server logged no stats while it ran: start it with "
+            "speculative decoding and keep its stats logging on",
+        )
+    total = col.total.result()
     return LogTotal(reading, total.with_intervals(col.blocks.intervals()), col.total.n, list(col.last))
 
 
