@@ -92,6 +92,17 @@ def test_measure_then_every_view_agrees_exactly(server, isolated_store):
     assert (status, n_scrapes, n_req) == ("ok", 3, 6)
 
 
+def test_per_request_counts_from_scrapes_equal_the_responses_own(server):
+    proc = run_cli("measure", "--url", server["url"], "-n", "4", "--max-tokens", "32",
+                   "--per-request", "scrape", "--json", "--no-store")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    assert out["interval_unit"] == "request (scrape after each)"
+    for r in out["per_request"]:
+        assert r["drafts"] > 0
+        assert {k: r[k] for k in r["response"]} == r["response"]  # same counters, two sources
+
+
 def test_bare_specdoctor_measures_the_running_lab(server):
     if server["method"] != "draft_model":
         pytest.skip("once is enough")

@@ -40,6 +40,9 @@ class MeasureParams:
     ignore_eos: bool = True
     seed: int = 0
     model: str | None = None
+    # Where per-request counters (the bootstrap's units) come from: the responses' own
+    # spec-decode metrics, a /metrics scrape after each request (concurrency 1 only), or auto.
+    per_request: str = "auto"
 
 
 @dataclass
@@ -51,6 +54,22 @@ class RequestRecord:
     profile: AcceptanceProfile | None
     per_step: tuple[list[int], list[int]] | None = None
     text: str = ""
+    # the response's own metrics when ``profile`` came from scrapes instead
+    response_profile: AcceptanceProfile | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"index": self.index, "completion_tokens": self.completion_tokens,
+                               "latency_s": round(self.latency_s, 4), **_counts(self.profile)}
+        if self.response_profile is not None:
+            out["response"] = _counts(self.response_profile)
+        return out
+
+
+def _counts(p: AcceptanceProfile | None) -> dict[str, Any]:
+    if p is None:
+        return {"drafts": None}
+    return {"drafts": p.drafts, "draft_tokens": p.draft_tokens, "accepted_tokens": p.accepted_tokens,
+            "accepted_per_position": list(p.accepted_per_position or [])}
 
 
 @dataclass
@@ -96,6 +115,7 @@ class Measurement:
             "wall_s": round(self.wall_s, 3),
             "output_tok_s": None if self.output_tok_s is None else round(self.output_tok_s, 3),
             "interval_unit": self.unit,
+            "per_request": [r.to_json() for r in self.requests],
             "notes": self.notes,
             "error": self.error,
         }
@@ -168,7 +188,8 @@ def run(
     warm = _record(-1, prompts[0], resp, lat)
     m.scrapes.append(scrape(url, "before"))
     m.warmup = _delta_or_note(m, m.scrapes[0], m.scrapes[1])
-    per_request_scrapes = params.concurrency == 1 and warm.profile is None
+    per_request_scrapes = params.per_request == "scrape" or (
+        params.per_request == "auto" and params.concurrency == 1 and warm.profile is None)
     try:
         t0 = time.perf_counter()
         if per_request_scrapes:
@@ -218,6 +239,7 @@ def _run_sequential_with_scrapes(m: Measurement, url: str, model: str, prompts: 
         rec = _record(i, p, resp, lat)
         now = scrape(url, f"after-request-{i}")
         d = prometheus.delta(prev.reading, now.reading)
+        rec.response_profile = rec.profile
         rec.profile = None if d.restarted else d.profile
         prev = now
         m.requests.append(rec)

@@ -24,12 +24,18 @@ from specdoctor.store.db import open_store
 @click.option("--concurrency", "-c", type=int, default=1, show_default=True)
 @click.option("--max-tokens", type=int, default=64, show_default=True)
 @click.option("--suite", type=click.Choice(sorted(SUITES)), default="code", show_default=True)
+@click.option("--per-request", type=click.Choice(["auto", "response", "scrape"]), default="auto",
+              show_default=True,
+              help="Source of per-request counters for the intervals: the responses' own metrics "
+                   "(vLLM --per-request-spec-decode-metrics), a /metrics scrape after each "
+                   "request (concurrency 1 only), or auto (responses if present, else scrapes).")
 @click.option("--db", type=click.Path(path_type=Path), default=None,
               help="SQLite store (default $SPECDOCTOR_DB or ~/.cache/specdoctor/specdoctor.db).")
 @click.option("--no-store", is_flag=True, help="Do not record the run.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def measure(url: str | None, model: str | None = None, num_prompts: int = 16, concurrency: int = 1,
-            max_tokens: int = 64, suite: str = "code", db: Path | None = None,
+            max_tokens: int = 64, suite: str = "code", per_request: str = "auto",
+            db: Path | None = None,
             no_store: bool = False, as_json: bool = False) -> None:
     """One warm-up request, then N fixed prompts, greedy, at concurrency C; /metrics is scraped
     before and after so the figures cover this run only. Prints the acceptance profile with
@@ -39,9 +45,13 @@ def measure(url: str | None, model: str | None = None, num_prompts: int = 16, co
     if concurrency < 1 or max_tokens < 1:
         raise InputError("--concurrency and --max-tokens must be at least 1",
                          "e.g. --concurrency 1 --max-tokens 64")
+    if per_request == "scrape" and concurrency != 1:
+        raise InputError("--per-request scrape needs --concurrency 1",
+                         "concurrent requests share the counters; use --per-request response")
     prompts = take(suite, num_prompts)
     params = proto.MeasureParams(num_prompts=num_prompts, concurrency=concurrency,
-                                 max_tokens=max_tokens, suite=suite, model=model)
+                                 max_tokens=max_tokens, suite=suite, model=model,
+                                 per_request=per_request)
     launch_spec = None
     if url is None:
         url, launch_spec = _lab_url()
