@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from specdoctor.errors import InputError
@@ -82,7 +83,7 @@ def extract(source: str, picks: tuple[str, ...], outdir: Path, root: str | None,
     if snap.source.get("digest"):
         out.print(f"source digest: {snap.source['digest']}")
     for s in snap.skipped:
-        out.print(f"[yellow]skipped[/yellow] {s.path}: {s.reason}", highlight=False)
+        out.print(f"[yellow]skipped[/yellow] {escape(s.path)}: {escape(s.reason)}", highlight=False)
     out.print(f"manifest: {outdir / 'manifest.json'}  ({stats.members} entries in "
               f"{stats.layers} layer(s) read in {stats.seconds:.1f} s)")
 
@@ -135,8 +136,8 @@ def _diff_json(d: SnapshotDiff) -> dict[str, object]:
 
 def _print_diff(d: SnapshotDiff, stat_only: bool) -> None:
     out = Console()
-    out.print(f"a: {d.a.label()}", highlight=False)
-    out.print(f"b: {d.b.label()}", highlight=False)
+    out.print(f"a: {d.a.label()}", highlight=False, markup=False)
+    out.print(f"b: {d.b.label()}", highlight=False, markup=False)
     if d.identical:
         out.print("identical: every picked file has the same sha256")
         return

@@ -1,0 +1,94 @@
+"""`specdoctor astexec FILE NAME... [--config config.json] [--call EXPR] [--stub NAME=VALUE|raise]`.
+
+    specdoctor astexec vllm.model_executor.models.qwen3_dflash \\
+        _dflash_layer_causal _resolve_layer_attention \\
+        --config drafter/config.json --stub get_current_vllm_config=raise \\
+        --call '[_resolve_layer_attention(config, i) for i in range(config.num_hidden_layers)]'
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from specdoctor.experiments.astexec.run import astexec as run_astexec
+from specdoctor.experiments.astexec.sandbox import SandboxLimits
+
+
+@click.command()
+@click.argument("file")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A config.json, bound to `config` in --call expressions.")
+@click.option("--config-class", default=None,
+              help="Build `config` with this class (e.g. transformers.Qwen3Config) instead of "
+                   "plain attributes; it is imported inside the sandbox.")
+@click.option("--call", "calls", multiple=True, help="Python expression to evaluate; repeatable.")
+@click.option("--stub", "stubs", multiple=True,
+              help="NAME=raise (any use raises) or NAME=EXPRESSION; repeatable.")
+@click.option("--timeout", type=float, default=60.0, show_default=True, help="Wall-clock seconds.")
+@click.option("--memory-mb", type=int, default=4096, show_default=True, help="Address-space limit.")
+@click.option("--json", "as_json", is_flag=True)
+def astexec(file: str, names: tuple[str, ...], config_path: Path | None, config_class: str | None,
+            calls: tuple[str, ...], stubs: tuple[str, ...], timeout: float, memory_mb: int,
+            as_json: bool) -> None:
+    """Run the engine's own FUNC or Class.method definitions, cut out of FILE, with stubs.
+
+    FILE is a .py path (a snapshot file is cited with its manifest) or an installed
+    module's dotted name. Everything the cut uses but does not define is stubbed,
+    including names used only in annotations. The code runs in a separate process
+    with no network, an empty environment, and time and memory limits.
+    """
+    out = run_astexec(file, list(names), calls=list(calls), stubs=list(stubs),
+                      config_path=config_path, config_class=config_class,
+                      limits=SandboxLimits(timeout_s=timeout, memory_mb=memory_mb))
+    if as_json:
+        click.echo(json.dumps(out, indent=1))
+        return
+    _print(out)
+
+
+def _print(out: dict[str, object]) -> None:
+    con = Console()
+    con.print(f"[bold]{out['module'] or out['file']}[/bold]  sha256 {str(out['file_sha256'])[:16]}",
+              highlight=False)
+    snap = out.get("snapshot")
+    if isinstance(snap, dict):
+        con.print(f"snapshot {snap['snapshot']}: {', '.join(snap['packages'])} from {snap['source']}",
+                  highlight=False)
+    defs = Table(title="definitions run", title_justify="left")
+    for col in ("name", "kind", "lines", "sha256"):
+        defs.add_column(col)
+    for d in out["definitions"]:  # type: ignore[attr-defined]
+        defs.add_row(d["name"], d["kind"], f"{d['lines'][0]}–{d['lines'][1]}", d["sha256"][:12])
+    con.print(defs)
+    for err in out["definition_errors"]:  # type: ignore[attr-defined]
+        con.print(f"defining {err['name']} failed: {err['type']}: {err['message']}", style="red",
+                  markup=False)
+    for call in out["calls"]:  # type: ignore[attr-defined]
+        con.print(f">>> {call['expr']}", style="cyan", highlight=False, markup=False)
+        if "error" in call:
+            e = call["error"]
+            at = f" at line {e['at']['line']}: {e['at']['code']}" if e.get("at") else ""
+            con.print(f"{e['type']}: {e['message']}{at}", style="red", highlight=False,
+                      markup=False)
+        else:
+            con.print(json.dumps(call["value"]), highlight=False, markup=False)
+    stubs = Table(title="stubs", title_justify="left")
+    for col in ("name", "needed for", "mode", "loaded at def", "used"):
+        stubs.add_column(col)
+    for name, s in out["stubs"].items():  # type: ignore[attr-defined]
+        uses = escape(", ".join(f"{u['path']} ({u['op']})" for u in s["uses"][:3]) or "never")
+        if s["raised"]:
+            uses = f"[red]RAISED[/red] {uses}"
+        stubs.add_row(name, ", ".join(s["needed_for"]), s["mode"],
+                      "yes" if s["loaded_at_def"] else "no", uses)
+    con.print(stubs)
+    iso = out["isolation"]
+    con.print(f"[dim]sandbox: network {iso['network']}, empty env, {iso['memory_mb']} MiB, "  # type: ignore[index]
+              f"{iso['timeout_s']:.0f} s[/dim]")  # type: ignore[index]

@@ -1,0 +1,283 @@
+"""The sandboxed side of `astexec`: run cut definitions with stubs, print one JSON result.
+
+Run as a script by sandbox.py (`python -I runner.py < job.json`), in a fresh
+process with resource limits and an empty environment. It imports nothing
+from specdoctor: the code under test sees only the standard library, its own
+cut source, the stubs and the config.
+
+Stubs: every name the cut needs but does not define is bound to a `Stub`
+that records each use (attribute, call, item, base class, `|` in an
+annotation…) and returns another stub, so code runs through paths that only
+pass engine objects around. A stub called with a single function or class
+returns it unchanged, so stubbed decorators keep the decorated definition.
+A `raise` stub raises `StubRaised` on any use: if a call completes without it,
+that branch was not taken for this input.
+"""
+
+from __future__ import annotations
+
+import __future__
+import builtins
+import io
+import json
+import sys
+import traceback
+import types
+from typing import Any
+
+MAX_USES = 20
+
+
+class StubRaised(RuntimeError):
+    """A stub set to `raise` was used."""
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.uses: dict[str, list[dict[str, str]]] = {}
+        self.loaded_at_def: set[str] = set()
+        self.raised: set[str] = set()
+
+    def note(self, root: str, path: str, op: str) -> None:
+        uses = self.uses.setdefault(root, [])
+        if len(uses) < MAX_USES:
+            uses.append({"path": path, "op": op})
+
+
+def _make_stub_class(log: _Log) -> type:
+    class Stub:
+        __slots__ = ("_root", "_path", "_raise")
+
+        def __init__(self, root: str, path: str, raising: bool = False) -> None:
+            object.__setattr__(self, "_root", root)
+            object.__setattr__(self, "_path", path)
+            object.__setattr__(self, "_raise", raising)
+
+        def _use(self, op: str, child: str | None = None) -> Any:
+            log.note(self._root, self._path, op)
+            if self._raise:
+                log.raised.add(self._root)
+                raise StubRaised(f"stub {self._path} was used ({op})")
+            return Stub(self._root, child or self._path)
+
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("__") and name.endswith("__"):
+                raise AttributeError(name)  # keep copy, pickle and inspect away from stubs
+            return self._use("attr", f"{self._path}.{name}")
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            if len(args) == 1 and not kwargs and isinstance(args[0], type | types.FunctionType):
+                self._use("decorate")
+                return args[0]
+            return self._use("call", f"{self._path}()")
+
+        def __getitem__(self, key: Any) -> Any:
+            return self._use("item", f"{self._path}[]")
+
+        def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
+            self._use("base")
+            return (_stub_base(self._root, self._path, log),)
+
+        def __or__(self, other: Any) -> Any:
+            return self._use("annotation |")
+
+        __ror__ = __or__
+
+        def __iter__(self) -> Any:
+            self._use("iter")
+            return iter(())
+
+        def __bool__(self) -> bool:
+            self._use("bool")
+            return True
+
+        def __repr__(self) -> str:
+            return f"<stub {self._path}>"
+
+    return Stub
+
+
+def _stub_base(root: str, path: str, log: _Log) -> type:
+    """A real class standing in for a stubbed base class; unknown attributes are logged."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        log.note(root, f"{path}.__init__", "call")
+
+    def __getattr__(self: Any, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        log.note(root, f"{path}.{name}", "attr")
+        raise AttributeError(f"{name} (inherited from stubbed base {path})")
+
+    return type(path.rsplit(".", 1)[-1], (), {"__init__": __init__, "__getattr__": __getattr__})
+
+
+class _DefTimeNames(dict):  # type: ignore[type-arg]
+    """Module-level name lookups during `exec`: records stubs loaded at def time.
+
+    Annotations, decorators, defaults and base classes of top-level definitions
+    are evaluated by LOAD_NAME against this mapping; stores go through to the
+    real globals so functions find each other.
+    """
+
+    def __init__(self, real: dict[str, Any], stub_names: set[str], log: _Log) -> None:
+        super().__init__()
+        self.real, self.stub_names, self.log = real, stub_names, log
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self.stub_names:
+            self.log.loaded_at_def.add(key)
+        if key in self.real:
+            return self.real[key]
+        raise KeyError(key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.real[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.real[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.real
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self.real else default
+
+
+class Config:
+    """A config.json as attributes, as transformers' PretrainedConfig exposes unknown keys.
+
+    Top-level keys are attributes; nested objects stay dicts (`dflash_config`
+    is a dict on the real config too). Missing attributes raise AttributeError,
+    so `getattr(config, "x", None)` behaves as on the real object.
+    """
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.__dict__.update(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    def __repr__(self) -> str:
+        return f"Config({', '.join(sorted(self.__dict__))})"
+
+
+def _jsonable(value: Any, depth: int = 0) -> Any:
+    if depth > 8:
+        return {"repr": repr(value)[:200]}
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v, depth + 1) for k, v in value.items()}
+    if type(value).__name__ == "Stub":
+        return {"stub": object.__getattribute__(value, "_path")}
+    return {"repr": repr(value)[:500]}
+
+
+def _error(exc: BaseException, filename: str) -> dict[str, Any]:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
+    where = {"line": frames[-1].lineno, "code": frames[-1].line} if frames else None
+    return {"type": type(exc).__name__, "message": str(exc)[:1000], "at": where}
+
+
+def _block_network_and_processes() -> None:
+    """Audit hook: no sockets, no subprocesses, no exec — a net under the namespace."""
+    blocked = ("socket.", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
+               "os.spawn", "os.fork", "os.forkpty", "pty.spawn")
+    allowed = ("socket.__new__",)  # creating an AF_UNIX pair in imports is harmless; connect is not
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event.startswith(blocked) and event not in allowed:
+            raise PermissionError(f"astexec sandbox: {event} is not allowed")
+
+    sys.addaudithook(hook)
+
+
+def run(job: dict[str, Any]) -> dict[str, Any]:
+    log = _Log()
+    Stub = _make_stub_class(log)
+    filename = job["filename"]
+    module_globals: dict[str, Any] = {
+        "__name__": job.get("module") or "__astexec__",
+        "__file__": filename,
+        "__builtins__": builtins,
+        "StubRaised": StubRaised,
+    }
+    stub_names = set(job["stubs"])
+    for name, spec in job["stubs"].items():
+        mode = spec.get("mode", "auto")
+        if mode == "raise":
+            module_globals[name] = Stub(name, name, raising=True)
+        elif mode == "value":
+            module_globals[name] = eval(spec["expr"], {"Stub": Stub, "SimpleNamespace":
+                                                       types.SimpleNamespace, "StubRaised": StubRaised})
+        else:
+            module_globals[name] = Stub(name, name)
+    result: dict[str, Any] = {"defined": [], "calls": []}
+    names = _DefTimeNames(module_globals, stub_names, log)
+    future_flags = __future__.annotations.compiler_flag if job.get("future_annotations") else 0
+    for seg in job["segments"]:
+        # Pad to the original line numbers so errors cite the engine's own file and line.
+        # dont_inherit: this module's `from __future__ import annotations` must not leak
+        # into the engine's code, whose annotations are evaluated when `def` runs.
+        # The file's own `from __future__ import annotations`, if it had one, applies again.
+        code = compile("\n" * (seg["start"] - 1) + seg["text"], filename, "exec",
+                       flags=future_flags, dont_inherit=True)
+        try:
+            exec(code, module_globals, names)
+            result["defined"].append(seg["name"])
+        except BaseException as exc:  # noqa: BLE001 - reported, the run goes on
+            result.setdefault("definition_errors", []).append(
+                {"name": seg["name"], **_error(exc, filename)})
+    config = None
+    if job.get("config") is not None:
+        config = _load_config(job["config"], job.get("config_class"))
+    scope = dict(module_globals)
+    scope.update({"config": config, "SimpleNamespace": types.SimpleNamespace})
+    for expr in job["calls"]:
+        try:
+            value = eval(compile(expr, "<--call>", "eval", dont_inherit=True), scope)
+            result["calls"].append({"expr": expr, "value": _jsonable(value),
+                                    "type": type(value).__name__})
+        except BaseException as exc:  # noqa: BLE001 - each call reports its own failure
+            result["calls"].append({"expr": expr, "error": _error(exc, filename)})
+    result["stubs"] = {
+        name: {"loaded_at_def": name in log.loaded_at_def, "uses": log.uses.get(name, []),
+               "raised": name in log.raised}
+        for name in sorted(stub_names)
+    }
+    result["config_type"] = type(config).__name__ if config is not None else None
+    return result
+
+
+def _load_config(data: dict[str, Any], config_class: str | None) -> Any:
+    if not config_class:
+        return Config(data)
+    module_name, _, cls_name = config_class.rpartition(".")
+    module = __import__(module_name, fromlist=[cls_name])
+    cls = getattr(module, cls_name)
+    return cls.from_dict(data) if hasattr(cls, "from_dict") else cls(**data)
+
+
+def main() -> None:
+    real_stdout = sys.stdout
+    job = json.loads(sys.stdin.read())
+    if job.get("block_network", True):
+        _block_network_and_processes()
+    captured = io.StringIO()
+    sys.stdout = captured  # the code under test may print; the JSON result owns real stdout
+    try:
+        result = run(job)
+        result["ok"] = True
+    except BaseException as exc:  # noqa: BLE001 - the parent turns this into a clear message
+        result = {"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)[:2000]}}
+    sys.stdout = real_stdout
+    result["printed"] = captured.getvalue()[-4000:]
+    real_stdout.write("\n@@ASTEXEC-RESULT@@" + json.dumps(result) + "\n")
+    real_stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

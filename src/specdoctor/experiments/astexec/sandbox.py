@@ -1,0 +1,113 @@
+"""Run a cut in a separate, limited process: the code is the engine's, and it is untrusted.
+
+- a fresh interpreter (`python -I`): no user site, no PYTHON* variables, no cwd on sys.path;
+- an empty environment (no tokens, no proxies) and an empty temporary working directory;
+- limits: CPU seconds, address space, file size, open files; a wall-clock timeout that
+  kills the whole process group;
+- no network: a new network namespace when the kernel allows one (root, or unprivileged
+  user namespaces), and always an audit hook that refuses sockets and subprocesses.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specdoctor.errors import InputError
+
+RUNNER = Path(__file__).with_name("runner.py")
+MARKER = "@@ASTEXEC-RESULT@@"
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    timeout_s: float = 60.0
+    memory_mb: int = 4096
+    file_mb: int = 64
+    open_files: int = 1024
+
+
+def _preexec(limits: SandboxLimits, isolation_fd: int) -> None:
+    """In the child, before exec: its own process group, limits, a network namespace."""
+    os.setsid()
+    cpu = int(limits.timeout_s) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+    mem = limits.memory_mb << 20
+    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    size = limits.file_mb << 20
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    how = b"audit-hook"
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.unshare(CLONE_NEWNET) == 0:
+            how = b"netns"
+        elif libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
+            how = b"userns+netns"
+    except Exception:  # noqa: BLE001 - the audit hook still blocks sockets
+        pass
+    os.write(isolation_fd, how)
+    os.close(isolation_fd)
+
+
+def run_job(job: dict[str, Any], limits: SandboxLimits) -> dict[str, Any]:
+    """Run the job in the sandbox; returns the runner's result plus how it was isolated."""
+    with tempfile.TemporaryDirectory(prefix="specdoctor-astexec-") as home:
+        env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
+               "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1",
+               "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        read_fd, write_fd = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-I", str(RUNNER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, cwd=home, env=env, text=True, pass_fds=(write_fd,),
+                preexec_fn=lambda: _preexec(limits, write_fd),
+            )
+        finally:
+            os.close(write_fd)
+        try:
+            out, err = proc.communicate(json.dumps(job), timeout=limits.timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            os.close(read_fd)
+            raise InputError(f"the code ran past the {limits.timeout_s:.0f} s limit",
+                             "raise --timeout, or call something that finishes") from None
+        isolation = os.read(read_fd, 64).decode() or "unknown"
+        os.close(read_fd)
+    result = _parse(out, err, proc.returncode, limits)
+    result["isolation"] = {"network": isolation, "env": "empty", "memory_mb": limits.memory_mb,
+                           "timeout_s": limits.timeout_s}
+    return result
+
+
+def _parse(out: str, err: str, rc: int, limits: SandboxLimits) -> dict[str, Any]:
+    if MARKER in out:
+        result: dict[str, Any] = json.loads(out.rsplit(MARKER, 1)[1])
+        if not result.get("ok"):
+            e = result.get("error", {})
+            if e.get("type") == "MemoryError":
+                raise InputError(f"the code ran out of its {limits.memory_mb} MiB",
+                                 "raise --memory-mb")
+            raise InputError(f"the sandboxed run failed: {e.get('type')}: {e.get('message')}",
+                             "see the message; a --config-class must be importable here")
+        return result
+    tail = (err.strip().splitlines() or ["no output"])[-1]
+    if rc in (-signal.SIGXCPU, -signal.SIGKILL) or "MemoryError" in err:
+        why = "memory" if "MemoryError" in err else "CPU time"
+        raise InputError(f"the sandboxed process was stopped ({why} limit): {tail}",
+                         "raise --memory-mb or --timeout")
+    raise InputError(f"the sandboxed process died (exit {rc}): {tail}",
+                     "run with a smaller cut, or check the stubs")
