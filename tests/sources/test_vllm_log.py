@@ -110,15 +110,15 @@ def test_zero_draft_window_is_kept_with_zero_counts():
 
 
 def test_grep_and_python_scans_agree_on_a_real_log(tmp_path):
-    from specdoctor.sources import vllm_log
+    from specdoctor.sources import scan, vllm_log
 
     log = FIXTURES / "lab-ngram-k3" / "server.log"
     text = log.read_bytes()
     f = tmp_path / "no-final-newline.log"
     f.write_bytes(text.rstrip(b"\n"))
-    markers = tuple(m.encode() for m in vllm_log.MARKERS)
+    markers = tuple(m.encode() for m in vllm_log.SCAN_MARKERS)
     for path in (log, f):
-        via_grep = list(vllm_log.iter_marked_lines(str(path), markers))
-        via_python = list(vllm_log._python_scan(str(path), markers + (b"speculative_config",), 4096))
+        via_grep = list(scan.iter_marked_lines(str(path), markers))
+        via_python = list(scan._python_scan(str(path), markers, 4096))
         assert via_grep == via_python
         assert sum("SpecDecoding metrics:" in line for _, line in via_grep) == text.count(b"SpecDecoding metrics:")

@@ -1,8 +1,7 @@
 """Read log files of any supported engine: detect the engine, collect windows, total them.
 
-vLLM logs are scanned in large binary chunks (``vllm_log.iter_marked_lines``): only lines that
-carry a metrics marker reach Python, so a day of logs costs about one sequential read and the
-memory stays flat. SGLang and llama.cpp logs go line by line through their own modules.
+vLLM logs are pre-filtered (``scan.iter_marked_lines``: grep, or large binary chunks): only
+lines that carry a metrics marker or the start-up config reach Python, and memory stays flat. SGLang and llama.cpp logs go line by line through their own modules.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from specdoctor.acceptance.profile import AcceptanceProfile, ProfileSum
 from specdoctor.errors import InputError
 from specdoctor.sources import vllm_log
 from specdoctor.sources.base import LogReading, Window
+from specdoctor.sources.scan import iter_marked_lines
 
 ENGINES = ("vllm", "sglang", "llamacpp")
 _DETECT_BYTES = 8 << 20
@@ -97,9 +97,9 @@ def read_logs(paths: list[Path], engine: str | None = None,
     reading = LogReading(engine=engine)
     if engine == "vllm":
         parser = vllm_log.VllmLogParser(drafter)
-        markers = tuple(m.encode() for m in vllm_log.MARKERS)
+        markers = tuple(m.encode() for m in vllm_log.SCAN_MARKERS)
         for p in paths:
-            for lineno, line in vllm_log.iter_marked_lines(str(p), markers):
+            for lineno, line in iter_marked_lines(str(p), markers):
                 col.add(parser.feed(str(p), lineno, line))
         col.add(parser.finish())
         reading.skipped, reading.notes, reading.cumulative = parser.skipped, parser.notes, parser.cumulative
