@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
 from rich.console import Console
 
+from specdoctor.report.console import err_console
 from specdoctor.report.table import print_notes, profile_table, windows_table
 from specdoctor.sources.logs import ENGINES, read_logs
 
@@ -29,8 +31,10 @@ def logs(files: tuple[Path, ...], engine: str | None, drafter: str, show_windows
     """Read the speculative-decoding metrics lines of one or more log files (in the order
     given): every window, and the total obtained by adding the windows' counts — never by
     averaging their averages. Malformed metrics lines are skipped and counted."""
-    res = read_logs(list(files), engine, drafter,  # type: ignore[arg-type]
-                    keep_windows=as_json, last_windows=show_windows)
+    console = err_console()
+    with console.status(f"reading {len(files)} log file(s)…") if console.is_terminal else nullcontext():
+        res = read_logs(list(files), engine, drafter,  # type: ignore[arg-type]
+                        keep_windows=as_json, last_windows=show_windows)
     r = res.reading
     if as_json:
         click.echo(json.dumps({

@@ -22,29 +22,30 @@ def _i(x: int | None) -> str:
 
 def _ci(p: AcceptanceProfile, name: str, nd: int = 3) -> str:
     iv = p.intervals.get(name)
-    return "" if iv is None else f"  [{iv.low:.{nd}f}, {iv.high:.{nd}f}]"
+    return "" if iv is None else f"{iv.low:.{nd}f} – {iv.high:.{nd}f}"
 
 
 def profile_table(p: AcceptanceProfile, title: str) -> Table:
     t = Table(title=title, show_header=True, header_style="bold", title_justify="left")
     t.add_column("figure")
     t.add_column("value", justify="right")
-    t.add_column("convention / 95% CI")
-    t.add_row("drafts", _i(p.drafts), "verify steps that carried a draft")
-    t.add_row("draft tokens", _i(p.draft_tokens), f"k = {p.k if p.k is not None else '?'}")
-    t.add_row("accepted tokens", _i(p.accepted_tokens), "bonus token not counted")
+    t.add_column("95% CI", justify="center")
+    t.add_column("convention")
+    t.add_row("drafts", _i(p.drafts), "", "verify steps with a draft")
+    t.add_row("draft tokens", _i(p.draft_tokens), "", f"k = {p.k if p.k is not None else '?'}")
+    t.add_row("accepted tokens", _i(p.accepted_tokens), "", "bonus token not counted")
     t.add_row("mean acceptance length", _f(p.mean_acceptance_length, 2),
-              "bonus token counted (vLLM, SGLang)" + _ci(p, "mean_acceptance_length", 2))
+              _ci(p, "mean_acceptance_length", 2), "bonus token counted (vLLM)")
     t.add_row("accepted per draft", _f(p.accepted_per_draft, 2),
-              "bonus token not counted" + _ci(p, "accepted_per_draft", 2))
-    t.add_row("acceptance rate", _f(p.acceptance_rate),
-              "accepted / draft tokens" + _ci(p, "acceptance_rate"))
+              _ci(p, "accepted_per_draft", 2), "bonus token not counted")
+    t.add_row("acceptance rate", _f(p.acceptance_rate), _ci(p, "acceptance_rate"),
+              "accepted / draft tokens")
     uncond = p.per_position or []
     cond = p.per_position_conditional or []
     for i, r in enumerate(uncond):
         c = cond[i] if i < len(cond) else None
-        given = f"; given positions < {i} accepted: {_f(c)}" if i else ""
-        t.add_row(f"position {i}", _f(r), "unconditional" + _ci(p, f"per_position[{i}]") + given)
+        given = f"; given 0..{i - 1}: {_f(c)}" if i else ""
+        t.add_row(f"position {i}", _f(r), _ci(p, f"per_position[{i}]"), "unconditional" + given)
     if not p.count_weighted:
         t.caption = "rates only: the source carries no counts, aggregates are unweighted"
     return t
