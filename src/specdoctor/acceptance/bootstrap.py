@@ -66,12 +66,17 @@ class UnitBlocks:
             return
         if u.accepted_per_position is None:
             self.has_pos = False
-        row = [float(u.drafts), float(u.draft_tokens), float(u.accepted_tokens),
-               *map(float, u.accepted_per_position or ())]
-        if self._current is None:
-            self._current = row
-        else:
-            self._current = _add_rows(self._current, row)
+        cur = self._current
+        if cur is None:
+            cur = self._current = [0.0, 0.0, 0.0]
+        cur[0] += u.drafts
+        cur[1] += u.draft_tokens
+        cur[2] += u.accepted_tokens
+        per_pos = u.accepted_per_position or ()
+        if len(cur) < 3 + len(per_pos):
+            cur.extend([0.0] * (3 + len(per_pos) - len(cur)))
+        for i, a in enumerate(per_pos, 3):
+            cur[i] += a
         self._in_current += 1
         if self._in_current == self.size:
             self._push()

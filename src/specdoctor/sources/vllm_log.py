@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 import re
-from functools import lru_cache
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -85,19 +84,6 @@ def recover_counts(
     fixed_length: bool | None,
 ) -> Recovered:
     """Recover the draft count and per-position counts of one V1 window (see module doc)."""
-    rates = tuple(rates_printed) if rates_printed is not None else None
-    return _recover(accepted, drafted, mean_printed, rates, fixed_length)
-
-
-@lru_cache(maxsize=1 << 16)
-def _recover(
-    accepted: int,
-    drafted: int,
-    mean_printed: str | None,
-    rates_printed: tuple[str, ...] | None,
-    fixed_length: bool | None,
-) -> Recovered:
-    # A pure function of the printed figures: steady servers repeat windows, so cache it.
     k = len(rates_printed) if rates_printed else None
     fixed_d = drafted // k if (fixed_length and k and drafted % k == 0) else None
     if accepted == 0 or mean_printed is None or rates_printed is None:
@@ -133,7 +119,7 @@ def _candidate_drafts(accepted: int, drafted: int, mean_printed: str, k: int) ->
 
 
 def _positions_for(
-    d: int, accepted: int, rates_printed: tuple[str, ...]
+    d: int, accepted: int, rates_printed: list[str] | tuple[str, ...]
 ) -> tuple[tuple[int, ...], bool] | None:
     """Integer a_i with f"{a_i/d:.3f}" == printed, non-increasing, summing to accepted."""
     if d < 1000:
@@ -360,7 +346,7 @@ def _v1_window(
         k=len(rates_l) if rates_l else None,
         notes=notes,
     )
-    return Window(ENGINE, source, lineno, profile, ts, printed=dict(fields))
+    return Window(ENGINE, source, lineno, profile, ts, printed=fields)
 
 
 def _str(x: object) -> str | None:
