@@ -109,3 +109,16 @@ def test_logs_reads_other_engines_through_the_same_command():
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["engine"] == "llamacpp" and out["total"]["accepted_tokens"] > 0
+
+
+def test_logs_and_metrics_record_their_runs(isolated_store):
+    import json
+
+    a = json.loads(run_cli("logs", str(DM / "server.log"), "--json").stdout)
+    b = json.loads(run_cli("metrics", str(DM / "metrics_3_final.txt"), "--json").stdout)
+    assert a["run_id"] and b["run_id"]
+    runs = json.loads(run_cli("runs", "--json").stdout)["runs"]
+    assert [r["kind"] for r in runs] == ["metrics", "logs"]
+    assert runs[0]["total"]["drafts"] == runs[1]["total"]["drafts"] == b["total"]["drafts"]
+    none = json.loads(run_cli("metrics", str(DM / "metrics_3_final.txt"), "--json", "--no-store").stdout)
+    assert none["run_id"] is None

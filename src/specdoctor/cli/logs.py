@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from specdoctor.cli.options import record, store_options
 from specdoctor.report.console import err_console
 from specdoctor.report.table import print_notes, profile_table, windows_table
 from specdoctor.sources.logs import ENGINES, read_logs
@@ -25,9 +26,10 @@ from specdoctor.sources.logs import ENGINES, read_logs
                    "nothing; auto reads the method from the log's start-up lines.")
 @click.option("--windows", "show_windows", type=int, default=20, show_default=True,
               help="How many of the last windows the table shows.")
+@store_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def logs(files: tuple[Path, ...], engine: str | None, drafter: str, show_windows: int,
-         as_json: bool) -> None:
+         db: Path | None, no_store: bool, as_json: bool) -> None:
     """Read the speculative-decoding metrics lines of one or more log files (in the order
     given): every window, and the total obtained by adding the windows' counts — never by
     averaging their averages. Malformed metrics lines are skipped and counted."""
@@ -36,14 +38,15 @@ def logs(files: tuple[Path, ...], engine: str | None, drafter: str, show_windows
         res = read_logs(list(files), engine, drafter,  # type: ignore[arg-type]
                         keep_windows=as_json, last_windows=show_windows)
     r = res.reading
+    summary = {"engine": r.engine, "total": res.total.to_json(), "window_count": res.window_count,
+               "skipped_lines": r.skipped.to_json(), "notes": r.notes}
+    # The store keeps the total and counts, not every window: re-read the files for those.
+    run_id = record(db, no_store, kind="logs", engine=r.engine,
+                    target=" ".join(str(f) for f in files), params={"drafter": drafter},
+                    result=summary, profile=res.total.to_json())
     if as_json:
-        click.echo(json.dumps({
-            "engine": r.engine,
-            "windows": [w.to_json() for w in r.windows],
-            "total": res.total.to_json(),
-            "skipped_lines": r.skipped.to_json(),
-            "notes": r.notes,
-        }))
+        click.echo(json.dumps({**summary, "windows": [w.to_json() for w in r.windows],
+                               "run_id": run_id}))
         return
     out = Console()
     if res.last_windows and show_windows > 0:

@@ -13,7 +13,7 @@ from specdoctor.bench import measure as proto
 from specdoctor.bench.prompts import SUITES, take
 from specdoctor.report.console import err_console, progress_waiter
 from specdoctor.report.table import print_notes, profile_table
-from specdoctor.store.db import open_store
+from specdoctor.cli.options import record, store_options
 
 
 @click.command()
@@ -29,9 +29,7 @@ from specdoctor.store.db import open_store
               help="Source of per-request counters for the intervals: the responses' own metrics "
                    "(vLLM --per-request-spec-decode-metrics), a /metrics scrape after each "
                    "request (concurrency 1 only), or auto (responses if present, else scrapes).")
-@click.option("--db", type=click.Path(path_type=Path), default=None,
-              help="SQLite store (default $SPECDOCTOR_DB or ~/.cache/specdoctor/specdoctor.db).")
-@click.option("--no-store", is_flag=True, help="Do not record the run.")
+@store_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def measure(url: str | None, model: str | None = None, num_prompts: int = 16, concurrency: int = 1,
             max_tokens: int = 64, suite: str = "code", per_request: str = "auto",
@@ -61,19 +59,18 @@ def measure(url: str | None, model: str | None = None, num_prompts: int = 16, co
         task = bar.add_task("requests", total=len(prompts))
         m = proto.run(url, prompts, params, on_request=lambda n: bar.update(task, completed=n))
     result = m.to_json()
-    if not no_store:
-        store = open_store(db)
-        result["run_id"] = store.add_run(
-            kind="measure", engine="vllm", target=url, params=params.__dict__, result=result,
-            profile=m.total.to_json() if m.total else None,
-            status="failed" if m.error else "ok", error=m.error, launch_spec=launch_spec,
-            scrapes=[(s.phase, s.taken_at, s.text) for s in m.scrapes],
-            requests=[{"index": r.index, "prompt": r.prompt, "completion_tokens": r.completion_tokens,
-                       "latency_s": r.latency_s,
-                       "profile": r.profile.to_json() if r.profile else None,
-                       "per_step": list(r.per_step) if r.per_step else None} for r in m.requests],
-        )
-        store.close()
+    run_id = record(
+        db, no_store, kind="measure", engine="vllm", target=url, params=params.__dict__,
+        result=result, profile=m.total.to_json() if m.total else None,
+        status="failed" if m.error else "ok", error=m.error, launch_spec=launch_spec,
+        scrapes=[(s.phase, s.taken_at, s.text) for s in m.scrapes],
+        requests=[{"index": r.index, "prompt": r.prompt, "completion_tokens": r.completion_tokens,
+                   "latency_s": r.latency_s,
+                   "profile": r.profile.to_json() if r.profile else None,
+                   "per_step": list(r.per_step) if r.per_step else None} for r in m.requests],
+    )
+    if run_id is not None:
+        result["run_id"] = run_id
     _print(m, result, as_json)
     if m.error:
         raise SystemExit(3)

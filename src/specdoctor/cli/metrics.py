@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 
 from specdoctor.acceptance.profile import AcceptanceProfile
+from specdoctor.cli.options import record, store_options
 from specdoctor.errors import InputError
 from specdoctor.report.table import profile_table
 from specdoctor.sources import prometheus
@@ -18,16 +19,22 @@ from specdoctor.sources import prometheus
 @click.argument("source")
 @click.option("--engine", type=click.Choice(["vllm", "sglang", "llamacpp"]), default="vllm",
               show_default=True)
+@store_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-def metrics(source: str, engine: str, as_json: bool) -> None:
+def metrics(source: str, engine: str, db: Path | None, no_store: bool, as_json: bool) -> None:
     """Read one Prometheus exposition: a file, - for stdin, or a server URL (its /metrics is
     fetched).
     The counters are cumulative since the server started; for one run's figures use
     `specdoctor measure`, which takes the delta of two scrapes."""
+    import time
+
     text = _read(source)
     profile = _parse(text, engine)
+    result: dict[str, object] = {"engine": engine, "source": source, "total": profile.to_json()}
+    run_id = record(db, no_store, kind="metrics", engine=engine, target=source, params={},
+                    result=result, profile=profile.to_json(), scrapes=[("dump", time.time(), text)])
     if as_json:
-        click.echo(json.dumps({"engine": engine, "source": source, "total": profile.to_json()}))
+        click.echo(json.dumps({**result, "run_id": run_id}))
         return
     Console().print(profile_table(profile, f"{engine} · {source} (cumulative since start)"))
 
