@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 job=${1:-core}
 py=${PYTHON:-python3}
+export PIP_ROOT_USER_ACTION=ignore
 pip=("$py" -m pip install --quiet --disable-pip-version-check)
 
 have() { "$py" - "$@" <<'PY' 2>/dev/null
