@@ -161,9 +161,13 @@ def _print(d: MaskDiff, root: CodeRoot, checks: list[Any]) -> None:
     for c in checks:
         if not c.ran:
             con.print(f"check {c.impl}: {c.how}", style="dim")
-        elif c.ok:
+            continue
+        if c.ok:
             con.print(f"[green]check {c.impl}: model = op[/green] on {c.cells} cells "
                       f"(ctx {', '.join(map(str, c.ctxs))}; {c.how}; {escape(c.code)})", highlight=False)
         else:
             con.print(f"[red]check {c.impl}: model != op[/red] at {len(c.mismatches)}+ cells, "
                       f"first {c.mismatches[0]}", highlight=False)
+        if c.cited_code_differs:
+            con.print(f"[yellow]  the check ran the installed {c.impl} code, not the cited file: "
+                      "it confirms the op, not that version's source[/yellow]")

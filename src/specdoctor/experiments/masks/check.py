@@ -41,22 +41,24 @@ class CheckResult:
     cells: int = 0
     mismatches: list[dict[str, Any]] = field(default_factory=list)
     code: str = ""  # the installed file the check ran, with its sha256
+    cited_code_differs: bool = False  # the model cites other bytes (a snapshot of another version)
 
     @property
     def ok(self) -> bool:
         return self.ran and not self.mismatches
 
 
-def check_ctxs(spec: MaskSpec, lo: int, hi: int, n: int, limit: int = 12) -> list[int]:
-    """Where masks are likeliest to break: the ends, and around the window edge."""
+def check_ctxs(spec: MaskSpec, lo: int, hi: int, n: int, limit: int = 16) -> list[int]:
+    """Where masks are likeliest to break: both ends and every ctx around the window edge,
+    then evenly spaced ones up to `limit`."""
     picks = {lo, hi}
     if spec.window is not None:
-        for c in range(spec.window - n - 1, spec.window + 2):
-            if lo <= c <= hi:
-                picks.add(c)
-    step = max(1, (hi - lo) // 4)
-    picks.update(range(lo, hi + 1, step))
-    return sorted(picks)[:limit] if len(picks) > limit else sorted(picks)
+        picks.update(c for c in range(spec.window - n - 1, spec.window + 2) if lo <= c <= hi)
+    spare = max(0, limit - len(picks))
+    if spare and hi > lo:
+        step = max(1, (hi - lo) // (spare + 1))
+        picks.update(list(range(lo, hi + 1, step))[: spare + 1])
+    return sorted(picks)
 
 
 def run_checks(models: list[Resolved], spec: MaskSpec, ctxs: list[int], n: int) -> list[CheckResult]:
@@ -67,7 +69,12 @@ def run_checks(models: list[Resolved], spec: MaskSpec, ctxs: list[int], n: int) 
             out.append(CheckResult(m.impl, False, "needs a CUDA GPU: not run here"))
             continue
         try:
-            out.append(fn(m, spec, ctxs, n))
+            res = fn(m, spec, ctxs, n)
+            installed_sha = res.code.split(" @ ")[1].split(" ")[0] if " @ " in res.code else ""
+            res.cited_code_differs = any(
+                c.found and c.path == res.code.split(" @ ")[0] and
+                not str(c.sha256).startswith(installed_sha) for c in m.citations)
+            out.append(res)
         except ImportError as exc:
             out.append(CheckResult(m.impl, False, f"not run: {exc.name or exc} is not installed"))
     return out

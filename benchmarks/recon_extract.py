@@ -1,0 +1,188 @@
+"""Time `recon extract --pick vllm` on a >= 1 GB image archive beside `tar -tf` on the same file.
+
+    python benchmarks/recon_extract.py --wheel vllm-0.28.0-...whl [--workdir /var/tmp/sd-bench]
+
+The archive is a `docker save`-style tar built from real content: layer 1 is a
+vLLM wheel's files, layer 2 the installed torch package, layer 3 the installed
+vLLM (an upgrade: files the old version had and the new one lacks get
+whiteouts). Built once into --workdir, reused after.
+
+Measured, each the median of --repeat runs, page cache warm for all of them:
+- `tar -tf FILE`       GNU tar lists the outer tar (it seeks over member bodies)
+- `tar -tf - < FILE`   the same, forced to read every byte sequentially
+- `recon extract`      the whole command, Python start-up included
+and the extractor's peak RSS on this archive and on one about half its size, to
+show memory does not grow with the archive. Results go to
+benchmarks/results/recon_extract.txt. Not a test: it writes gigabytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+SITE = "usr/local/lib/python3.12/dist-packages"
+RESULTS = Path(__file__).parent / "results" / "recon_extract.txt"
+
+
+def _installed(pkg: str) -> Path:
+    spec = importlib.util.find_spec(pkg)
+    assert spec is not None and spec.submodule_search_locations, f"{pkg} is not installed"
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _layer_from_wheel(wheel: Path, out: Path) -> set[str]:
+    names = set()
+    with zipfile.ZipFile(wheel) as zf, tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as tf:
+        for info in zf.infolist():
+            if info.is_dir():
+                continue
+            ti = tarfile.TarInfo(f"{SITE}/{info.filename}")
+            ti.size, ti.mode, ti.mtime = info.file_size, 0o644, 0
+            with zf.open(info) as fh:
+                tf.addfile(ti, fh)
+            names.add(info.filename)
+    return names
+
+
+def _layer_from_dirs(dirs: list[Path], out: Path, whiteouts: set[str] | None = None) -> set[str]:
+    names = set()
+    with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as tf:
+        for d in dirs:
+            for path in sorted(d.rglob("*")):
+                if path.is_file() and not path.is_symlink():
+                    rel = path.relative_to(d.parent).as_posix()
+                    tf.add(path, arcname=f"{SITE}/{rel}", recursive=False)
+                    names.add(rel)
+        for rel in sorted(whiteouts or ()):
+            parent, _, base = rel.rpartition("/")
+            ti = tarfile.TarInfo(f"{SITE}/{parent}/.wh.{base}")
+            tf.addfile(ti, io.BytesIO(b""))
+    return names
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _assemble(layers: list[Path], out: Path) -> None:
+    diff_ids = [f"sha256:{_sha256(p)}" for p in layers]
+    config = json.dumps({"architecture": "amd64", "os": "linux",
+                         "rootfs": {"type": "layers", "diff_ids": diff_ids}}).encode()
+    cid = hashlib.sha256(config).hexdigest()
+    names = [f"blobs/sha256/{d.split(':')[1]}" for d in diff_ids]
+    manifest = json.dumps([{"Config": f"blobs/sha256/{cid}", "RepoTags": ["bench/vllm:upgrade"],
+                            "Layers": names}]).encode()
+    with tarfile.open(out, "w") as tf:
+        for name, layer in zip(names, layers, strict=True):
+            tf.add(layer, arcname=name)
+        for name, data in ((f"blobs/sha256/{cid}", config), ("manifest.json", manifest)):
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+
+
+def build(workdir: Path, wheel: Path) -> tuple[Path, Path]:
+    big, half = workdir / "image-big.tar", workdir / "image-half.tar"
+    if big.exists() and half.exists():
+        return big, half
+    vllm_new, torch_dir = _installed("vllm"), _installed("torch")
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        t = Path(tmp)
+        old = _layer_from_wheel(wheel, t / "l1.tar")
+        _layer_from_dirs([torch_dir], t / "l2.tar")
+        old_vllm = {n for n in old if n.startswith("vllm/")}
+        installed = {p.relative_to(vllm_new.parent).as_posix() for p in vllm_new.rglob("*")
+                     if p.is_file()}
+        _layer_from_dirs([vllm_new], t / "l3.tar", whiteouts=old_vllm - installed)
+        _assemble([t / "l1.tar", t / "l2.tar", t / "l3.tar"], big)
+        _assemble([t / "l1.tar"], half)
+    return big, half
+
+
+def _time(cmd: list[str], repeat: int, stdin: Path | None = None) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        with open(stdin, "rb") if stdin else open(os.devnull, "rb") as fin:
+            subprocess.run(cmd, stdin=fin, stdout=subprocess.DEVNULL, check=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _extract_rss(archive: Path, out: Path) -> tuple[float, int]:
+    """Wall time and peak RSS (KiB) of one extract in a fresh process."""
+    code = ("import resource, sys, time; from pathlib import Path; "
+            "from specdoctor.experiments.recon.extract import extract; t = time.perf_counter(); "
+            f"extract({str(archive)!r}, Path({str(out)!r}), ['vllm']); "
+            "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    secs, rss = res.stdout.split()
+    return float(secs), int(rss)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--wheel", type=Path, required=True, help="a vLLM wheel (pip download vllm==X)")
+    ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "specdoctor-bench")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    big, half = build(args.workdir, args.wheel)
+    built = time.perf_counter() - t0
+    size = big.stat().st_size
+    out = args.workdir / "snap"
+    extract_cmd = [sys.executable, "-m", "specdoctor", "recon", "extract", str(big),
+                   "--pick", "vllm", "-o", str(out), "--json"]
+    subprocess.run(["tar", "-tf", str(big)], stdout=subprocess.DEVNULL, check=True)  # warm cache
+    subprocess.run(f"cat {big} > /dev/null", shell=True, check=True)
+    tar_seek = _time(["tar", "-tf", str(big)], args.repeat)
+    tar_seq = _time(["tar", "-tf", "-"], args.repeat, stdin=big)
+    ours = _time(extract_cmd, args.repeat)
+    inproc_big, rss_big = _extract_rss(big, out)
+    inproc_half, rss_half = _extract_rss(half, args.workdir / "snap-half")
+    snap = json.loads((out / "manifest.json").read_text())
+    lines = [
+        f"recon extract benchmark ({time.strftime('%Y-%m-%d')}, {platform.machine()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}; page cache warm)",
+        f"archive: docker-archive, 3 layers (vLLM wheel files, torch, installed vLLM with whiteouts),"
+        f" {size / 2**30:.2f} GiB; built in {built:.0f} s",
+        f"picked: preset vllm -> {len(snap['files'])} files, "
+        f"{sum(f['size'] for f in snap['files']) / 2**20:.1f} MiB",
+        "",
+        f"tar -tf FILE            {tar_seek:7.2f} s   (GNU tar seeks over bodies)",
+        f"tar -tf - < FILE        {tar_seq:7.2f} s   (every byte read sequentially)",
+        f"recon extract (command) {ours:7.2f} s   ratio {ours / tar_seq:.2f}x the sequential read, "
+        f"{ours / tar_seek:.1f}x tar -tf FILE",
+        f"recon extract (in-process, start-up excluded) {inproc_big:.2f} s",
+        "",
+        f"peak RSS: {rss_big / 1024:.0f} MiB on {size / 2**30:.2f} GiB, "
+        f"{rss_half / 1024:.0f} MiB on {half.stat().st_size / 2**30:.2f} GiB "
+        f"(in-process {inproc_half:.2f} s)",
+    ]
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
