@@ -1,0 +1,270 @@
+"""Deterministic training of the lab's models on the Python standard library's own source.
+
+A random-weight target barely reacts to faults (LAB.md): its next-token distributions are nearly
+flat, so almost any drafter "agrees" with it. A few minutes of training on 2 cores give it real
+preferences. This module trains:
+
+- ``target``: the lab target's shape (2 layers, hidden 128), started from the lab's random
+  target (``lab.models.target_model()``), AdamW lr 3e-3, batches of 16 x 256 tokens;
+- ``draft-small``: a weaker drafter (1 layer, hidden 64) trained for fewer steps on the same
+  data with the same tokenizer, so its acceptance against the target lies well inside (0, 1).
+
+Each model is cached under ``$SPECDOCTOR_HOME/lab/models/<name>-<fingerprint>``; the fingerprint
+covers the recipe (shape, steps, optimiser, seeds, thread count), the initial weights and the
+training corpus's bytes, so a changed recipe trains anew and an unchanged one is reused.
+
+Determinism: the same recipe on the same machine, torch build and thread count gives the same
+weights bit for bit (seeded init, seeded batch order, fixed thread count). Across CPUs with
+other vector units the float sums may round differently; the weights then differ slightly and
+the figures measured with them move within their confidence intervals.
+
+Budgets: ``full`` is LAB.md's recipe (~1,400 steps, ~5 minutes on 2 cores); ``ci`` is a short
+schedule for the test suite (about a minute), weaker but trained.
+
+Recipes are plain data (``TrainRecipe``), so other drafters (EAGLE3, DFlash, MTP heads) can be
+added here later with their own init and loss functions.
+
+Run directly: ``python -m specdoctor.lab.train [--budget full|ci]`` prints the two directories.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import sysconfig
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from specdoctor.errors import LabError
+from specdoctor.lab.models import TinyLlamaSpec, target_model
+from specdoctor.paths import lab_dir
+
+log = logging.getLogger(__name__)
+
+TRAIN_VERSION = 1
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+@dataclass(frozen=True)
+class TrainRecipe:
+    """Everything that decides the trained weights (and so the cache key)."""
+
+    name: str
+    model: TinyLlamaSpec
+    steps: int
+    batch: int = 16
+    seq_len: int = 256
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 50
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    data_seed: int = 0
+    threads: int = 2
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def key(self) -> dict[str, object]:
+        d = asdict(self)
+        d["train_version"] = TRAIN_VERSION
+        return d
+
+
+TARGET_SHAPE = TinyLlamaSpec()
+DRAFT_SHAPE = TinyLlamaSpec(hidden_size=64, intermediate_size=192, num_hidden_layers=1,
+                            num_attention_heads=4, num_key_value_heads=2, seed=1)
+
+BUDGETS: dict[str, dict[str, TrainRecipe]] = {
+    "full": {
+        "target": TrainRecipe("target", TARGET_SHAPE, steps=1400),
+        "draft-small": TrainRecipe("draft-small", DRAFT_SHAPE, steps=300, data_seed=1),
+    },
+    "ci": {
+        "target": TrainRecipe("target", TARGET_SHAPE, steps=240, warmup_steps=20),
+        "draft-small": TrainRecipe("draft-small", DRAFT_SHAPE, steps=80, warmup_steps=10,
+                                   data_seed=1),
+    },
+}
+
+
+def recipe(name: str, budget: str = "full") -> TrainRecipe:
+    try:
+        return BUDGETS[budget][name]
+    except KeyError:
+        raise LabError(f"no training recipe {name!r} with budget {budget!r}",
+                       f"budgets: {', '.join(BUDGETS)}; models: target, draft-small") from None
+
+
+# -- corpus ------------------------------------------------------------------------------------
+
+def training_files() -> list[Path]:
+    """The top-level ``*.py`` modules of the running Python's standard library, sorted."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    files = sorted(p for p in root.glob("*.py") if p.is_file())
+    if len(files) < 20:
+        raise LabError(f"only {len(files)} standard-library source files under {root}",
+                       "the lab trains on the stdlib's .py sources; use a Python with its source")
+    return files
+
+
+def corpus_digest() -> str:
+    h = hashlib.sha256()
+    for f in training_files():
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _tokens(tokenizer_dir: Path) -> list[int]:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    ids: list[int] = []
+    for f in training_files():
+        ids.extend(tok(f.read_text(encoding="utf-8", errors="replace"),
+                       add_special_tokens=False)["input_ids"])
+        ids.append(tok.eos_token_id)
+    return ids
+
+
+# -- cache -------------------------------------------------------------------------------------
+
+def fingerprint(r: TrainRecipe, init_dir: Path) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps(r.key(), sort_keys=True, default=str).encode())
+    for name in ("model.safetensors", "tokenizer.json"):
+        h.update((init_dir / name).read_bytes())
+    h.update(corpus_digest().encode())
+    return h.hexdigest()[:12]
+
+
+def trained_target(budget: str = "full", on_step: Callable[[int, int, float], None] | None = None
+                   ) -> Path:
+    """Directory of the trained lab target (trains once, then reuses the cache)."""
+    r = recipe("target", budget)
+    return train(r, target_model(r.model), on_step=on_step)
+
+
+def small_drafter(budget: str = "full", on_step: Callable[[int, int, float], None] | None = None
+                  ) -> Path:
+    """Directory of the weaker drafter, sharing the lab tokenizer exactly."""
+    r = recipe("draft-small", budget)
+    # The drafter's own random init, with the target's tokenizer files copied in (the BPE
+    # training is deterministic, but token-level acceptance needs the very same vocabulary).
+    init = target_model(r.model)
+    tok_src = target_model(TARGET_SHAPE)
+    for name in TOKENIZER_FILES:
+        if (tok_src / name).read_bytes() != (init / name).read_bytes():
+            raise LabError(f"the drafter's tokenizer file {name} differs from the target's",
+                           "delete $SPECDOCTOR_HOME/lab/models and build again")
+    return train(r, init, on_step=on_step)
+
+
+def train(r: TrainRecipe, init_dir: Path,
+          on_step: Callable[[int, int, float], None] | None = None) -> Path:
+    """Train ``r`` from the model in ``init_dir``; cached by fingerprint."""
+    out = lab_dir() / "models" / f"{r.name}-{fingerprint(r, init_dir)}"
+    if (out / "model.safetensors").is_file() and (out / "specdoctor-train.json").is_file():
+        return out
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(init_dir, tmp)
+    try:
+        report = _train_into(r, tmp, on_step)
+        (tmp / "specdoctor-train.json").write_text(json.dumps(report, indent=2) + "\n")
+        if out.exists():  # another process won the race; keep its copy
+            shutil.rmtree(tmp)
+        else:
+            tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+# -- the loop ----------------------------------------------------------------------------------
+
+def lr_at(r: TrainRecipe, step: int) -> float:
+    """Linear warm-up, then cosine decay to ``min_lr_ratio * lr``."""
+    if step < r.warmup_steps:
+        return r.lr * (step + 1) / r.warmup_steps
+    t = (step - r.warmup_steps) / max(1, r.steps - r.warmup_steps)
+    return r.lr * (r.min_lr_ratio + (1 - r.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+def _train_into(r: TrainRecipe, model_dir: Path,
+                on_step: Callable[[int, int, float], None] | None) -> dict[str, object]:
+    try:
+        import numpy as np
+        import torch
+        from transformers import LlamaForCausalLM
+    except ImportError as exc:
+        raise LabError(f"cannot train the lab model: {exc}",
+                       "install the lab: bash scripts/install.sh lab") from exc
+    t0 = time.perf_counter()
+    data = np.asarray(_tokens(model_dir), dtype=np.int64)
+    if len(data) <= r.seq_len:
+        raise LabError("the training corpus is shorter than one sequence", "check the stdlib")
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(r.threads)
+    try:
+        torch.manual_seed(r.model.seed)
+        model = LlamaForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32,
+                                                 attn_implementation="sdpa")
+        model.train()
+        decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+        no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": r.weight_decay},
+                                 {"params": no_decay, "weight_decay": 0.0}],
+                                lr=r.lr, betas=(0.9, 0.95), eps=1e-8)
+        rng = np.random.default_rng(r.data_seed)
+        offsets = np.arange(r.seq_len)
+        losses: list[float] = []
+        for step in range(r.steps):
+            for g in opt.param_groups:
+                g["lr"] = lr_at(r, step)
+            starts = rng.integers(0, len(data) - r.seq_len, size=r.batch)
+            batch = torch.from_numpy(data[starts[:, None] + offsets])
+            loss = model(input_ids=batch, labels=batch).loss  # HF shifts the labels inside
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), r.grad_clip)
+            opt.step()
+            losses.append(float(loss))
+            if on_step:
+                on_step(step + 1, r.steps, losses[-1])
+            if (step + 1) % 100 == 0:
+                log.info("%s step %d/%d loss %.3f", r.name, step + 1, r.steps, losses[-1])
+        model.eval()
+        model.save_pretrained(str(model_dir), safe_serialization=True)
+    finally:
+        torch.set_num_threads(threads_before)
+    tail = losses[-20:]
+    return {
+        "recipe": r.key(),
+        "final_loss_mean_last_20": round(sum(tail) / len(tail), 4),
+        "loss_every_100": [round(x, 4) for x in losses[::100]],
+        "train_tokens": int(len(data)),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "torch": torch.__version__,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Train the lab target and the small drafter.")
+    ap.add_argument("--budget", choices=sorted(BUDGETS), default="full")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    print(trained_target(args.budget))
+    print(small_drafter(args.budget))
+
+
+if __name__ == "__main__":
+    main()

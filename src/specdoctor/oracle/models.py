@@ -1,0 +1,233 @@
+"""Loading target and drafter for the oracle: the checks that come first, then a cached forward.
+
+Before anything is loaded:
+
+- ``check_vocab``: token-level acceptance only means something when draft token i IS target
+  token i. Different vocabularies (size, or the same size with other strings behind the ids)
+  are refused with the mismatch named, unless a draft→target id map is given.
+- ``check_fits``: the weights' size (read from the safetensors headers, not by loading them) in
+  the oracle's dtype, against the device's free memory. Too large: say so and stop.
+
+``CachedLM`` wraps a Hugging Face causal LM with one KV cache that follows a token sequence as
+it grows and rewinds (drafts that were rejected), so each step feeds only the new tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specdoctor.errors import InputError
+
+log = logging.getLogger(__name__)
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+# Activations, KV cache and the framework's own buffers on top of the weights.
+MEMORY_HEADROOM = 1.3
+MEMORY_FIXED_BYTES = 512 * 2**20
+
+
+# -- checks before loading ---------------------------------------------------------------------
+
+def read_config(model_dir: Path) -> dict[str, Any]:
+    path = model_dir / "config.json"
+    try:
+        return dict(json.loads(path.read_text()))
+    except FileNotFoundError:
+        raise InputError(f"{model_dir} has no config.json",
+                         "pass a Hugging Face model directory (config.json, weights, tokenizer)"
+                         ) from None
+    except ValueError as exc:
+        raise InputError(f"{path} is not valid JSON: {exc}", "check the model directory") from exc
+
+
+def param_count(model_dir: Path) -> int:
+    """Number of parameters, from the safetensors headers (no tensor is read)."""
+    files = sorted(model_dir.glob("*.safetensors"))
+    if not files:
+        raise InputError(f"{model_dir} has no *.safetensors weights",
+                         "the oracle loads safetensors checkpoints; convert with save_pretrained")
+    total = 0
+    for f in files:
+        with open(f, "rb") as fh:
+            (n,) = struct.unpack("<Q", fh.read(8))
+            header = json.loads(fh.read(n))
+        for name, meta in header.items():
+            if name != "__metadata__":
+                total += int(np.prod(meta["shape"], dtype=np.int64))
+    return total
+
+
+def available_bytes(device: str) -> int:
+    if device.startswith("cuda"):
+        import torch
+
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        return int(free)
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def check_fits(model_dirs: Sequence[Path], device: str, dtype: str) -> int:
+    """Refuse before loading when the models cannot fit; returns the estimated bytes."""
+    per = {d: param_count(d) * DTYPE_BYTES[dtype] for d in model_dirs}
+    need = int(sum(per.values()) * MEMORY_HEADROOM + MEMORY_FIXED_BYTES)
+    have = available_bytes(device)
+    if need > have:
+        sizes = ", ".join(f"{d.name} {b / 2**30:.2f} GiB" for d, b in per.items())
+        raise InputError(
+            f"the models do not fit on {device}: weights in {dtype} ({sizes}) need about "
+            f"{need / 2**30:.1f} GiB with working memory, {have / 2**30:.1f} GiB is free",
+            "run on a larger device (--device cuda), use --dtype bfloat16, or free memory",
+        )
+    return need
+
+
+@dataclass(frozen=True)
+class VocabMap:
+    """Draft id → target id (``-1``: no target token), as EAGLE3's d2t but as absolute ids."""
+
+    draft_to_target: tuple[int, ...]
+
+    @classmethod
+    def load(cls, path: Path) -> VocabMap:
+        try:
+            data = json.loads(path.read_text())
+            ids = data["draft_to_target"] if isinstance(data, dict) else data
+            return cls(tuple(int(x) for x in ids))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"cannot read the vocabulary map {path}: {exc}",
+                             'write JSON {"draft_to_target": [target id or -1, ...]}') from exc
+
+    def target_to_draft(self, target_vocab: int) -> np.ndarray:
+        inv = np.full(target_vocab, -1, dtype=np.int64)
+        for d, t in enumerate(self.draft_to_target):
+            if t >= 0:
+                if inv[t] >= 0:
+                    raise InputError(f"the vocabulary map sends draft ids {inv[t]} and {d} to "
+                                     f"target id {t}", "a map must be one-to-one")
+                inv[t] = d
+        return inv
+
+
+def check_vocab(target_dir: Path, draft_dir: Path, vocab_map: VocabMap | None) -> None:
+    """Refuse a drafter whose token ids do not mean the target's tokens (unless mapped)."""
+    tcfg, dcfg = read_config(target_dir), read_config(draft_dir)
+    tv, dv = tcfg.get("vocab_size"), dcfg.get("vocab_size")
+    tvocab, dvocab = _vocab(target_dir), _vocab(draft_dir)
+    if vocab_map is not None:
+        if len(vocab_map.draft_to_target) != dv:
+            raise InputError(f"the vocabulary map has {len(vocab_map.draft_to_target)} entries, "
+                             f"the drafter's vocabulary {dv}", "one entry per draft id")
+        return
+    problems = []
+    if tv != dv:
+        problems.append(f"vocab_size {tv} (target) vs {dv} (draft)")
+    if tvocab is not None and dvocab is not None and tvocab != dvocab:
+        differ = [s for s in tvocab.keys() | dvocab.keys() if tvocab.get(s) != dvocab.get(s)]
+        examples = ", ".join(f"{s!r}: {tvocab.get(s)} vs {dvocab.get(s)}"
+                             for s in sorted(differ)[:3])
+        problems.append(f"tokenizers differ on {len(differ)} token strings (e.g. {examples})")
+    if problems:
+        raise InputError(
+            f"target {target_dir.name} and draft {draft_dir.name} do not share a vocabulary: "
+            + "; ".join(problems)
+            + " — token-level acceptance is undefined between them",
+            "use a drafter trained with the target's tokenizer, or pass --vocab-map FILE "
+            '({"draft_to_target": [...]}) if its ids map one-to-one onto the target\'s',
+        )
+
+
+def _vocab(model_dir: Path) -> dict[str, int] | None:
+    path = model_dir / "tokenizer.json"
+    if not path.is_file():
+        return None
+    try:
+        model = json.loads(path.read_text())["model"]
+        vocab = dict(model["vocab"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    for tok in json.loads(path.read_text()).get("added_tokens", []):
+        vocab[tok["content"]] = tok["id"]
+    return vocab
+
+
+# -- loading and forward passes ----------------------------------------------------------------
+
+def pick_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def load_model(model_dir: Path, device: str, dtype: str) -> Any:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    # Eager attention: the plainest math, the reference the engine's kernels should match.
+    model = AutoModelForCausalLM.from_pretrained(
+        str(model_dir), dtype=getattr(torch, dtype), attn_implementation="eager")
+    return model.to(device).eval()
+
+
+def load_tokenizer(model_dir: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(model_dir))
+
+
+class CachedLM:
+    """One model, one KV cache, one token sequence that grows and rewinds.
+
+    ``logits(ids, last)`` returns the float32 logits predicting the token after each of the last
+    ``last`` positions of ``ids``; the cache keeps whatever prefix ``ids`` shares with the
+    previous call, so a step only pays for its new tokens.
+    """
+
+    def __init__(self, model: Any, device: str) -> None:
+        self.model = model
+        self.device = device
+        self.ids: list[int] = []
+        self.cache: Any = None
+        self.forwards = 0
+        self.tokens_fed = 0
+
+    def reset(self) -> None:
+        self.ids, self.cache = [], None
+
+    def logits(self, ids: Sequence[int], last: int = 1) -> np.ndarray:
+        import torch
+
+        ids = list(ids)
+        keep = min(_common_prefix(self.ids, ids), len(ids) - last)
+        if keep <= 0 or self.cache is None:
+            self.cache, keep = None, 0
+        elif keep < len(self.ids):
+            self.cache.crop(keep - len(self.ids))  # a negative count removes that many tokens
+        new = ids[keep:]
+        with torch.inference_mode():
+            out = self.model(input_ids=torch.tensor([new], device=self.device),
+                             past_key_values=self.cache, use_cache=True)
+        self.cache = out.past_key_values
+        self.ids = ids
+        self.forwards += 1
+        self.tokens_fed += len(new)
+        return out.logits[0, -last:].float().cpu().numpy()
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i

@@ -1,0 +1,287 @@
+"""``run_oracle``: the acceptance a correct engine reaches with these weights on these prompts.
+
+Library entry point for the ``oracle`` command and for the diagnosis, where it is the experiment
+that separates a weak drafter (oracle low too) from an engine that loses acceptance (measured
+well below the oracle).
+
+Cost: the target runs once per step over the new tokens plus the drafts, the drafter k times
+per step (sampled drafts: the target k + 1 times). For the lab models (2-layer target,
+1-layer drafter, fp32, CPU) 16 prompts x 64 tokens take well under a CPU-minute (see
+benchmarks/results/oracle_speed.txt); ``estimate_seconds`` gives the figure before running.
+The cost grows with parameters x tokens like any forward pass; on a GPU a model that fits is
+limited by per-step overhead, not by the arithmetic.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specdoctor.acceptance.bootstrap import bootstrap_intervals
+from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
+from specdoctor.errors import InputError
+from specdoctor.oracle import stats
+from specdoctor.oracle.models import (
+    CachedLM, VocabMap, check_fits, check_vocab, load_model, load_tokenizer, param_count,
+    pick_device, read_config,
+)
+from specdoctor.oracle.simulate import (
+    DRAFT_MODES, ModelDrafter, NgramDrafter, RequestTrace, Sampling, run_request,
+)
+
+log = logging.getLogger(__name__)
+
+METHODS = ("draft_model", "ngram")
+LABEL = "oracle"
+# Seconds per forward pass of a lab-size model on CPU (HF eager, batch 1, a few tokens), and
+# the arithmetic rate on top of it; measured by benchmarks/oracle_speed.py on 2 cores.
+FORWARD_OVERHEAD_S = 0.004
+CPU_FLOPS = 2.0e10
+
+
+@dataclass(frozen=True)
+class OracleConfig:
+    target: Path
+    prompts: tuple[str, ...]
+    method: str = "draft_model"
+    draft: Path | None = None
+    k: int = 4
+    max_tokens: int = 64
+    sampling: Sampling = field(default_factory=Sampling)
+    samples: int = 1
+    seed: int = 0
+    prompt_lookup_min: int = 2
+    prompt_lookup_max: int = 4
+    max_model_len: int | None = None
+    device: str = "auto"
+    dtype: str = "float32"
+    vocab_map: Path | None = None
+    ignore_eos: bool = True
+    threads: int | None = None  # CPU threads; None: 1 for small models (see cpu_threads)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": str(self.target), "method": self.method,
+            "draft": None if self.draft is None else str(self.draft), "k": self.k,
+            "max_tokens": self.max_tokens, "num_prompts": len(self.prompts),
+            "sampling": self.sampling.label(), "temperature": self.sampling.temperature,
+            "top_p": self.sampling.top_p, "draft_sampling": self.sampling.draft,
+            "samples": self.samples, "seed": self.seed,
+            "prompt_lookup": [self.prompt_lookup_min, self.prompt_lookup_max],
+            "max_model_len": self.max_model_len, "device": self.device, "dtype": self.dtype,
+            "vocab_map": None if self.vocab_map is None else str(self.vocab_map),
+            "ignore_eos": self.ignore_eos, "threads": self.threads,
+        }
+
+
+@dataclass
+class OracleCost:
+    wall_s: float
+    cpu_s: float
+    output_tokens: int
+    target_forwards: int
+    draft_forwards: int
+    device: str
+    dtype: str
+    load_s: float = 0.0
+    threads: int = 0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.output_tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"wall_s": round(self.wall_s, 3), "cpu_s": round(self.cpu_s, 3),
+                "load_s": round(self.load_s, 3), "output_tokens": self.output_tokens,
+                "tokens_per_s": round(self.tokens_per_s, 2),
+                "target_forwards": self.target_forwards, "draft_forwards": self.draft_forwards,
+                "device": self.device, "dtype": self.dtype, "threads": self.threads,
+                "implementation": "transformers, eager attention"}
+
+
+@dataclass
+class OracleResult:
+    config: OracleConfig
+    profile: AcceptanceProfile          # realized counts of the simulated engine (int)
+    expected: list[stats.RatioCI]       # expected unconditional per-position rates
+    expected_accepted_per_draft: stats.RatioCI
+    traces: list[RequestTrace]
+    cost: OracleCost
+    notes: list[str] = field(default_factory=list)
+
+    def prompt_units(self) -> np.ndarray:
+        """Per prompt (summed over samples): drafts, expected accepted at each position."""
+        k = self.config.k
+        units = np.zeros((len(self.config.prompts), k + 1))
+        for t in self.traces:
+            units[t.prompt_index, 0] += len(t.steps)
+            units[t.prompt_index, 1:] += t.expected_per_position(k)
+        return units
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "label": LABEL,
+            "config": self.config.to_json(),
+            "total": self.profile.to_json(),
+            "expected_per_position": [c.to_json() for c in self.expected],
+            "expected_accepted_per_draft": self.expected_accepted_per_draft.to_json(),
+            "expected_convention": "unconditional per-position rates, [value, ci95 low, high]; "
+                                   "expected over the verifier's randomness (equal to the "
+                                   "realized counts when greedy)",
+            "cost": self.cost.to_json(),
+            "requests": [{"prompt_index": t.prompt_index, "sample": t.sample_index,
+                          "output_ids": t.output_ids,
+                          "per_step_accepted": [s.accepted for s in t.steps],
+                          "per_step_drafted": [s.drafted for s in t.steps]}
+                         for t in self.traces],
+            "notes": self.notes,
+        }
+
+
+def estimate_seconds(config: OracleConfig) -> float:
+    """Rough CPU seconds before running: forwards x (overhead + arithmetic). Upper-ish bound."""
+    steps = len(config.prompts) * config.samples * config.max_tokens
+    tp = param_count(config.target)
+    dp = param_count(config.draft) if config.draft is not None else 0
+    ctx = 64 + config.max_tokens
+    draft_calls = steps * config.k if config.draft is not None else 0
+    target_calls = steps * (config.k + 1 if config.sampling.draft == "probabilistic" else 1)
+    return (target_calls * (FORWARD_OVERHEAD_S + 2 * tp * (config.k + 1) / CPU_FLOPS)
+            + draft_calls * (FORWARD_OVERHEAD_S + 2 * dp / CPU_FLOPS)
+            + len(config.prompts) * 2 * (tp + dp) * ctx / CPU_FLOPS)
+
+
+def validate(config: OracleConfig) -> None:
+    if config.method not in METHODS:
+        raise InputError(f"unknown method {config.method!r}", f"choose one of: {', '.join(METHODS)}")
+    if config.method == "draft_model" and config.draft is None:
+        raise InputError("the draft_model oracle needs the drafter", "pass --draft DIR, or --method ngram")
+    if config.method == "ngram" and config.draft is not None:
+        raise InputError("--method ngram takes no --draft", "drop --draft, or use --method draft_model")
+    if config.k < 1 or config.max_tokens < 1 or config.samples < 1 or not config.prompts:
+        raise InputError("--k, --max-tokens, --samples and the prompt count must be at least 1",
+                         "e.g. --k 4 --max-tokens 64")
+    if config.sampling.draft not in DRAFT_MODES:
+        raise InputError(f"unknown draft sampling {config.sampling.draft!r}",
+                         f"choose one of: {', '.join(DRAFT_MODES)}")
+    if not (0.0 < config.sampling.top_p <= 1.0) or config.sampling.temperature < 0:
+        raise InputError("temperature must be >= 0 and top_p in (0, 1]", "e.g. --sampling 1.0,0.95")
+    if config.dtype not in ("float32", "bfloat16", "float16"):
+        raise InputError(f"unknown dtype {config.dtype!r}", "choose float32, bfloat16 or float16")
+
+
+def run_oracle(config: OracleConfig,
+               on_request: Callable[[int, int], None] | None = None) -> OracleResult:
+    """Simulate every prompt (``samples`` trajectories each) and aggregate like ``measure``."""
+    import torch
+
+    validate(config)
+    vocab_map = VocabMap.load(config.vocab_map) if config.vocab_map else None
+    if config.draft is not None:
+        check_vocab(config.target, config.draft, vocab_map)
+    device = pick_device(config.device)
+    dirs = [config.target] + ([config.draft] if config.draft is not None else [])
+    check_fits(dirs, device, config.dtype)
+
+    threads = cpu_threads(config, sum(param_count(d) for d in dirs))
+    threads_before = torch.get_num_threads()
+    if device == "cpu":
+        torch.set_num_threads(threads)
+    try:
+        return _run(config, device, vocab_map, threads, on_request)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+# Below this many parameters a forward pass is dominated by per-op overhead, and a second
+# thread only adds synchronisation (on a shared 2-core machine it made each pass 3-7x slower).
+SMALL_MODEL_PARAMS = 100_000_000
+
+
+def cpu_threads(config: OracleConfig, params: int) -> int:
+    import os
+
+    if config.threads:
+        return config.threads
+    return 1 if params < SMALL_MODEL_PARAMS else max(1, os.cpu_count() or 1)
+
+
+def _run(config: OracleConfig, device: str, vocab_map: VocabMap | None, threads: int,
+         on_request: Callable[[int, int], None] | None) -> OracleResult:
+    import torch
+
+    t_load = time.perf_counter()
+    tok = load_tokenizer(config.target)
+    target = CachedLM(load_model(config.target, device, config.dtype), device)
+    tcfg = read_config(config.target)
+    target_vocab = int(tcfg["vocab_size"])
+    max_model_len = config.max_model_len or tcfg.get("max_position_embeddings")
+    drafter: ModelDrafter | NgramDrafter
+    if config.draft is not None:
+        drafter = ModelDrafter(CachedLM(load_model(config.draft, device, config.dtype), device),
+                               target_vocab, vocab_map)
+    else:
+        drafter = NgramDrafter(config.prompt_lookup_min, config.prompt_lookup_max, max_model_len)
+    load_s = time.perf_counter() - t_load
+
+    eos = None if config.ignore_eos else tok.eos_token_id
+    traces: list[RequestTrace] = []
+    total = len(config.prompts) * config.samples
+    t0, c0 = time.perf_counter(), time.process_time()
+    with torch.inference_mode():
+        for i, prompt in enumerate(config.prompts):
+            ids = list(tok(prompt)["input_ids"])  # add_special_tokens=True, as vLLM encodes
+            for j in range(config.samples):
+                rng = np.random.default_rng([config.seed, i, j])
+                traces.append(run_request(ids, target, drafter, config.k, config.max_tokens,
+                                          config.sampling, rng, i, j, eos))
+                if on_request:
+                    on_request(len(traces), total)
+    cost = OracleCost(
+        wall_s=time.perf_counter() - t0, cpu_s=time.process_time() - c0,
+        output_tokens=sum(len(t.output_ids) for t in traces),
+        target_forwards=target.forwards,
+        draft_forwards=drafter.lm.forwards if isinstance(drafter, ModelDrafter) else 0,
+        device=device, dtype=config.dtype, load_s=load_s,
+        threads=threads if device == "cpu" else 0)
+    return _result(config, traces, cost)
+
+
+def _result(config: OracleConfig, traces: Sequence[RequestTrace], cost: OracleCost
+            ) -> OracleResult:
+    k = config.k
+    units = []
+    for t in traces:
+        d, dt, acc, per = t.counts(k)
+        units.append(AcceptanceProfile(d, dt, acc, tuple(per), k))
+    profile = sum_profiles(units)
+    note = (f"{LABEL}: {config.sampling.label()}; {config.method}"
+            + (f" {config.draft.name}" if config.draft else "")
+            + f" vs target {config.target.name}, k={k}, computed outside the engine")
+    profile = AcceptanceProfile(profile.drafts, profile.draft_tokens, profile.accepted_tokens,
+                                profile.accepted_per_position, k, notes=(note,))
+    # Intervals over prompts (samples of one prompt are one unit), like measure's per request.
+    per_prompt = [sum_profiles([u for u, t in zip(units, traces) if t.prompt_index == i])
+                  for i in range(len(config.prompts))]
+    profile = profile.with_intervals(bootstrap_intervals(per_prompt))
+    result = OracleResult(config, profile, [], stats.RatioCI(None, None, None), list(traces), cost)
+    pu = result.prompt_units()
+    with_total = np.column_stack([pu, pu[:, 1:].sum(axis=1)])
+    cis = stats.position_rates(with_total)
+    result.expected = cis[:k]
+    result.expected_accepted_per_draft = cis[k]
+    if config.sampling.greedy:
+        result.notes.append("greedy: every step's outcome is determined, so expected and "
+                            "realized counts are the same numbers")
+    else:
+        result.notes.append(
+            f"sampling: per-position rates are expectations along {config.samples} sampled "
+            f"trajectory(ies) per prompt (products of per-step acceptance probabilities); the "
+            f"profile's counts are one realization of the engine's random acceptance")
+    return result
