@@ -2,10 +2,17 @@
 
 Builds a log of at least --size-gb GB out of real recorded lines: the lab recordings'
 server logs (tests/fixtures/vllm/*/server.log), whose SpecDecoding windows sit among the
-server's ordinary start-up, request and throughput lines. Two mixtures are timed:
+server's ordinary start-up, request and throughput lines. Mixtures timed:
 
-- ``recorded``: the recordings' steady-state lines in their own proportion, repeated;
-- ``dense``: one metrics line for every few noise lines, a harder case than any real server.
+- ``production``: 200 noise lines per window, what a server logging stats every 10 s (the
+  default) with access logs at ~20 requests/s writes;
+- ``recorded``: the recordings' steady-state lines in their own proportion (the lab logs stats
+  every 2 s), repeated;
+- ``dense``: one metrics line for every 4 noise lines, a harder case than any real server;
+- ``dense/4``: the same at a quarter of the size, to show memory does not grow with the file.
+
+The recordings hold only a handful of distinct windows, so lines repeat; specdoctor caches
+nothing across windows, so repetition does not flatter it.
 
 For each, the same run times `grep -c -F 'SpecDecoding metrics'` and `specdoctor logs FILE`
 (table output) on the warm file, reports the ratio, and the peak resident memory of the
@@ -119,6 +126,7 @@ def main() -> None:
           f"(≈{recorded_ratio} noise lines per window in the recordings)")
     try:
         for label, per_window, size in [
+            ("production", 200, args.size_gb),
             ("recorded", recorded_ratio, args.size_gb),
             ("dense", 4, args.size_gb),
             ("dense/4", 4, args.size_gb / 4),  # memory must not grow with the file
