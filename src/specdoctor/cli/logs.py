@@ -9,8 +9,9 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from specdoctor.cli.options import record, store_options
+from specdoctor.cli.options import plot_option, record, store_options
 from specdoctor.report.console import err_console
+from specdoctor.report.plot import write_plot
 from specdoctor.report.table import print_notes, profile_table, windows_table
 from specdoctor.sources.logs import ENGINES, read_logs
 
@@ -27,9 +28,11 @@ from specdoctor.sources.logs import ENGINES, read_logs
 @click.option("--windows", "show_windows", type=int, default=20, show_default=True,
               help="How many of the last windows the table shows.")
 @store_options
+@plot_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def logs(files: tuple[Path, ...], engine: str | None, drafter: str, show_windows: int,
-         db: Path | None, no_store: bool, as_json: bool) -> None:
+         db: Path | None, no_store: bool, plot: Path | None,
+         as_json: bool) -> None:
     """Read the speculative-decoding metrics lines of one or more log files (in the order
     given): every window, and the total obtained by adding the windows' counts — never by
     averaging their averages. Malformed metrics lines are skipped and counted."""
@@ -44,6 +47,8 @@ def logs(files: tuple[Path, ...], engine: str | None, drafter: str, show_windows
     run_id = record(db, no_store, kind="logs", engine=r.engine,
                     target=" ".join(str(f) for f in files), params={"drafter": drafter},
                     result=summary, profile=res.total.to_json())
+    if plot is not None:
+        write_plot(plot, {"log windows": res.total}, f"{r.engine} · {res.window_count} windows")
     if as_json:
         click.echo(json.dumps({**summary, "windows": [w.to_json() for w in r.windows],
                                "run_id": run_id}))

@@ -12,8 +12,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from specdoctor.bench import measure as proto
 from specdoctor.bench.prompts import SUITES, take
 from specdoctor.report.console import err_console, progress_waiter
+from specdoctor.report.plot import write_plot
 from specdoctor.report.table import print_notes, profile_table
-from specdoctor.cli.options import record, store_options
+from specdoctor.cli.options import plot_option, record, store_options
 
 
 @click.command()
@@ -30,11 +31,12 @@ from specdoctor.cli.options import record, store_options
                    "(vLLM --per-request-spec-decode-metrics), a /metrics scrape after each "
                    "request (concurrency 1 only), or auto (responses if present, else scrapes).")
 @store_options
+@plot_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def measure(url: str | None, model: str | None = None, num_prompts: int = 16, concurrency: int = 1,
             max_tokens: int = 64, suite: str = "code", per_request: str = "auto",
             db: Path | None = None,
-            no_store: bool = False, as_json: bool = False) -> None:
+            no_store: bool = False, plot: Path | None = None, as_json: bool = False) -> None:
     """One warm-up request, then N fixed prompts, greedy, at concurrency C; /metrics is scraped
     before and after so the figures cover this run only. Prints the acceptance profile with
     95% intervals (per-request bootstrap) and the output tokens/s."""
@@ -71,6 +73,8 @@ def measure(url: str | None, model: str | None = None, num_prompts: int = 16, co
     )
     if run_id is not None:
         result["run_id"] = run_id
+    if plot is not None and m.total is not None:
+        write_plot(plot, {"measured": m.total}, f"{m.url} · {m.model} · {len(m.requests)} requests")
     _print(m, result, as_json)
     if m.error:
         raise SystemExit(3)

@@ -9,8 +9,9 @@ import click
 from rich.console import Console
 
 from specdoctor.acceptance.profile import AcceptanceProfile
-from specdoctor.cli.options import record, store_options
+from specdoctor.cli.options import plot_option, record, store_options
 from specdoctor.errors import InputError
+from specdoctor.report.plot import write_plot
 from specdoctor.report.table import profile_table
 from specdoctor.sources import prometheus
 
@@ -20,8 +21,10 @@ from specdoctor.sources import prometheus
 @click.option("--engine", type=click.Choice(["vllm", "sglang", "llamacpp"]), default="vllm",
               show_default=True)
 @store_options
+@plot_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-def metrics(source: str, engine: str, db: Path | None, no_store: bool, as_json: bool) -> None:
+def metrics(source: str, engine: str, db: Path | None, no_store: bool, plot: Path | None,
+            as_json: bool) -> None:
     """Read one Prometheus exposition: a file, - for stdin, or a server URL (its /metrics is
     fetched).
     The counters are cumulative since the server started; for one run's figures use
@@ -33,6 +36,8 @@ def metrics(source: str, engine: str, db: Path | None, no_store: bool, as_json: 
     result: dict[str, object] = {"engine": engine, "source": source, "total": profile.to_json()}
     run_id = record(db, no_store, kind="metrics", engine=engine, target=source, params={},
                     result=result, profile=profile.to_json(), scrapes=[("dump", time.time(), text)])
+    if plot is not None:
+        write_plot(plot, {"cumulative": profile}, f"{engine} · {source}")
     if as_json:
         click.echo(json.dumps({**result, "run_id": run_id}))
         return

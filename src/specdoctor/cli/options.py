@@ -22,6 +22,21 @@ def store_options(f: F) -> F:
     return f
 
 
+def _check_svg(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    # Checked before any work, so a wrong suffix never costs a long read or a measurement.
+    if value is not None and value.suffix.lower() != ".svg":
+        raise click.BadParameter(f"writes SVG, not {value.suffix or 'a file without suffix'}: "
+                                 "pass a path ending in .svg", ctx=ctx, param=param)
+    return value
+
+
+def plot_option(f: F) -> F:
+    """``--plot PATH.svg``: the per-position acceptance curve."""
+    return click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                        callback=_check_svg,
+                        help="Also write the per-position acceptance curve to this .svg file.")(f)
+
+
 def record(db: Path | None, no_store: bool, **run: Any) -> int | None:
     """Write one run (see ``Store.add_run``) unless --no-store; returns its id."""
     if no_store:
