@@ -16,8 +16,8 @@ from pathlib import Path
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.errors import InputError
 
-WIDTH, HEIGHT = 640, 400
-LEFT, RIGHT, TOP, BOTTOM = 64, 160, 48, 56
+WIDTH, HEIGHT = 720, 400
+LEFT, RIGHT, TOP, BOTTOM = 64, 210, 48, 56
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b")
 
 
