@@ -87,3 +87,15 @@ def test_bad_conventions_are_refused():
         Convention("W+1")
     with pytest.raises(ValueError):
         MaskSpec(0, False)
+
+
+def test_reference_mask_is_the_resolved_model():
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("needs the vllm source to read")
+    from specdoctor.experiments.masks.backends import reference_mask
+
+    spec = MaskSpec(3, False)
+    got = reference_mask("fa2", spec, 5, 4)
+    assert (got == mask_array(Convention("W-1", "symmetric", "<="), spec, 5, 4)).all()

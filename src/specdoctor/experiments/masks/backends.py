@@ -163,3 +163,12 @@ def resolve(impl: str, spec: MaskSpec, code: CodeRoot,
     elif spec.window is None:
         conv = replace(conv)  # the window conventions do not matter without a window
     return Resolved(impl, conv, list(cites.values()), notes)
+
+
+def reference_mask(impl: str, spec: MaskSpec, ctx: int, n: int, code: CodeRoot | None = None,
+                   override: Convention | None = None) -> object:
+    """The (n, ctx+n) numpy bool mask backend `impl` applies: the reference for kernel checks."""
+    from specdoctor.experiments.masks.model import mask_array
+
+    model = resolve(impl, spec, code or CodeRoot(None), override)
+    return mask_array(model.convention, spec, ctx, n)

@@ -61,13 +61,21 @@ class _Overlay:
         self.owned: dict[str, _Owned] = {}
         self.skipped: list[Skipped] = []
         self.stats = ExtractStats()
+        # Source paths of picked files and all their directories ("" is the root), so a
+        # whiteout that cannot hide any of them is dismissed without a scan.
+        self._sources: set[str] = set()
+        self._ancestors: set[str] = set()
 
     def apply(self, layer_index: int, layer_id: str, entries: Iterator[Entry]) -> None:
+        stats, limits, picker = self.stats, self.limits, self.picker
         for entry in entries:
-            self._count(entry)
+            stats.members += 1
+            stats.scanned_bytes += entry.size
+            if stats.members > limits.max_members or stats.scanned_bytes > limits.max_scanned_bytes:
+                self._over_limit()
             name = entry.name
-            if ".wh." not in name and not self.picker.could_match(name) and \
-                    not (name.startswith("/") or ".." in name or "\0" in name):
+            if ".wh." not in name and not (name.startswith("/") or ".." in name or "\0" in name) \
+                    and not picker.could_match(name):
                 continue  # the common case: not picked, not a whiteout, not hostile
             parts = clean_parts(name)
             if parts is None:
@@ -100,9 +108,7 @@ class _Overlay:
                     self._skip(source_path, what.get(entry.kind, f"{entry.kind}: skipped"))
         self.stats.layers += 1
 
-    def _count(self, entry: Entry) -> None:
-        self.stats.members += 1
-        self.stats.scanned_bytes += entry.size
+    def _over_limit(self) -> None:
         if self.stats.members > self.limits.max_members:
             raise LimitExceeded(f"the source has more than {self.limits.max_members} entries",
                                 "it is not a normal image; raise --max-members if it is")
@@ -131,6 +137,9 @@ class _Overlay:
         site = root.split("/")[-1] in ("site-packages", "dist-packages")
         self.owned[rel] = _Owned(FileRecord(rel, sha, size, source_path, layer_id), root, site,
                                  layer_index)
+        self._sources.add(source_path)
+        parts = source_path.split("/")
+        self._ancestors.update("/".join(parts[:i]) for i in range(len(parts)))
 
     def _hardlink(self, entry: Entry, rel: str, root: str, source_path: str, layer_id: str,
                   layer_index: int) -> None:
@@ -152,6 +161,9 @@ class _Overlay:
     def _whiteout(self, parts: tuple[str, ...], layer_index: int) -> None:
         name = parts[-1]
         parent = "/".join(parts[:-1])
+        target = parent if name == OPAQUE else "/".join((*parts[:-1], name[len(WHITEOUT):]))
+        if target not in self._ancestors and target not in self._sources:
+            return  # hides nothing that was picked (the usual case: most whiteouts)
         if name == OPAQUE:
             prefix = parent + "/" if parent else ""
             hidden = [rel for rel, o in self.owned.items()

@@ -108,7 +108,10 @@ class Picker:
     def could_match(self, name: str) -> bool:
         """A cheap test before `match`: every pattern's leading literal must occur."""
         keys = self._keys  # type: ignore[attr-defined]
-        return keys is None or keys.search(name) is not None
+        if keys is not None and keys.search(name) is None:
+            return False
+        # Every match, site-packages or not, ends with a pattern match on the path's tail.
+        return self._tail.search(name.rstrip("/")) is not None  # type: ignore[attr-defined]
 
     def match(self, parts: tuple[str, ...]) -> tuple[str, str] | None:
         root, pkg = split_package(parts)

@@ -45,14 +45,33 @@ class ByteSource(Protocol):
 
 
 class FileSection:
-    """Bytes [start, start+size) of an open file, read with pread: seeks are free."""
+    """Bytes [start, start+size) of an open file, read with pread: seeks are free.
+
+    Small reads (tar headers, pax records, small files) are served from a read-ahead
+    window, so a run of small members costs one system call instead of three each.
+    """
+
+    AHEAD = 1 << 16
 
     def __init__(self, fd: int, start: int, size: int) -> None:
         self.fd, self.start, self.size, self.pos = fd, start, size, 0
+        self._buf = b""
+        self._buf_at = 0  # section offset of _buf[0]
 
     def read(self, n: int) -> bytes:
         n = max(0, min(n, self.size - self.pos))
-        out = os.pread(self.fd, n, self.start + self.pos) if n else b""
+        if not n:
+            return b""
+        off = self.pos - self._buf_at
+        if 0 <= off and off + n <= len(self._buf):
+            out = self._buf[off:off + n]
+        elif n >= self.AHEAD:
+            out = os.pread(self.fd, n, self.start + self.pos)
+        else:
+            want = min(self.AHEAD, self.size - self.pos)
+            self._buf = os.pread(self.fd, want, self.start + self.pos)
+            self._buf_at = self.pos
+            out = self._buf[:n]
         self.pos += len(out)
         return out
 
@@ -192,19 +211,24 @@ class Member:
         return data
 
 
+_META = (b"L", b"K", b"x", b"g")
+_ZERO = b"\0" * BLOCK
+
+
 def iter_members(src: ByteSource, what: str = "archive") -> Iterator[Member]:
     """Yield each member; whatever the consumer leaves unread is skipped afterwards."""
     long_name: str | None = None
     long_link: str | None = None
     pax: dict[str, str] = {}
     first = True
-    while True:
-        hdr = src.read(BLOCK)
+    read = src.read
+    while True:  # one pass per header: this loop is the cost of reading an image
+        hdr = read(BLOCK)
         if len(hdr) < BLOCK:
             if hdr.strip(b"\0"):
                 raise InputError(f"{what} ends inside a tar header", "the file is truncated")
             return
-        if hdr == b"\0" * BLOCK:
+        if hdr == _ZERO:
             return
         # Checksums cost a sum over 512 bytes per member; a ustar magic is as good a
         # sign of a sane header, so only magic-less (v7) headers and the first are summed.
@@ -213,34 +237,38 @@ def iter_members(src: ByteSource, what: str = "archive") -> Iterator[Member]:
                              "the file is not a tar archive, or it is corrupt")
         first = False
         flag = hdr[156:157]
-        size = _number(hdr[124:136], what)
-        if "size" in pax:
-            size = _pax_int(pax["size"], what)
-        padded = (size + BLOCK - 1) // BLOCK * BLOCK
-        if flag in (b"L", b"K", b"x", b"g"):
+        try:  # the common case: 11 octal digits and a NUL or space
+            size = int(hdr[124:135], 8) if hdr[135] in (0, 32) else _number(hdr[124:136], what)
+        except ValueError:
+            size = _number(hdr[124:136], what)
+        if flag in _META:
             if size > MAX_META_BYTES:
                 raise InputError(f"{what}: a tar metadata record of {size} bytes",
                                  "the archive is malformed or hostile; refusing it")
-            body = src.read(padded)[:size]
-            if flag == b"L":
+            body = read((size + BLOCK - 1) // BLOCK * BLOCK)[:size]
+            if flag == b"x":
+                pax = _parse_pax(body, what)
+            elif flag == b"L":
                 long_name = _text(body.split(b"\0", 1)[0])
             elif flag == b"K":
                 long_link = _text(body.split(b"\0", 1)[0])
-            elif flag == b"x":
-                pax = _parse_pax(body, what)
             continue  # global pax headers ('g') carry nothing we use
-        name = _header_name(hdr)
-        link = _text(hdr[157:257].split(b"\0", 1)[0])
-        if long_name is not None:
-            name = long_name
-        if long_link is not None:
-            link = long_link
-        name = pax.get("path", name)
-        link = pax.get("linkpath", link)
+        link = ""
+        if pax:
+            if "size" in pax:
+                size = _pax_int(pax["size"], what)
+            name = pax.get("path") or long_name or _header_name(hdr)
+            link = pax.get("linkpath", "")
+            pax = {}
+        else:
+            name = long_name or _header_name(hdr)
+        if flag in (b"1", b"2") and not link:
+            link = long_link or _text(hdr[157:257].split(b"\0", 1)[0])
         long_name = long_link = None
-        pax = {}
         kind = _KINDS.get(flag, "other")
-        if kind not in ("file", "other"):
+        if kind == "file" or kind == "other":
+            padded = (size + BLOCK - 1) // BLOCK * BLOCK
+        else:
             # Links, directories and devices have no body even when the size field
             # says otherwise (what GNU tar and tarfile assume too).
             size = padded = 0
@@ -291,22 +319,25 @@ def _pax_int(value: str, what: str) -> int:
     return n
 
 
+_PAX_KEYS = (b"path", b"linkpath", b"size")
+
+
 def _parse_pax(body: bytes, what: str) -> dict[str, str]:
+    """The pax records this reader uses (path, linkpath, size); others are skipped."""
     out: dict[str, str] = {}
-    pos = 0
-    while pos < len(body) and body[pos:pos + 1] != b"\0":
-        space = body.find(b" ", pos)
-        if space < 0:
-            break
+    pos, end = 0, len(body)
+    while pos < end and body[pos] != 0:
+        space = body.find(b" ", pos, pos + 24)
         try:
-            length = int(body[pos:space])
-        except ValueError as exc:
-            raise InputError(f"{what}: malformed pax record", "the archive is corrupt") from exc
-        if length <= 0:
+            length = int(body[pos:space]) if space > pos else 0
+        except ValueError:
+            length = 0
+        if length <= 0 or pos + length > end:
             raise InputError(f"{what}: malformed pax record", "the archive is corrupt")
-        record = body[space + 1:pos + length - 1]
-        key, _, value = record.partition(b"=")
-        out[_text(key)] = _text(value)
+        eq = body.find(b"=", space + 1, pos + length)
+        key = body[space + 1:eq] if eq > 0 else b""
+        if key in _PAX_KEYS:
+            out[key.decode()] = _text(body[eq + 1:pos + length - 1])
         pos += length
     return out
 
