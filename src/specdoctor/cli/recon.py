@@ -8,23 +8,39 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from specdoctor.errors import InputError
-from specdoctor.experiments.recon.diff import SnapshotDiff, diff_snapshots
 from specdoctor.experiments.recon.extract import extract as run_extract
 from specdoctor.experiments.recon.manifest import Snapshot, is_snapshot, load_snapshot
 from specdoctor.experiments.recon.presets import PRESETS
 from specdoctor.experiments.recon.writer import Limits
-from specdoctor.report.console import err_console
+
+if TYPE_CHECKING:
+    from specdoctor.experiments.recon.diff import SnapshotDiff
+
+# rich is imported only to draw: `--json` in a script starts without it.
+
+
+@contextlib.contextmanager
+def _status(text: str) -> Iterator[Callable[[str], None]]:
+    """A spinner on stderr when it is a terminal, nothing otherwise."""
+    if not sys.stderr.isatty():
+        yield lambda _msg: None
+        return
+    from specdoctor.report.console import err_console
+
+    with err_console().status(text) as status:
+        yield status.update
 
 
 def _size(text: str) -> int:
@@ -65,14 +81,17 @@ def extract(source: str, picks: tuple[str, ...], outdir: Path, root: str | None,
     """
     limits = Limits(max_files=max_files, max_file_bytes=_size(max_file_size),
                     max_total_bytes=_size(max_total_size))
-    console = err_console()
-    with console.status(f"reading {source}") as status:
+    with _status(f"reading {source}") as update:
         snap, stats = run_extract(source, outdir, list(picks), root=root, image=image,
                                   platform=platform, limits=limits,
-                                  on_layer=lambda label: status.update(f"reading {label}"))
+                                  on_layer=lambda label: update(f"reading {label}"))
     if as_json:
         click.echo(json.dumps(snap.to_json(), indent=1))
         return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
     out = Console()
     table = Table(title=f"{len(snap.files)} files from {snap.label()}", title_justify="left")
     for col in ("package path", "bytes", "sha256", "layer"):
@@ -98,6 +117,8 @@ def extract(source: str, picks: tuple[str, ...], outdir: Path, root: str | None,
 @click.option("--json", "as_json", is_flag=True)
 def diff(a: str, b: str, context: int, stat_only: bool, save: Path | None, as_json: bool) -> None:
     """Chain files that changed between snapshots A and B (either may be a SOURCE)."""
+    from specdoctor.experiments.recon.diff import diff_snapshots
+
     with tempfile.TemporaryDirectory(prefix="specdoctor-diff-") as tmp:
         a_dir, b_dir = _snapshot_pair(a, b, save or Path(tmp) / "snap")
         result = diff_snapshots(load_snapshot(a_dir), a_dir, load_snapshot(b_dir), b_dir, context)
@@ -116,7 +137,7 @@ def _snapshot_pair(a: str, b: str, scratch: Path) -> tuple[Path, Path]:
                          "extract one first: specdoctor recon extract SOURCE -o DIR")
     snap_dir, source = (pa, b) if is_snapshot(pa) else (pb, a)
     picks = load_snapshot(snap_dir).picks
-    with err_console().status(f"extracting {source} with picks {', '.join(picks)}"):
+    with _status(f"extracting {source} with picks {', '.join(picks)}"):
         run_extract(source, scratch, picks)
     return (snap_dir, scratch) if snap_dir == pa else (scratch, snap_dir)
 
@@ -135,6 +156,9 @@ def _diff_json(d: SnapshotDiff) -> dict[str, object]:
 
 
 def _print_diff(d: SnapshotDiff, stat_only: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     out = Console()
     out.print(f"a: {d.a.label()}", highlight=False, markup=False)
     out.print(f"b: {d.b.label()}", highlight=False, markup=False)
@@ -164,6 +188,9 @@ def presets(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(PRESETS, indent=1))
         return
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table()
     for col in ("pick", "globs"):
         table.add_column(col)

@@ -1,7 +1,9 @@
 """astexec on the real DFlash functions of the installed vLLM, fed drafter config.json files.
 
-Fixtures: dflash_qwen3_8b_b16.json is written from the fields a published Qwen3-8B
-DFlash drafter carries (5 layers, full attention, target_layer_ids); the SWA one
+Fixtures: dflash_qwen3_8b_b16.json is written from the fields the published Qwen3-8B
+DFlash drafter (z-lab/Qwen3-8B-DFlash-b16) carries: 5 layers, full attention,
+dflash_config.target_layer_ids (not downloaded here: the machine has no hub access,
+so compare with the hub copy before quoting its numbers); the SWA one
 mirrors Case A's drafter (6 aux layers, sliding window, non-causal); the mixed one
 has sliding and full layers, the branch that needs the V2 model runner.
 """

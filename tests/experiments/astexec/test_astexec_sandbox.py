@@ -149,3 +149,11 @@ def test_method_lines_keep_their_numbers(tmp_path):
     assert "def a" not in cut.segments[0].text
     out = astexec(str(f), ["A.b"], calls=["A().b()"])
     assert out["calls"][0]["error"]["at"]["line"] == 8
+
+
+def test_module_bindings_shadow_builtins(tmp_path):
+    f = tmp_path / "shadow.py"
+    f.write_text("def len(x):\n    return -1\n\n\ndef size(x):\n    return len(x)\n")
+    out = astexec(str(f), ["size"], calls=["size([1, 2])"])
+    assert out["calls"][0]["value"] == -1
+    assert [d["name"] for d in out["definitions"]] == ["len", "size"]

@@ -77,12 +77,13 @@ def cut_definitions(path: Path, names: list[str]) -> Cut:
     seen: set[str] = set()
     while pending:
         name = pending.pop()
-        if name in seen or name in _BUILTINS:
+        if name in seen:
             continue
         seen.add(name)
         found = index.binding(name)
         if found is None:
-            stubs.setdefault(name, [])
+            if name not in _BUILTINS:  # a module may shadow a builtin: its binding wins
+                stubs.setdefault(name, [])
             continue
         stmt_i, seg = found
         if seg.kind == "import" and not _is_stdlib_import(index.tree.body[stmt_i]):

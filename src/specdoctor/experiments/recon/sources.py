@@ -20,21 +20,23 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import stat
-import subprocess
-import sys
-import tempfile
-import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from specdoctor.errors import InputError
 from specdoctor.experiments.recon.image import ImageArchive, is_oci_dir
 from specdoctor.experiments.recon.picks import Picker
 from specdoctor.experiments.recon.tarstream import StreamSource, iter_members
+
+if TYPE_CHECKING:
+    import subprocess
+    import zipfile
+
+# zipfile, subprocess and tempfile are imported where used: an image extraction
+# needs none of them, and start-up time counts against reading the archive.
 
 
 class Entry(Protocol):
@@ -78,7 +80,7 @@ def open_source(ref: str, image: str | None = None, platform: str | None = None)
             raise InputError(f"{ref} does not exist", hint)
         if path.is_dir():
             src = ImageSource(path, image, platform) if is_oci_dir(path) else DirectorySource(path)
-        elif path.suffix == ".whl" or zipfile.is_zipfile(path):
+        elif path.suffix == ".whl" or _is_zip(path):
             src = WheelSource(path)
         else:
             src = ImageSource(path, image, platform)
@@ -142,6 +144,8 @@ class _ZipEntry:
 class WheelSource:
     def __init__(self, path: Path, ref: str | None = None, kind: str = "wheel",
                  extra: dict[str, Any] | None = None) -> None:
+        import zipfile
+
         try:
             self.zf = zipfile.ZipFile(path)
         except zipfile.BadZipFile as exc:
@@ -169,6 +173,10 @@ class PipSource(WheelSource):
     """`pip download --no-deps SPEC` into a temporary directory, then read the wheel."""
 
     def __init__(self, spec: str) -> None:
+        import subprocess
+        import sys
+        import tempfile
+
         self.tmp = tempfile.TemporaryDirectory(prefix="specdoctor-pip-")
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                "--disable-pip-version-check", "-q", "-d", self.tmp.name, spec]
@@ -254,6 +262,8 @@ class DockerEngineSource:
     def __init__(self, image: str) -> None:
         if not image:
             raise InputError("docker:// needs an image name", "write docker://IMAGE[:TAG]")
+        import shutil
+
         self.image = image
         self.docker = shutil.which("docker")
         if self.docker is None:
@@ -275,6 +285,8 @@ class DockerEngineSource:
                                digest=inspect.stdout.strip() or None)
 
     def _run(self, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        import subprocess
+
         assert self.docker is not None
         try:
             return subprocess.run([self.docker, *args], capture_output=True, text=True,
@@ -290,6 +302,8 @@ class DockerEngineSource:
                              "check the image name")
         self.cid = created.stdout.strip()
         assert self.docker is not None
+        import subprocess
+
         proc = subprocess.Popen([self.docker, "export", self.cid], stdout=subprocess.PIPE)
         try:
             assert proc.stdout is not None
@@ -304,6 +318,11 @@ class DockerEngineSource:
         if self.cid:
             self._run("rm", self.cid, timeout=60)
             self.cid = None
+
+
+def _is_zip(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(4) == b"PK\x03\x04"
 
 
 def _sha256_file(path: Path) -> str:
