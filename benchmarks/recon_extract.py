@@ -137,15 +137,18 @@ def _time(cmd: list[str], repeat: int, stdin: Path | None = None) -> tuple[float
     return statistics.median(walls), statistics.median(cpus)
 
 
-def _extract_rss(archive: Path, out: Path) -> tuple[float, int]:
-    """Wall time and peak RSS (KiB) of one extract in a fresh process."""
+def _extract_rss(archive: Path, out: Path) -> tuple[float, float, int]:
+    """Wall time, CPU time and peak RSS (KiB) of one extract, start-up excluded."""
     code = ("import resource, sys, time; from pathlib import Path; "
-            "from specdoctor.experiments.recon.extract import extract; t = time.perf_counter(); "
+            "from specdoctor.experiments.recon.extract import extract; "
+            "r = resource.getrusage(resource.RUSAGE_SELF); t = time.perf_counter(); "
             f"extract({str(archive)!r}, Path({str(out)!r}), ['vllm']); "
-            "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+            "e = resource.getrusage(resource.RUSAGE_SELF); "
+            "print(time.perf_counter() - t, e.ru_utime - r.ru_utime + e.ru_stime - r.ru_stime, "
+            "e.ru_maxrss)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    secs, rss = res.stdout.split()
-    return float(secs), int(rss)
+    secs, cpu, rss = res.stdout.split()
+    return float(secs), float(cpu), int(rss)
 
 
 def main() -> None:
@@ -169,8 +172,8 @@ def main() -> None:
     (tar_seq, tar_seq_cpu) = _time(["tar", "-tf", "-"], args.repeat, stdin=big)
     (ours, ours_cpu) = _time(extract_cmd, args.repeat)
     load = os.getloadavg()[0]
-    inproc_big, rss_big = _extract_rss(big, out)
-    inproc_half, rss_half = _extract_rss(half, args.workdir / "snap-half")
+    inproc_big, inproc_cpu, rss_big = _extract_rss(big, out)
+    inproc_half, _, rss_half = _extract_rss(half, args.workdir / "snap-half")
     snap = json.loads((out / "manifest.json").read_text())
     lines = [
         f"recon extract benchmark ({time.strftime('%Y-%m-%d')}, {platform.machine()}, "
@@ -186,7 +189,8 @@ def main() -> None:
         f"tar -tf - < FILE        {tar_seq:6.2f} s   {tar_seq_cpu:6.2f} s   (every byte read in order)",
         f"recon extract (command) {ours:6.2f} s   {ours_cpu:6.2f} s   (Python start-up included)",
         f"ratio vs the sequential read: {ours / tar_seq:.2f}x wall, {ours_cpu / tar_seq_cpu:.2f}x cpu",
-        f"recon extract in-process (start-up excluded): {inproc_big:.2f} s wall",
+        f"recon extract in-process (start-up excluded): {inproc_big:.2f} s wall, "
+        f"{inproc_cpu:.2f} s cpu ({inproc_cpu / tar_seq_cpu:.2f}x the sequential read's cpu)",
         "",
         f"peak RSS: {rss_big / 1024:.0f} MiB on {size / 2**30:.2f} GiB, "
         f"{rss_half / 1024:.0f} MiB on {half.stat().st_size / 2**30:.2f} GiB "
