@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
@@ -21,22 +22,52 @@ def lab() -> None:
 @click.option("--k", type=int, default=labmod.DEFAULT_K, show_default=True,
               help="Draft tokens per step (num_speculative_tokens).")
 @click.option("--port", type=int, default=labmod.DEFAULT_PORT, show_default=True)
+@click.option("--target", "target_kind", type=click.Choice(["random", "trained"]), default="random",
+              show_default=True,
+              help="random: the tiny random-weight target; trained: the same shape trained on the "
+                   "stdlib's source (once, cached; minutes on 2 cores), which reacts to faults.")
+@click.option("--draft", "draft_kind", type=click.Choice(["copy", "small"]), default="copy",
+              show_default=True,
+              help="draft_model only. copy: the target itself (acceptance 1.0 when greedy); "
+                   "small: a weaker trained 1-layer drafter (same tokenizer).")
+@click.option("--train-budget", type=click.Choice(["full", "ci"]), default="full",
+              show_default=True, help="Training schedule of trained models (ci: ~1 minute).")
 @click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True,
               help="Seconds to wait for readiness (boot takes ~100 s on 2 cores).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def up(method: str, k: int, port: int, timeout_s: float, as_json: bool) -> None:
+def up(method: str, k: int, port: int, target_kind: str, draft_kind: str, train_budget: str,
+       timeout_s: float, as_json: bool) -> None:
     """Build the tiny models (once), start vLLM with speculative decoding, wait until ready."""
-    spec = labmod.lab_spec(method, k, port)
+    target, draft = _models(target_kind, draft_kind if method == "draft_model" else "copy",
+                            train_budget)
+    spec = labmod.lab_spec(method, k, port, target=target, draft=draft)
     with progress_waiter(f"starting vLLM ({spec.label})") as tick:
         handle = labmod.up(spec, timeout_s, tick)
     info = {"url": spec.url, "port": port, "pid": handle.pid, "log": str(handle.log_path),
-            "command": spec.shell_command(), "method": method, "k": k}
+            "command": spec.shell_command(), "method": method, "k": k,
+            "target": str(target) if target else None, "draft": str(draft) if draft else None}
     if as_json:
         click.echo(json.dumps(info))
         return
     click.echo(f"lab ready: {spec.url}  ({spec.label}, pid {handle.pid})")
     click.echo(f"log:     {handle.log_path}")
     click.echo(f"command: {spec.shell_command()}")
+
+
+def _models(target_kind: str, draft_kind: str, budget: str) -> tuple[Path | None, Path | None]:
+    """Model directories for lab_spec (None: its defaults, the random target and its copy)."""
+    if target_kind == "random" and draft_kind == "copy":
+        return None, None
+    from specdoctor.lab import train
+    from specdoctor.lab.models import target_model
+
+    def tick(step: int, steps: int, loss: float) -> None:
+        if step % 100 == 0 or step == steps:
+            err_console().print(f"  training step {step}/{steps}, loss {loss:.3f}")
+
+    target = train.trained_target(budget, tick) if target_kind == "trained" else target_model()
+    draft = train.small_drafter(budget, tick) if draft_kind == "small" else None
+    return target, draft
 
 
 @lab.command()

@@ -179,8 +179,6 @@ def validate(config: OracleConfig) -> None:
 def run_oracle(config: OracleConfig,
                on_request: Callable[[int, int], None] | None = None) -> OracleResult:
     """Simulate every prompt (``samples`` trajectories each) and aggregate like ``measure``."""
-    import torch
-
     validate(config)
     vocab_map = VocabMap.load(config.vocab_map) if config.vocab_map else None
     if config.draft is not None:
@@ -188,6 +186,8 @@ def run_oracle(config: OracleConfig,
     device = pick_device(config.device)
     dirs = [config.target] + ([config.draft] if config.draft is not None else [])
     check_fits(dirs, device, config.dtype)
+
+    import torch
 
     threads = cpu_threads(config, sum(param_count(d) for d in dirs))
     threads_before = torch.get_num_threads()
