@@ -9,10 +9,15 @@ Methods:
 - ``draft_model``: the target serves as its own draft → greedy acceptance 1.0 at every
   position (a perfect healthy baseline).
 - ``ngram``: prompt lookup (n 2..4) → a real, lower, variable-length profile.
+- ``eagle3``, ``dflash``, ``mtp``: drafters trained against trained targets (a Llama for EAGLE3,
+  a Qwen3 for DFlash, a MiMo for MTP), built once and cached (``lab.drafters``); with
+  ``control=NAME`` a hand-wired drafter on a target whose greedy text is known, whose profile
+  is designed exactly; with ``fault=NAME`` one entry of the fault catalogue (``lab.faults``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import sysconfig
@@ -24,7 +29,9 @@ from specdoctor.lab import launch
 from specdoctor.lab.launch import LaunchSpec, ServerHandle
 from specdoctor.paths import lab_dir
 
-METHODS = ("draft_model", "ngram")
+METHODS = ("draft_model", "ngram", "eagle3", "dflash", "mtp")
+# Methods whose drafter is a trained (or hand-wired) head reading the target's hidden states.
+DRAFTER_METHODS = ("eagle3", "dflash", "mtp")
 DEFAULT_METHOD = "draft_model"
 DEFAULT_K = 4
 DEFAULT_PORT = 8765
@@ -39,6 +46,12 @@ def speculative_config(method: str, k: int, target: Path, draft: Path | None = N
     if method == "ngram":
         return {"method": "ngram", "num_speculative_tokens": k,
                 "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+    if method in ("eagle3", "dflash"):
+        if draft is None:
+            raise LabError(f"{method} needs a drafter directory", "pass draft=…, or use lab_spec()")
+        return {"method": method, "model": str(draft), "num_speculative_tokens": k}
+    if method == "mtp":  # the MTP layers live in the target's own checkpoint
+        return {"method": "mtp", "num_speculative_tokens": k}
     raise LabError(f"unknown lab method {method!r}", f"choose one of: {', '.join(METHODS)}")
 
 
@@ -59,14 +72,48 @@ def lab_env(cache_root: Path) -> dict[str, str]:
     return env
 
 
-def lab_spec(method: str = DEFAULT_METHOD, k: int = DEFAULT_K, port: int = DEFAULT_PORT,
+def default_k(method: str, control: str | None = None, fault: str | None = None) -> int:
+    """k when none is given: 4 for draft_model and ngram; a drafter's trained k; a fault's own."""
+    if method not in DRAFTER_METHODS:
+        return DEFAULT_K
+    from specdoctor.lab import drafters, faults
+
+    if fault is not None:
+        return faults.get(fault).k or drafters.TRAINED_K[method]
+    return drafters.TRAINED_K[method]
+
+
+def lab_spec(method: str = DEFAULT_METHOD, k: int | None = DEFAULT_K, port: int = DEFAULT_PORT,
              target: Path | None = None, draft: Path | None = None,
-             extra_args: tuple[str, ...] = ()) -> LaunchSpec:
+             extra_args: tuple[str, ...] = (), *, control: str | None = None,
+             fault: str | None = None, budget: str = "full") -> LaunchSpec:
     """The launch recipe of a lab server (builds the tiny model first if needed).
 
-    ``draft`` (draft_model only) defaults to the target itself: the perfect baseline."""
+    ``draft`` (draft_model only) defaults to the target itself: the perfect baseline. For
+    eagle3/dflash/mtp, target and draft default to the trained pair of ``budget`` (or the
+    pair of ``control``), with ``fault`` applied; ``k=None`` takes ``default_k()``."""
+    if k is None:
+        k = default_k(method, control, fault)
     if k < 1:
         raise LabError(f"--k must be at least 1, got {k}", "pass --k 1..8")
+    label = f"lab:{method}:k={k}"
+    cache_root = lab_dir() / "vllm-cache"
+    if method in DRAFTER_METHODS:
+        from specdoctor.lab import drafters
+
+        served = drafters.serve(method, control=control, fault=fault, budget=budget,
+                                target=target, draft=draft)
+        target, draft = served.target, served.draft
+        # Qwen-typed targets would get a Qwen2 tokenizer class: name the lab tokenizer.
+        extra_args = ("--tokenizer", str(served.tokenizer), *extra_args)
+        label += "".join(f":{x}" for x in served.tags)
+        # One compile cache per served pair and k: vLLM's AOT cache key does not cover the
+        # draft's shape or k (ENGINES.md), and a shared stale cache is itself a known fault.
+        key = hashlib.sha256(f"{target}|{draft}|{k}".encode()).hexdigest()[:10]
+        cache_root = cache_root / f"{method}-{key}"
+    elif control is not None or fault is not None:
+        raise LabError(f"{method} has no controls or faults",
+                       f"controls and faults exist for: {', '.join(DRAFTER_METHODS)}")
     if target is None:
         from specdoctor.lab.models import target_model
 
@@ -86,8 +133,7 @@ def lab_spec(method: str = DEFAULT_METHOD, k: int = DEFAULT_K, port: int = DEFAU
         "--speculative-config", json.dumps(speculative_config(method, k, target, draft)),
         *extra_args,
     )
-    return LaunchSpec(argv=argv, env=lab_env(lab_dir() / "vllm-cache"), port=port,
-                      label=f"lab:{method}:k={k}")
+    return LaunchSpec(argv=argv, env=lab_env(cache_root), port=port, label=label)
 
 
 def state_path(port: int) -> Path:

@@ -1,0 +1,89 @@
+"""Build-once model directories for the drafters, keyed by everything that decides their bytes.
+
+A directory ``$SPECDOCTOR_HOME/lab/models/<name>-<fingerprint>`` is built in a temporary sibling
+and renamed into place, so a crash leaves nothing half-written and two processes racing to
+build the same recipe keep one copy. The fingerprint covers the recipe (plain JSON), the bytes
+of the input files (a target's weights, a tokenizer) and ``BUILD_VERSION``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from specdoctor.paths import lab_dir
+
+# Bump when a change in this package changes the weights or configs it writes.
+BUILD_VERSION = 1
+DONE = "specdoctor-build.json"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def fingerprint(recipe: dict[str, Any], inputs: Iterable[Path] = ()) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps({"build": BUILD_VERSION, **recipe}, sort_keys=True, default=str).encode())
+    for f in inputs:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def built(name: str, recipe: dict[str, Any], inputs: Iterable[Path],
+          build: Callable[[Path], dict[str, Any] | None]) -> Path:
+    """The directory for (name, recipe, inputs), calling ``build(tmp_dir)`` once if missing.
+
+    ``build`` may return a report (timings, losses); it is stored beside the recipe."""
+    out = lab_dir() / "models" / f"{name}-{fingerprint(recipe, list(inputs))}"
+    if (out / DONE).is_file():
+        return out
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        report = build(tmp) or {}
+        (tmp / DONE).write_text(json.dumps({"recipe": recipe, "report": report}, indent=2,
+                                           default=str) + "\n")
+        if out.exists():  # another process won the race; keep its copy
+            shutil.rmtree(tmp)
+        else:
+            tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def report(model_dir: Path) -> dict[str, Any]:
+    """What the build of ``model_dir`` recorded (recipe and report), or {}."""
+    try:
+        return dict(json.loads((model_dir / DONE).read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def copy_tokenizer(src: Path, dst: Path) -> None:
+    for name in TOKENIZER_FILES:
+        if (src / name).is_file():
+            shutil.copyfile(src / name, dst / name)
+
+
+def write_config(dst: Path, config: dict[str, Any]) -> None:
+    (dst / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def save_tensors(dst: Path, tensors: dict[str, Any], name: str = "model.safetensors") -> None:
+    from safetensors.torch import save_file
+
+    save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(dst / name),
+              metadata={"format": "pt"})
+
+
+def load_tensors(src: Path, name: str = "model.safetensors") -> dict[str, Any]:
+    from safetensors.torch import load_file
+
+    return dict(load_file(str(src / name)))

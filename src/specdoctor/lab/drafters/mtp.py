@@ -1,0 +1,261 @@
+"""MTP drafters on a MiMo target: a trained multi-token-prediction layer, and hand-wired controls.
+
+vLLM's MiMo MTP (vllm/model_executor/models/mimo_mtp.py) ships inside the target checkpoint
+(``model.mtp_layers.0.*``) and shares the target's embeddings and LM head. One step:
+
+    x   = input_proj([hidden_layernorm(h), token_layernorm(embed(token))])  (embed zeroed at
+          position 0)
+    out = final_layernorm(x + Qwen2DecoderLayer(x))        → logits = lm_head(out)
+
+The first step takes the target's last hidden state (before its final norm) at position i with
+token i+1; every further step (``num_speculative_tokens`` > 1) feeds ``out`` back with the token
+it drafted — the one layer run recursively, with a warning in vLLM's log. The layer is trained
+with training-time test unrolled for ``steps``; serving it for many more steps than that is
+the ``k-beyond-training`` fault.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from specdoctor.lab.drafters import cache, cycle, nn, targets
+from specdoctor.lab.drafters.fit import FitRecipe, fit
+
+if TYPE_CHECKING:
+    import torch
+
+    from specdoctor.lab.drafters.targets import TargetData
+
+PREFIX = "model.mtp_layers.0."
+
+
+@dataclass(frozen=True)
+class Shape:
+    hidden: int = 128
+    heads: int = 4
+    kv_heads: int = 2
+    intermediate: int = 384
+    rope_theta: float = 10000.0
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+@dataclass(frozen=True)
+class Recipe:
+    shape: Shape = Shape()
+    data: targets.DataRecipe = targets.DataRecipe()
+    fit: FitRecipe = FitRecipe(steps=600)
+    steps: int = 2  # training-time-test unroll = the k it is trained for
+    init_seed: int = 0
+
+
+RECIPES = {
+    "full": Recipe(),
+    "ci": Recipe(data=targets.DataRecipe(sequences=128), fit=FitRecipe(steps=60, warmup=10)),
+}
+
+
+def init(s: Shape, seed: int) -> dict[str, torch.Tensor]:
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    q, kv, h = s.heads * s.head_dim, s.kv_heads * s.head_dim, s.hidden
+
+    def rnd(*shape: int) -> torch.Tensor:
+        return (torch.randn(*shape, generator=g) * 0.02).requires_grad_()
+
+    def zeros(n: int) -> torch.Tensor:
+        return torch.zeros(n).requires_grad_()
+
+    def ones(n: int) -> torch.Tensor:
+        return torch.ones(n).requires_grad_()
+
+    return {
+        "token_layernorm.weight": ones(h), "hidden_layernorm.weight": ones(h),
+        "input_proj.weight": rnd(h, 2 * h), "final_layernorm.weight": ones(h),
+        "input_layernorm.weight": ones(h), "post_attention_layernorm.weight": ones(h),
+        "self_attn.q_proj.weight": rnd(q, h), "self_attn.q_proj.bias": zeros(q),
+        "self_attn.k_proj.weight": rnd(kv, h), "self_attn.k_proj.bias": zeros(kv),
+        "self_attn.v_proj.weight": rnd(kv, h), "self_attn.v_proj.bias": zeros(kv),
+        "self_attn.o_proj.weight": rnd(h, q),
+        "mlp.gate_proj.weight": rnd(s.intermediate, h), "mlp.up_proj.weight": rnd(s.intermediate, h),
+        "mlp.down_proj.weight": rnd(h, s.intermediate),
+    }
+
+
+def forward(p: dict[str, torch.Tensor], s: Shape, embed: torch.Tensor, head: torch.Tensor,
+            last_hidden: torch.Tensor, ids: torch.Tensor, steps: int) -> list[torch.Tensor]:
+    """Target-vocabulary logits of every step for every start, [B, T, V] each.
+
+    ``last_hidden`` [B, T, H]: the target's last-layer output before its final norm. Entry i of
+    step j holds token i+1+j at position i+j and predicts token i+2+j."""
+    import torch
+
+    b, t = ids.shape
+    ids_ext = torch.cat([ids, torch.zeros(b, steps, dtype=ids.dtype)], 1)
+    hidden = last_hidden
+    keys: list[torch.Tensor] = []
+    vals: list[torch.Tensor] = []
+    out = []
+    base = torch.arange(t)
+    for j in range(steps):
+        pos = base + j
+        e = embed[ids_ext[:, 1 + j:1 + j + t]] * (pos != 0)[None, :, None]
+        x = torch.cat([nn.rms_norm(hidden, p["hidden_layernorm.weight"]),
+                       nn.rms_norm(e, p["token_layernorm.weight"])], -1) @ p["input_proj.weight"].T
+        y = nn.rms_norm(x, p["input_layernorm.weight"])
+
+        def proj(n: str, y: torch.Tensor = y) -> torch.Tensor:
+            return y @ p[f"self_attn.{n}_proj.weight"].T + p[f"self_attn.{n}_proj.bias"]
+
+        q = nn.rope(nn.heads(proj("q"), s.heads), pos, s.rope_theta)
+        k = nn.rope(nn.heads(proj("k"), s.kv_heads), pos, s.rope_theta)
+        keys.append(k)
+        vals.append(nn.heads(proj("v"), s.kv_heads))
+        a = nn.attend(q, torch.cat(keys, 1), torch.cat(vals, 1), nn.ttt_mask(t, j))
+        r = a @ p["self_attn.o_proj.weight"].T + x
+        m = nn.swiglu(nn.rms_norm(r, p["post_attention_layernorm.weight"]),
+                      p["mlp.gate_proj.weight"], p["mlp.up_proj.weight"], p["mlp.down_proj.weight"])
+        hidden = nn.rms_norm(m + r, p["final_layernorm.weight"])
+        out.append(hidden @ head.T)
+    return out
+
+
+def runs(p: dict[str, torch.Tensor], s: Shape, embed: torch.Tensor, head: torch.Tensor,
+         data: TargetData, k: int) -> torch.Tensor:
+    import torch
+
+    n, t = data.ids.shape
+    with torch.no_grad():
+        logits = forward(p, s, embed, head, data.aux[-1], data.ids, k)
+    right = []
+    for j, lg in enumerate(logits):
+        want = torch.full((n, t), -1, dtype=torch.long)
+        want[:, :t - 1 - j] = data.greedy[:, 1 + j:]
+        right.append(lg.argmax(-1) == want)
+    return nn.run_lengths(torch.stack(right).flatten(1)).view(n, t)
+
+
+def runs_fn(target: Path, draft: Path | None = None
+            ) -> Callable[[TargetData, int], torch.Tensor]:
+    p, s, embed, head = load(target)
+    return lambda data, k: runs(p, s, embed, head, data, k)
+
+
+# -- the served checkpoint: a MiMo body with its MTP layer ---------------------------------------
+
+def write(out: Path, body_config: dict[str, Any], body: dict[str, torch.Tensor],
+          p: dict[str, torch.Tensor], tokenizer: Path, trained_steps: int | None) -> None:
+    cfg = targets.mimo_config(body_config)
+    if trained_steps is not None:
+        cfg["specdoctor_mtp_trained_steps"] = trained_steps
+    cache.copy_tokenizer(tokenizer, out)
+    cache.write_config(out, cfg)
+    cache.save_tensors(out, {**body, **{PREFIX + k: v.detach() for k, v in p.items()}})
+
+
+def load(target: Path) -> tuple[dict[str, torch.Tensor], Shape, torch.Tensor, torch.Tensor]:
+    """(MTP tensors, shape, embeddings, LM head) of a MiMo directory."""
+    t = cache.load_tensors(target)
+    c = json.loads((target / "config.json").read_text())
+    s = Shape(hidden=c["hidden_size"], heads=c["num_attention_heads"],
+              kv_heads=c["num_key_value_heads"], intermediate=c["intermediate_size"],
+              rope_theta=c["rope_parameters"]["rope_theta"])
+    p = {k[len(PREFIX):]: v for k, v in t.items() if k.startswith(PREFIX)}
+    return p, s, t["model.embed_tokens.weight"], t["lm_head.weight"]
+
+
+# -- trained ----------------------------------------------------------------------------------
+
+def trained(budget: str = "full") -> Path:
+    """The MiMo target (the trained lab Llama as a Qwen2 body) with its trained MTP layer."""
+    r = RECIPES[budget]
+    llama = targets.llama(budget)
+    recipe = {"method": "mtp", **_key(r), "target": llama.name}
+    return cache.built("mimo-mtp-trained", recipe, [llama / "model.safetensors"],
+                       lambda out: _train_into(out, llama, r))
+
+
+def trained_pair(budget: str = "full") -> tuple[Path, None]:
+    return trained(budget), None
+
+
+def _key(r: Recipe) -> dict[str, Any]:
+    return {"shape": asdict(r.shape), "data": asdict(r.data), "fit": r.fit.key(),
+            "steps": r.steps, "init_seed": r.init_seed}
+
+
+def _train_into(out: Path, llama: Path, r: Recipe) -> dict[str, Any]:
+    import torch
+    import torch.nn.functional as F
+
+    t0 = time.perf_counter()
+    # The MiMo body computes the Llama's function exactly, so its text and states are the
+    # Llama's.
+    data = targets.greedy_data(llama, r.data, threads=r.fit.threads)
+    tt = cache.load_tensors(llama)
+    embed, head = tt["model.embed_tokens.weight"], tt["lm_head.weight"]
+    s = r.shape
+    p = init(s, r.init_seed)
+    t = data.ids.shape[1]
+
+    def loss_fn(rows: torch.Tensor) -> torch.Tensor:
+        logits = forward(p, s, embed, head, data.aux[-1][rows], data.ids[rows], r.steps)
+        total = torch.zeros(())
+        for j, lg in enumerate(logits):
+            total = total + F.cross_entropy(lg[:, :t - 1 - j].flatten(0, 1),
+                                            data.greedy[rows, 1 + j:].flatten())
+        return total / len(logits)
+
+    rep = fit(p, loss_fn, data.ids.shape[0], r.fit, name="mtp")
+    body_cfg = json.loads((llama / "config.json").read_text())
+    write(out, body_cfg, targets.mimo_body_tensors(tt), p, targets.tokenizer_dir(), r.steps)
+    return {**rep, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+# -- controls (on the cycle target) --------------------------------------------------------------
+
+def control_tensors(name: str) -> tuple[dict[str, torch.Tensor], Shape]:
+    """Hand-wired MTP layers for the cycle target. The decoder block is silenced, so the step's
+    output is ``input_proj`` of its two normalised inputs:
+
+    - ``perfect``: input_proj passes the token's code through; the target's LM head turns
+      code(token) into its successor: every step right. Designed profile 1, 1, 1, …
+    - ``pos0``: as ``perfect``, plus the flag dim (set in the target's hidden states and
+      embeddings, never in the layer's own output) is wired to cancel exactly when it comes
+      from both inputs: the first step (target hidden state) is right; at every recursive step
+      (own output) the code dims are pushed below every non-cycle row, so it drafts a
+      non-cycle token — wrong. Designed profile 1, 0, 0, … (a known answer for the
+      k-beyond-training signature)."""
+    import torch
+
+    if name not in ("pos0", "perfect"):
+        raise KeyError(name)
+    s = Shape()
+    h, m = s.hidden, len(cycle.CYCLE)
+    p = {k: torch.zeros_like(v.detach()) for k, v in init(s, 0).items()}
+    for n in ("token_layernorm.weight", "hidden_layernorm.weight", "final_layernorm.weight",
+              "input_layernorm.weight", "post_attention_layernorm.weight"):
+        p[n] = torch.ones(h)
+    w = torch.zeros(h, 2 * h)
+    for i in range(m + 1):
+        w[i, h + i] = 1.0  # token half: code dims as they are
+    if name == "pos0":
+        beta = 2.0
+        w[: m + 1, h + cycle.FLAG] = -beta  # from the token's flag: always
+        w[: m + 1, cycle.FLAG] = beta  # from the hidden's flag: only from the target
+    p["input_proj.weight"] = w
+    return p, s
+
+
+def control(name: str) -> tuple[Path, None]:
+    p, s = control_tensors(name)
+    extra = {PREFIX + k: v for k, v in p.items()}
+    return cycle.target("mimo", extra=extra, name=f"mtp-control-{name}"), None
