@@ -89,3 +89,9 @@ def test_created_timestamps_are_not_counts(rec):
     r = scrape(rec, "metrics_3_final.txt")
     assert r.created and all(v > 1e9 for v in r.created.values())
     assert r.profile.drafts < 1e6
+
+
+def test_method_is_read_from_the_startup_lines(rec):
+    notes = read_logs([rec / "server.log"]).reading.notes
+    method = rec.name.split("-")[1]
+    assert f"speculative method from the start-up log: {method}" in notes

@@ -1,7 +1,8 @@
 """Read log files of any supported engine: detect the engine, collect windows, total them.
 
 vLLM logs are pre-filtered (``scan.iter_marked_lines``: grep, or large binary chunks): only
-lines that carry a metrics marker or the start-up config reach Python, and memory stays flat. SGLang and llama.cpp logs go line by line through their own modules.
+lines that carry a metrics marker reach Python, and memory stays flat. The speculative method
+is read from the start-up lines in each file's first 8 MiB. SGLang and llama.cpp logs go line by line through their own modules.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from specdoctor.acceptance.profile import AcceptanceProfile, ProfileSum
 from specdoctor.errors import InputError
 from specdoctor.sources import vllm_log
 from specdoctor.sources.base import LogReading, Window
-from specdoctor.sources.scan import iter_marked_lines
+from specdoctor.sources.scan import head_lines_with, iter_marked_lines
 
 ENGINES = ("vllm", "sglang", "llamacpp")
 _DETECT_BYTES = 8 << 20
@@ -97,9 +98,13 @@ def read_logs(paths: list[Path], engine: str | None = None,
     reading = LogReading(engine=engine)
     if engine == "vllm":
         parser = vllm_log.VllmLogParser(drafter)
-        markers = tuple(m.encode() for m in vllm_log.SCAN_MARKERS)
+        config, needle = vllm_log.CONFIG_NEEDLE.encode(), vllm_log.METRICS_NEEDLE.encode()
         for p in paths:
-            for lineno, line in iter_marked_lines(str(p), markers):
+            # The method comes from the start-up lines at the head of each file; the windows
+            # from every line the pre-filter lets through.
+            for lineno, line in head_lines_with(str(p), config):
+                parser.feed(str(p), lineno, line)
+            for lineno, line in iter_marked_lines(str(p), (needle,)):
                 col.add(parser.feed(str(p), lineno, line))
         col.add(parser.finish())
         reading.skipped, reading.notes, reading.cumulative = parser.skipped, parser.notes, parser.cumulative

@@ -42,8 +42,11 @@ ENGINE = "vllm"
 V1_MARKER = "SpecDecoding metrics:"
 V0_MARKER = "Speculative metrics:"
 MARKERS = (V1_MARKER, V0_MARKER)
-# What a pre-filter must let through: the metrics lines and the start-up line naming the method.
-SCAN_MARKERS = (*MARKERS, "speculative_config")
+# What a pre-filter must let through: one needle common to both metrics markers (a single
+# fixed string keeps grep on its fastest path), and the start-up line naming the method,
+# looked for in the head of each file only.
+METRICS_NEEDLE = "metrics:"
+CONFIG_NEEDLE = "speculative_config"
 
 DrafterKind = Literal["fixed", "variable", "auto"]
 VARIABLE_LENGTH_METHODS = frozenset({"ngram", "ngram_gpu", "suffix"})
