@@ -19,8 +19,9 @@ def lab() -> None:
 @lab.command()
 @click.option("--method", type=click.Choice(labmod.METHODS), default=labmod.DEFAULT_METHOD,
               show_default=True, help="Speculative method.")
-@click.option("--k", type=int, default=labmod.DEFAULT_K, show_default=True,
-              help="Draft tokens per step (num_speculative_tokens).")
+@click.option("--k", type=int, default=None,
+              help="Draft tokens per step (num_speculative_tokens). Default: 4; for eagle3, "
+                   "dflash and mtp the k the drafter was trained for (a --fault may set its own).")
 @click.option("--port", type=int, default=labmod.DEFAULT_PORT, show_default=True)
 @click.option("--target", "target_kind", type=click.Choice(["random", "trained"]), default="random",
               show_default=True,
@@ -32,20 +33,41 @@ def lab() -> None:
                    "small: a weaker trained 1-layer drafter (same tokenizer).")
 @click.option("--train-budget", type=click.Choice(["full", "ci"]), default="full",
               show_default=True, help="Training schedule of trained models (ci: ~1 minute).")
+@click.option("--control", default=None, metavar="NAME",
+              help="eagle3/dflash/mtp: serve a hand-wired control drafter with a designed "
+                   "profile instead of the trained one (pos0, perfect; see docs/lab.md).")
+@click.option("--fault", default=None, metavar="ID",
+              help="eagle3/dflash/mtp: serve with one fault of the lab's catalogue "
+                   "(e.g. dflash-causal; see docs/lab.md).")
 @click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True,
               help="Seconds to wait for readiness (boot takes ~100 s on 2 cores).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def up(method: str, k: int, port: int, target_kind: str, draft_kind: str, train_budget: str,
-       timeout_s: float, as_json: bool) -> None:
+def up(method: str, k: int | None, port: int, target_kind: str, draft_kind: str,
+       train_budget: str, control: str | None, fault: str | None, timeout_s: float,
+       as_json: bool) -> None:
     """Build the tiny models (once), start vLLM with speculative decoding, wait until ready."""
-    target, draft = _models(target_kind, draft_kind if method == "draft_model" else "copy",
-                            train_budget)
-    spec = labmod.lab_spec(method, k, port, target=target, draft=draft)
+    if method in labmod.DRAFTER_METHODS:
+        # their targets and drafters come in trained pairs (--target/--draft do not apply)
+        target = draft = None
+        k = k if k is not None else labmod.default_k(method, control, fault)
+        spec = labmod.lab_spec(method, k, port, control=control, fault=fault,
+                               budget=train_budget)
+        argv = list(spec.argv)
+        target = Path(argv[argv.index("--model") + 1])
+        model = json.loads(argv[argv.index("--speculative-config") + 1]).get("model")
+        draft = Path(model) if model else None
+    else:
+        target, draft = _models(target_kind, draft_kind if method == "draft_model" else "copy",
+                                train_budget)
+        k = k if k is not None else labmod.DEFAULT_K
+        spec = labmod.lab_spec(method, k, port, target=target, draft=draft,
+                               control=control, fault=fault)
     with progress_waiter(f"starting vLLM ({spec.label})") as tick:
         handle = labmod.up(spec, timeout_s, tick)
     info = {"url": spec.url, "port": port, "pid": handle.pid, "log": str(handle.log_path),
             "command": spec.shell_command(), "method": method, "k": k,
-            "target": str(target) if target else None, "draft": str(draft) if draft else None}
+            "target": str(target) if target else None, "draft": str(draft) if draft else None,
+            "control": control, "fault": fault}
     if as_json:
         click.echo(json.dumps(info))
         return

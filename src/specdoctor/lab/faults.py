@@ -4,7 +4,7 @@ Each fault is one realistic mistake in serving a trained drafter, with the root 
 ``specdoctor diagnose`` must name for it, how to apply it (an edit of a copy of the drafter's
 config or tensors, and/or the k it is served at), and the profile it was measured to give on
 the real lab server (``benchmarks/drafters_faults.py`` measures every fault beside its healthy
-drafter; ``RECORDED`` below holds that run's figures, and a test keeps the two in step).
+drafter and writes the figures to ``faults_recorded.json`` beside this module).
 
 Root causes (the labels ``diagnose`` uses):
 - ``attention-mask``: the drafter attends with another mask than it was trained with;
@@ -132,15 +132,23 @@ def ids(method: str | None = None) -> list[str]:
     return [f.id for f in FAULTS.values() if method is None or f.method == method]
 
 
-# Measured by benchmarks/drafters_faults.py (greedy, the 16 "code" prompts, 64 tokens each):
-# per-position acceptance is unconditional (accepted at j / drafts); mean acceptance length
-# counts the bonus token. "healthy:<method>" rows are the trained drafters at their trained k.
-RECORDED: dict[str, dict[str, Any]] = {}
+RECORDED_FILE = Path(__file__).with_name("faults_recorded.json")
+
+
+def recorded_all() -> dict[str, Any]:
+    """Profiles measured by ``benchmarks/drafters_faults.py`` (which writes RECORDED_FILE):
+    greedy, the "code" prompts; per-position acceptance is unconditional (accepted at j /
+    drafts); mean acceptance length counts the bonus token. Keys: fault ids, and
+    ``healthy:<method>`` for each trained drafter at its trained k."""
+    try:
+        return dict(json.loads(RECORDED_FILE.read_text()))
+    except (OSError, ValueError):
+        return {}
 
 
 def recorded(name: str) -> dict[str, Any] | None:
     """The recorded profile of a fault id (or ``healthy:<method>``), None if not recorded."""
-    return RECORDED.get(name)
+    return recorded_all().get(name)
 
 
 def catalogue() -> list[dict[str, Any]]:

@@ -98,6 +98,13 @@ def serve(method: str, *, control: str | None = None, fault: str | None = None,
     from specdoctor.lab.drafters import targets
 
     m = module(method)
+    if fault is not None:  # validate before building anything
+        from specdoctor.lab import faults
+
+        f = faults.get(fault)
+        if f.method != method:
+            raise LabError(f"fault {fault} is a {f.method} fault, not {method}",
+                           f"faults of {method}: {', '.join(faults.ids(method)) or 'none'}")
     tags: tuple[str, ...] = ()
     if control is not None:
         globals()["control"](method, control)  # validate the name first

@@ -63,7 +63,7 @@ class Shape:
 class Recipe:
     shape: Shape = Shape()
     data: targets.DataRecipe = targets.DataRecipe()
-    fit: FitRecipe = FitRecipe(steps=600)
+    fit: FitRecipe = FitRecipe(steps=800, batch=16)
     block: int = 3  # masked positions per training block = the k it is trained for
     anchors: int = 24  # blocks per sequence per step
     init_seed: int = 0
@@ -71,7 +71,8 @@ class Recipe:
 
 RECIPES = {
     "full": Recipe(),
-    "ci": Recipe(data=targets.DataRecipe(sequences=128), fit=FitRecipe(steps=60, warmup=10)),
+    "ci": Recipe(data=targets.DataRecipe(sequences=64), fit=FitRecipe(steps=40, batch=8,
+                                                                       warmup=10)),
 }
 
 

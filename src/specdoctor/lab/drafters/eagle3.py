@@ -54,14 +54,15 @@ class Shape:
 class Recipe:
     shape: Shape = Shape()
     data: targets.DataRecipe = targets.DataRecipe()
-    fit: FitRecipe = FitRecipe(steps=600)
+    fit: FitRecipe = FitRecipe(steps=300, batch=16)
     steps: int = 3  # training-time-test unroll = the k it is trained for
     init_seed: int = 0
 
 
 RECIPES = {
     "full": Recipe(),
-    "ci": Recipe(data=targets.DataRecipe(sequences=128), fit=FitRecipe(steps=60, warmup=10)),
+    "ci": Recipe(data=targets.DataRecipe(sequences=64), fit=FitRecipe(steps=40, batch=8,
+                                                                       warmup=10)),
 }
 
 

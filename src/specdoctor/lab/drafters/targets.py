@@ -88,7 +88,7 @@ def qwen3(budget: str = "full") -> Path:
     _check_budget(budget)
     base = train.recipe("target", budget)
     r = replace(base, name="target-qwen3", steps=QWEN3_STEPS[budget], lr=1e-3,
-                warmup_steps=min(base.warmup_steps, 20), data_seed=3)
+                warmup_steps=min(base.warmup_steps, 20), data_seed=3, threads=1)
     src = llama(budget)
 
     def build(out: Path) -> dict[str, Any]:
@@ -160,7 +160,7 @@ def train_lm(model: Any, r: Any, out: Path) -> dict[str, Any]:
     from specdoctor.lab import train
 
     t0 = time.perf_counter()
-    data = np.asarray(train._tokens(out), dtype=np.int64)
+    data = np.asarray(train.corpus_tokens(out), dtype=np.int64)
     before = torch.get_num_threads()
     torch.set_num_threads(r.threads)
     try:
@@ -228,7 +228,7 @@ def mimo_body_tensors(llama_tensors: dict[str, torch.Tensor]) -> dict[str, torch
 
 @dataclass(frozen=True)
 class DataRecipe:
-    sequences: int = 768
+    sequences: int = 384
     prompt_len: int = 32
     gen_len: int = 96
     seed: int = 0
@@ -324,13 +324,32 @@ def corpus_prompts(count: int, length: int, seed: int) -> torch.Tensor:
 
     from specdoctor.lab import train
 
-    data = np.asarray(train._tokens(tokenizer_dir()), dtype=np.int64)
+    data = np.asarray(train.corpus_tokens(tokenizer_dir()), dtype=np.int64)
     rng = np.random.default_rng(seed)
     starts = rng.integers(0, len(data) - length, size=count)
     return torch.from_numpy(data[starts[:, None] + np.arange(length)])
 
 
-def greedy_data(model_dir: Path, d: DataRecipe = DataRecipe(), threads: int = 2) -> TargetData:
+def greedy_data(model_dir: Path, d: DataRecipe = DataRecipe(), threads: int = 1) -> TargetData:
+    """``d.sequences`` corpus openings continued greedily by the target, with its states;
+    cached beside the models (EAGLE3 and MTP read the same Llama's text)."""
+    import torch
+
+    def build(out: Path) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        data = _greedy_data(model_dir, d, threads)
+        torch.save({"ids": data.ids, "aux": data.aux, "greedy": data.greedy,
+                    "prompt_len": data.prompt_len}, out / "data.pt")
+        return {"seconds": round(time.perf_counter() - t0, 1)}
+
+    where = cache.built("greedy-data", {"data": asdict(d), "target": model_dir.name,
+                                        "threads": threads},
+                        [model_dir / "model.safetensors"], build)
+    raw = torch.load(where / "data.pt", weights_only=True)
+    return TargetData(raw["ids"], list(raw["aux"]), raw["greedy"], int(raw["prompt_len"]))
+
+
+def _greedy_data(model_dir: Path, d: DataRecipe, threads: int) -> TargetData:
     import torch
 
     before = torch.get_num_threads()
@@ -355,7 +374,7 @@ def data_key(d: DataRecipe) -> dict[str, Any]:
     return asdict(d)
 
 
-def prompt_data(model_dir: Path, prompts: list[str], max_tokens: int, threads: int = 2
+def prompt_data(model_dir: Path, prompts: list[str], max_tokens: int, threads: int = 1
                 ) -> list[TargetData]:
     """One ``TargetData`` per text prompt: its greedy continuation by ``max_tokens`` (+ a few
     tokens of slack, so the last draft of a request is judged too)."""

@@ -1,0 +1,203 @@
+"""The fault clinic: each trained drafter healthy and with each of its faults, on real vLLM.
+
+    python benchmarks/drafters_faults.py [--budget full] [--methods eagle3,dflash,mtp]
+                                         [--controls] [-n 16] [--max-tokens 64]
+
+For every (method, case) — the trained drafter at its trained k, then every fault of the
+lab's catalogue for that method (``specdoctor.lab.faults``), then with --controls every
+hand-wired control — one lab server is started, measured with specdoctor's protocol (greedy,
+the "code" prompts, one warm-up request), and stopped; one server at a time. Beside each
+measurement stands the offline prediction from the drafter's reference forward (no server),
+so a gap between the two is visible too.
+
+Writes benchmarks/results/drafters_faults.json and .txt, and the recorded profiles that the
+fault catalogue carries (src/specdoctor/lab/faults_recorded.json). Per-position rates are
+unconditional (accepted at position j / drafts); mean acceptance length counts the bonus token.
+Not a test: it boots ~7 servers (12 with --controls), several minutes each on 2 busy cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+RECORDED = ROOT / "src" / "specdoctor" / "lab" / "faults_recorded.json"
+
+
+def cases(methods: list[str], controls: bool) -> list[dict[str, Any]]:
+    from specdoctor.lab import drafters, faults
+
+    out = []
+    for m in methods:
+        out.append({"case": f"healthy:{m}", "method": m, "fault": None, "control": None,
+                    "root_cause": None})
+        for f in faults.FAULTS.values():
+            if f.method == m:
+                out.append({"case": f.id, "method": m, "fault": f.id, "control": None,
+                             "root_cause": f.root_cause})
+        if controls:
+            for name in drafters.CONTROLS[m]:
+                out.append({"case": f"control:{m}:{name}", "method": m, "fault": None,
+                            "control": name, "root_cause": None})
+    return out
+
+
+def run_case(c: dict[str, Any], budget: str, n: int, max_tokens: int) -> dict[str, Any]:
+    from specdoctor.bench import measure as proto
+    from specdoctor.bench.prompts import take
+    from specdoctor.lab import drafters, lab
+    from specdoctor.lab.drafters import offline
+    from specdoctor.lab.launch import free_port
+
+    method = c["method"]
+    k = lab.default_k(method, c["control"], c["fault"])
+    if c["control"]:
+        k = drafters.TRAINED_K[method] + 1  # past the designed run, so the design shows
+    served = drafters.serve(method, control=c["control"], fault=c["fault"], budget=budget)
+    prompts = take("code", n)
+    row: dict[str, Any] = {**c, "k": k, "target": served.target.name,
+                           "draft": served.draft.name if served.draft else None}
+    t0 = time.perf_counter()
+    pred = offline.predict(method, served.target, served.draft, prompts, k, max_tokens)
+    row["offline"] = {"per_position": [round(x, 4) for x in pred.per_position],
+                      "mean_acceptance_length": round(pred.mean_acceptance_length, 4),
+                      "drafts": pred.drafts, "accepted_per_position": pred.accepted_per_position,
+                      "seconds": round(time.perf_counter() - t0, 1)}
+    if c["control"]:
+        row["designed"] = drafters.control(method, c["control"]).designed(k)
+    port = free_port()
+    spec = lab.lab_spec(method, k, port, control=c["control"], fault=c["fault"], budget=budget)
+    row["label"] = spec.label
+    t0 = time.perf_counter()
+    try:
+        lab.up(spec, timeout_s=1500)
+        row["boot_s"] = round(time.perf_counter() - t0, 1)
+        m = proto.run(spec.url, prompts, proto.MeasureParams(num_prompts=n, max_tokens=max_tokens))
+        t = m.total
+        row["measured"] = None if t is None else {
+            "per_position": [round(x, 4) for x in t.per_position],
+            "mean_acceptance_length": round(t.mean_acceptance_length, 4),
+            "drafts": t.drafts, "accepted_per_position": list(t.accepted_per_position),
+            "ci95": {k_: iv.to_json() for k_, iv in t.intervals.items()},
+            "output_tok_s": round(m.output_tok_s or 0.0, 2)}
+        row["error"] = m.error
+    except Exception as exc:  # a fault may kill the server: that is a result too
+        row["measured"] = None
+        row["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
+    finally:
+        lab.down(port)
+    return row
+
+
+def training_report(methods: list[str], budget: str) -> dict[str, Any]:
+    from specdoctor.lab import drafters
+    from specdoctor.lab.drafters import cache
+
+    out: dict[str, Any] = {}
+    for m in methods:
+        target, draft = drafters.module(m).trained_pair(budget)
+        for role, d in (("target", target), ("draft", draft)):
+            if d is None:
+                continue
+            rep = cache.report(d).get("report") or {}
+            if not rep:  # the lab target is trained by lab.train, which records its own file
+                try:
+                    rep = json.loads((d / "specdoctor-train.json").read_text())
+                    rep.pop("recipe", None)
+                except (OSError, ValueError):
+                    rep = {}
+            out[f"{m}:{role}"] = {"dir": d.name, **{k: v for k, v in rep.items()
+                                                     if k in ("seconds", "train_seconds",
+                                                              "final_loss_mean_last_20",
+                                                              "draft_vocab_coverage")}}
+    return out
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [f"{'case':34} {'k':>2} {'root cause':22} {'measured per-position':34} "
+             f"{'MAL':>5}  {'offline per-position':34} {'boot s':>6}"]
+    for r in rows:
+        meas = r.get("measured")
+        mp = " ".join(f"{x:.2f}" for x in meas["per_position"]) if meas else (r.get("error") or "")[:34]
+        mal = f"{meas['mean_acceptance_length']:.2f}" if meas else "-"
+        op = " ".join(f"{x:.2f}" for x in r["offline"]["per_position"])
+        lines.append(f"{r['case']:34} {r['k']:>2} {r['root_cause'] or '-':22} {mp:34} {mal:>5}  "
+                     f"{op:34} {r.get('boot_s', '-'):>6}")
+    return "\n".join(lines)
+
+
+def recorded(rows: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"_about": "written by benchmarks/drafters_faults.py; see lab/faults.py",
+                           "_protocol": meta["protocol"]}
+    for r in rows:
+        if r["control"] or not r.get("measured"):
+            continue
+        out[r["case"]] = {"k": r["k"], "per_position": r["measured"]["per_position"],
+                          "mean_acceptance_length": r["measured"]["mean_acceptance_length"],
+                          "drafts": r["measured"]["drafts"]}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budget", default="full", choices=("full", "ci"))
+    ap.add_argument("--methods", default="eagle3,dflash,mtp")
+    ap.add_argument("--controls", action="store_true", help="also boot every control")
+    ap.add_argument("-n", type=int, default=16)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--only", default=None, help="comma-separated case names to run")
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    methods = args.methods.split(",")
+    t0 = time.perf_counter()
+    from specdoctor.lab import drafters
+
+    for m in methods:  # build (train) everything first, so boots are not slowed by training
+        drafters.module(m).trained_pair(args.budget)
+    todo = cases(methods, args.controls)
+    if args.only:
+        keep = set(args.only.split(","))
+        todo = [c for c in todo if c["case"] in keep]
+    rows = []
+    for c in todo:
+        print(f"== {c['case']}", file=sys.stderr, flush=True)
+        rows.append(run_case(c, args.budget, args.n, args.max_tokens))
+        print(json.dumps({k: rows[-1].get(k) for k in ("case", "k", "measured", "error")}),
+              file=sys.stderr, flush=True)
+    import torch
+    import vllm
+
+    meta = {"protocol": {"suite": "code", "num_prompts": args.n, "max_tokens": args.max_tokens,
+                         "temperature": 0.0, "budget": args.budget,
+                         "per_position": "unconditional (accepted at j / drafts)",
+                         "mean_acceptance_length": "counts the bonus token"},
+            "vllm": vllm.__version__, "torch": torch.__version__,
+            "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores",
+            "wall_s": round(time.perf_counter() - t0, 1),
+            "training": training_report(methods, args.budget)}
+    text = table(rows)
+    print(text)
+    if not args.no_write:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "drafters_faults.json").write_text(
+            json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+        (RESULTS / "drafters_faults.txt").write_text(
+            f"{__doc__.splitlines()[0]}\nvLLM {meta['vllm']}, torch {meta['torch']}, "
+            f"{meta['machine']}; {args.n} code prompts x {args.max_tokens} tokens, greedy\n\n"
+            f"{text}\n\ntraining: {json.dumps(meta['training'], indent=1)}\n")
+        if not args.only:
+            RECORDED.write_text(json.dumps(recorded(rows, meta), indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Known answers from real vLLM: one server per drafter method, each serving a hand-wired
+control whose profile is designed exactly (see ``lab.drafters``). If the measured profile is
+anything else, specdoctor's measurement path (or the lab's understanding of the method) is
+wrong — this is the proof the trained drafters' and the faults' figures rest on.
+
+Three boots in all (~2 minutes each on 2 cores); no training: the controls are hand-wired.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specdoctor.bench.prompts import take
+from specdoctor.lab import drafters
+from specdoctor.lab import lab as labmod
+from specdoctor.lab.drafters import offline
+from specdoctor.lab.launch import free_port
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.lab
+
+# method → (control, k): each control at a k past its designed run, so the cliff shows
+CASES = {"eagle3": ("pos0", 3), "dflash": ("pos0", 4), "mtp": ("pos0", 3)}
+N, MAX_TOKENS = 6, 40
+
+
+@pytest.fixture(scope="module", params=list(CASES), ids=list(CASES))
+def server(request):
+    method = request.param
+    control, k = CASES[method]
+    port = free_port()
+    proc = run_cli("lab", "up", "--method", method, "--control", control, "--k", str(k),
+                   "--port", str(port), "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    info = json.loads(proc.stdout)
+    try:
+        yield info
+    finally:
+        run_cli("lab", "down", "--port", str(port))
+        assert not labmod.running(port)
+
+
+def measure(url: str) -> dict:
+    proc = run_cli("measure", "--url", url, "-n", str(N), "--max-tokens", str(MAX_TOKENS),
+                   "--json", "--no-store")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def test_control_profile_is_exactly_as_designed(server):
+    method, control, k = server["method"], server["control"], server["k"]
+    designed = drafters.control(method, control).designed(k)
+    out = measure(server["url"])
+    total = out["total"]
+    assert total["per_position"] == designed
+    # every request walks the same steps: a run of `run` right drafts, then the bonus token
+    run = designed.count(1.0)
+    steps = len(offline.walk([run] * (MAX_TOKENS + 8), 0, k, MAX_TOKENS))
+    assert total["drafts"] == N * steps
+    assert total["accepted_per_position"] == [N * steps if d else 0 for d in designed]
+    assert total["mean_acceptance_length"] == 1 + run
+    for r in out["per_request"]:  # and each response's own counters say the same
+        assert (r["drafts"], r["accepted_per_position"]) == (
+            steps, [steps if d else 0 for d in designed])
+
+
+def test_offline_prediction_matches_the_server_count_for_count(server):
+    method, control, k = server["method"], server["control"], server["k"]
+    target, draft = drafters.module(method).control(control)
+    predicted = offline.predict(method, target, draft, take("code", N), k, MAX_TOKENS)
+    total = measure(server["url"])["total"]
+    assert (predicted.drafts, predicted.accepted_per_position) == (
+        total["drafts"], total["accepted_per_position"])
