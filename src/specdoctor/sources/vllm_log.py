@@ -126,12 +126,18 @@ def _positions_for(
 ) -> tuple[tuple[int, ...], bool] | None:
     """Integer a_i with f"{a_i/d:.3f}" == printed, non-increasing, summing to accepted."""
     if d < 1000:
-        # Fast path: below 1000 drafts each printed rate has at most one integer behind it,
-        # and it is the nearest to rate*d.
-        guess = tuple(round(float(r) * d) for r in rates_printed)
-        if (sum(guess) == accepted and _non_increasing(guess)
-                and all(f"{a / d:.3f}" == r for a, r in zip(guess, rates_printed))):
-            return guess, False
+        # Below 1000 drafts a printed rate covers less than one integer (0.001 * d < 1), so
+        # the only candidate is the nearest to rate*d: it fits, or no integer does.
+        guess = []
+        for r in rates_printed:
+            if r == "nan":
+                return None
+            a = round(float(r) * d)
+            if f"{a / d:.3f}" != r:
+                return None
+            guess.append(a)
+        pos = tuple(guess)
+        return (pos, False) if sum(pos) == accepted and _non_increasing(pos) else None
     ranges: list[range] = []
     for r in rates_printed:
         if r == "nan":
