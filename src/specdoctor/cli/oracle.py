@@ -63,6 +63,9 @@ def parse_sampling(text: str) -> tuple[float, float]:
               help="CPU threads (default: 1 for small models, where more only add overhead).")
 @click.option("--vocab-map", type=click.Path(path_type=Path, exists=True, dir_okay=False),
               default=None, help='JSON {"draft_to_target": [...]} when the vocabularies differ.')
+@click.option("--near-ties", "near_ties", is_flag=True,
+              help="Also count, along the oracle's trajectories, the positions where bf16 picks "
+                   "another argmax than fp32 (target and drafter): what a bf16 engine may flip.")
 @click.option("--compare", "compare_run", type=int, default=None, metavar="RUN_ID",
               help="Compare with a recorded `measure` run; settings default to that run's.")
 @store_options
@@ -71,7 +74,8 @@ def oracle(target: Path | None, draft: Path | None, method: str | None, k: int |
            suite: str, num_prompts: int, max_tokens: int | None, sampling: str | None,
            draft_sampling: str | None, samples: int, seed: int, prompt_lookup_min: int | None,
            prompt_lookup_max: int | None, max_model_len: int | None, device: str, dtype: str,
-           threads: int | None, vocab_map: Path | None, compare_run: int | None,
+           threads: int | None, vocab_map: Path | None, near_ties: bool,
+           compare_run: int | None,
            db: Path | None, no_store: bool, as_json: bool) -> None:
     """Compute, outside the engine, the acceptance a correct engine must reach with these exact
     weights on the prompts `measure` uses: greedy (drafts vs the target's argmax), sampling
@@ -122,6 +126,10 @@ def oracle(target: Path | None, draft: Path | None, method: str | None, k: int |
     out: dict[str, Any] = result.to_json()
     if engine_draft and not config.sampling.greedy:
         out["engine_draft_sampling"] = engine_draft
+    if near_ties:
+        from specdoctor.oracle.numerics import near_ties as flips
+
+        out["numerics"] = [r.to_json() for r in flips(result)]
     comparison = None
     if measured is not None:
         mu = measured.units
@@ -193,6 +201,10 @@ def _print(result: Any, comparison: Any, out: dict[str, Any], as_json: bool) -> 
         con.print(t)
         con.print(f"verdict: {comparison.verdict}")
         print_notes(con, comparison.notes)
+    for r in out.get("numerics") or []:
+        con.print(f"near-ties ({r['model']}): bf16 picks another argmax than fp32 at "
+                  f"{r['flips']} of {r['positions']} positions; fp32 margin < 1e-3 at "
+                  f"{r['fp32_margins_below']['0.001']}")
     c = result.cost
     where = f"{c.threads} CPU thread(s)" if c.threads else c.device
     con.print(f"cost: {c.output_tokens} tokens in {c.wall_s:.1f} s ({c.tokens_per_s:.1f} tok/s, "

