@@ -81,7 +81,8 @@ def main() -> None:
               str(args.max_tokens), "--no-store")
     oracle_runs = {}
     for name, extra in (("greedy", ("--draft", str(draft))),
-                        ("sampled T=1 top_p=.95", ("--draft", str(draft), "--sampling", "1.0,0.95")),
+                        ("sampled T=1 top_p=.95",
+                         ("--draft", str(draft), "--sampling", "1.0,0.95")),
                         ("ngram greedy", ("--method", "ngram"))):
         oracle_runs[name] = cli("oracle", "--target", str(target), *extra, *common)
 
@@ -105,12 +106,12 @@ def main() -> None:
         f"models: {target.name} (target), {draft.name} (drafter), training budget "
         f"{args.budget}; k={args.k}; {args.num_prompts} code prompts x {args.max_tokens} tokens",
         "",
-        f"{'run':<24}{'tok/s':>8}{'sim s':>8}{'sim CPU-s':>10}{'load s':>8}"
+        f"{'run':<28}{'tok/s':>8}{'sim s':>8}{'sim CPU-s':>10}{'load s':>8}"
         f"{'process s':>11}{'process CPU-s':>15}",
     ]
     for name, (out, wall, cpu) in oracle_runs.items():
         c = out["cost"]
-        lines.append(f"oracle {name:<17}{c['tokens_per_s']:>8.1f}{c['wall_s']:>8.1f}"
+        lines.append(f"oracle {name:<21}{c['tokens_per_s']:>8.1f}{c['wall_s']:>8.1f}"
                      f"{c['cpu_s']:>10.1f}{c['load_s']:>8.1f}{wall:>11.1f}{cpu:>15.1f}")
     m_tok = measured["output_tokens"]
     lines += [

@@ -99,7 +99,8 @@ def oracle(target: Path | None, draft: Path | None, method: str | None, k: int |
     if method is None:
         raise InputError("no drafter", "pass --draft DIR, or --method ngram")
     if measured is not None and sampling is None:
-        temperature, top_p = float(mparams.get("temperature", 0.0)), float(mparams.get("top_p", 1.0))
+        temperature = float(mparams.get("temperature", 0.0))
+        top_p = float(mparams.get("top_p", 1.0))
     else:
         temperature, top_p = parse_sampling(sampling or "greedy")
     engine_draft = {"greedy": "argmax"}.get(str(srv.get("draft_sample_method")),
@@ -113,14 +114,14 @@ def oracle(target: Path | None, draft: Path | None, method: str | None, k: int |
         samples=samples, seed=seed,
         prompt_lookup_min=prompt_lookup_min or int(srv.get("prompt_lookup_min") or 2),
         prompt_lookup_max=prompt_lookup_max or int(srv.get("prompt_lookup_max") or 4),
-        max_model_len=max_model_len or (int(srv["max_model_len"]) if srv.get("max_model_len") else None),
+        max_model_len=max_model_len or int(srv.get("max_model_len") or 0) or None,
         device=device, dtype=dtype, vocab_map=vocab_map, threads=threads,
         ignore_eos=bool(mparams.get("ignore_eos", True)),
     )
     console = err_console()
-    if config.draft is not None or config.method == "ngram":
-        console.print(f"oracle: {len(prompts)} prompts x {config.max_tokens} tokens, "
-                      f"{config.sampling.label()}, about {estimate_seconds(config):.0f} s of compute")
+    console.print(f"oracle: {len(prompts)} prompts x {config.max_tokens} tokens, "
+                  f"{config.sampling.label()}, at most about {estimate_seconds(config):.0f} s "
+                  f"of compute after loading")
     with console.status("oracle") as status:
         result = run_oracle(config, on_request=lambda i, n: status.update(f"oracle {i}/{n}"))
     out: dict[str, Any] = result.to_json()
@@ -136,6 +137,16 @@ def oracle(target: Path | None, draft: Path | None, method: str | None, k: int |
         if mu.shape[0] != len(prompts):
             raise InputError("the run's requests and prompts differ in number", "measure again")
         comparison = cmp.compare_units(result.prompt_units(), mu)
+        if srv.get("dtype") and srv["dtype"] not in (config.dtype, "auto"):
+            comparison.notes.append(
+                f"the server ran in {srv['dtype']}, the oracle in {config.dtype}: near-ties "
+                f"flip between precisions (about 1% of positions on the lab models) and greedy "
+                f"trajectories part there; pass --dtype {srv['dtype']} to compare like with like")
+        if not config.sampling.greedy and mparams.get("seed") is not None:
+            comparison.notes.append(
+                f"the measured requests all carried seed {mparams['seed']}: they share one "
+                f"random stream, so they are not independent units and the measured interval "
+                f"is too narrow; measure sampled runs without a fixed seed")
         if config.sampling.greedy:
             comparison.notes.append("greedy: the oracle is deterministic; any significant gap "
                                     "is the engine's (or a near-tie flip: see docs/oracle.md)")

@@ -120,7 +120,8 @@ class MeasuredRun:
         """Target, method, k, draft, prompt lookup, max_model_len from the recorded launch."""
         argv = list((self.launch_spec or {}).get("argv") or [])
         out: dict[str, Any] = {}
-        for flag, key in (("--model", "target"), ("--max-model-len", "max_model_len")):
+        for flag, key in (("--model", "target"), ("--max-model-len", "max_model_len"),
+                          ("--dtype", "dtype")):
             if flag in argv and argv.index(flag) + 1 < len(argv):
                 out[key] = argv[argv.index(flag) + 1]
         if "--speculative-config" in argv:

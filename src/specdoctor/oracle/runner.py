@@ -39,9 +39,9 @@ log = logging.getLogger(__name__)
 
 METHODS = ("draft_model", "ngram")
 LABEL = "oracle"
-# Seconds per forward pass of a lab-size model on CPU (HF eager, batch 1, a few tokens), and
-# the arithmetic rate on top of it; measured by benchmarks/oracle_speed.py on 2 cores.
-FORWARD_OVERHEAD_S = 0.004
+# Seconds per forward pass of a lab-size model on CPU (HF eager, batch 1, a few tokens: 3.4 ms
+# in benchmarks/oracle_speed.py on 2 cores), and the arithmetic rate on top of it.
+FORWARD_OVERHEAD_S = 0.0035
 CPU_FLOPS = 2.0e10
 
 
@@ -145,7 +145,9 @@ class OracleResult:
 
 
 def estimate_seconds(config: OracleConfig) -> float:
-    """Rough CPU seconds before running: forwards x (overhead + arithmetic). Upper-ish bound."""
+    """Rough CPU seconds of the simulation, before loading anything: forwards x (overhead +
+    arithmetic), counting one step per output token. Steps emit 1 + accepted tokens, so this
+    is an upper bound (about 2.5x the lab's measured cost at its acceptance)."""
     steps = len(config.prompts) * config.samples * config.max_tokens
     tp = param_count(config.target)
     dp = param_count(config.draft) if config.draft is not None else 0
@@ -159,11 +161,14 @@ def estimate_seconds(config: OracleConfig) -> float:
 
 def validate(config: OracleConfig) -> None:
     if config.method not in METHODS:
-        raise InputError(f"unknown method {config.method!r}", f"choose one of: {', '.join(METHODS)}")
+        raise InputError(f"unknown method {config.method!r}",
+                         f"choose one of: {', '.join(METHODS)}")
     if config.method == "draft_model" and config.draft is None:
-        raise InputError("the draft_model oracle needs the drafter", "pass --draft DIR, or --method ngram")
+        raise InputError("the draft_model oracle needs the drafter",
+                         "pass --draft DIR, or --method ngram")
     if config.method == "ngram" and config.draft is not None:
-        raise InputError("--method ngram takes no --draft", "drop --draft, or use --method draft_model")
+        raise InputError("--method ngram takes no --draft",
+                         "drop --draft, or use --method draft_model")
     if config.k < 1 or config.max_tokens < 1 or config.samples < 1 or not config.prompts:
         raise InputError("--k, --max-tokens, --samples and the prompt count must be at least 1",
                          "e.g. --k 4 --max-tokens 64")

@@ -249,8 +249,11 @@ def run_request(prompt_ids: list[int], target: CachedLM, drafter: Drafter, k: in
                       and isinstance(drafter, ModelDrafter))
     while len(out) < max_tokens and (eos_id is None or eos_id not in out):
         ctx = list(prompt_ids) + out
-        st = (step_sampled_drafts(ctx, k, target, drafter, s, rng) if sampled_drafts  # type: ignore[arg-type]
-              else step_fixed_drafts(ctx, k, target, drafter, s, rng))
+        if sampled_drafts:
+            assert isinstance(drafter, ModelDrafter)
+            st: Step | None = step_sampled_drafts(ctx, k, target, drafter, s, rng)
+        else:
+            st = step_fixed_drafts(ctx, k, target, drafter, s, rng)
         if st is None:
             lg = target.logits(ctx, 1)[0]
             out.append(int(np.argmax(lg)) if s.greedy else rules.sample(_warp(s, lg), rng))

@@ -36,8 +36,9 @@ def _patch(module):
             for req_id in scheduler_output.num_scheduled_tokens:
                 req = self.requests.get(req_id)
                 i = index.get(req_id)
+                out = sampled[i] if i is not None and i < len(sampled) else []
                 row = {"req": req_id, "draft": [int(t) for t in spec.get(req_id) or []],
-                       "out": [int(t) for t in sampled[i]] if i is not None and i < len(sampled) else []}
+                       "out": [int(t) for t in out]}
                 if req_id not in seen and req is not None:
                     seen.add(req_id)
                     row["prompt"] = [int(t) for t in req.prompt_token_ids or []]
