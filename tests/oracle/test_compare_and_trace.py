@@ -139,3 +139,16 @@ def test_models_too_large_are_refused_before_loading(tmp_path, monkeypatch):
         models.check_fits([d], "cpu", "float32")
     monkeypatch.setattr(models, "available_bytes", lambda device: 8 * 2**30)
     assert models.check_fits([d], "cpu", "float32") > 4_000_000
+
+
+def test_server_settings_come_from_the_recorded_launch_command():
+    sc = json.dumps({"method": "draft_model", "model": "/d", "num_speculative_tokens": 4})
+    argv = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/t",
+            "--dtype", "float32", "--max-model-len", "1024", "--speculative-config", sc,
+            "--dtype", "bfloat16"]  # extra args override: argparse keeps the last one
+    run = compare.MeasuredRun(1, {}, [], np.zeros((1, 5)), {"argv": argv})
+    assert run.server_settings() == {
+        "target": "/t", "max_model_len": "1024", "dtype": "bfloat16", "method": "draft_model",
+        "k": 4, "draft": "/d", "prompt_lookup_min": None, "prompt_lookup_max": None,
+        "draft_sample_method": "greedy"}
+    assert compare.MeasuredRun(2, {}, [], np.zeros((1, 5)), None).server_settings() == {}

@@ -119,15 +119,21 @@ class MeasuredRun:
     def server_settings(self) -> dict[str, Any]:
         """Target, method, k, draft, prompt lookup, max_model_len from the recorded launch."""
         argv = list((self.launch_spec or {}).get("argv") or [])
+
+        def last(flag: str) -> str | None:  # argparse keeps the last occurrence of a flag
+            idx = [i for i, a in enumerate(argv[:-1]) if a == flag]
+            return argv[idx[-1] + 1] if idx else None
+
         out: dict[str, Any] = {}
         for flag, key in (("--model", "target"), ("--max-model-len", "max_model_len"),
                           ("--dtype", "dtype")):
-            if flag in argv and argv.index(flag) + 1 < len(argv):
-                out[key] = argv[argv.index(flag) + 1]
-        if "--speculative-config" in argv:
+            if last(flag) is not None:
+                out[key] = last(flag)
+        spec_json = last("--speculative-config")
+        if spec_json is not None:
             try:
-                sc = json.loads(argv[argv.index("--speculative-config") + 1])
-            except (ValueError, IndexError):
+                sc = json.loads(spec_json)
+            except ValueError:
                 sc = {}
             out.update({"method": sc.get("method"), "k": sc.get("num_speculative_tokens"),
                         "draft": sc.get("model") if sc.get("method") == "draft_model" else None,
