@@ -21,7 +21,7 @@ def target() -> Path:
 
 def test_ngram_oracle_prints_a_profile_labelled_oracle(target, isolated_store):
     proc = run_cli("oracle", "--target", str(target), "--method", "ngram", "--k", "3",
-                   "-n", "3", "--max-tokens", "12", "--json")
+                   "-n", "3", "--max-tokens", "12", "--near-ties", "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
     assert out["label"] == "oracle" and out["config"]["method"] == "ngram"
@@ -30,6 +30,9 @@ def test_ngram_oracle_prints_a_profile_labelled_oracle(target, isolated_store):
     assert [len(r["output_ids"]) for r in out["requests"]] == [12, 12, 12]
     assert out["cost"]["tokens_per_s"] > 0 and out["cost"]["implementation"].startswith("transformers")
     assert out["run_id"] >= 1
+    (flips,) = out["numerics"]  # ngram: the target only
+    assert flips["dtype"] == "bfloat16" and flips["positions"] == 3 * 12  # every output token is predicted
+    assert 0 <= flips["flips"] <= flips["positions"]
 
 
 def test_compare_against_a_recorded_run(target, isolated_store):
