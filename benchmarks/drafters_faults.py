@@ -97,6 +97,23 @@ def run_case(c: dict[str, Any], budget: str, n: int, max_tokens: int) -> dict[st
     return row
 
 
+def references(budget: str, n: int, max_tokens: int) -> list[dict[str, Any]]:
+    """Counterfactuals, offline only: what the faulty setting would reach done right.
+
+    mtp-k-beyond-training: an MTP layer trained for 6 steps (training-time test unrolled 6
+    times) served at k = 6, beside the one-step layer served at 6 (the fault)."""
+    from specdoctor.bench.prompts import take
+    from specdoctor.lab.drafters import mtp, offline
+
+    target = mtp.trained(budget, steps=6)
+    c = offline.predict("mtp", target, None, take("code", n), 6, max_tokens)
+    return [{"case": "reference:mtp-trained-for-6", "for_fault": "mtp-k-beyond-training",
+             "k": 6, "target": target.name,
+             "offline": {"per_position": [round(x, 4) for x in c.per_position],
+                         "mean_acceptance_length": round(c.mean_acceptance_length, 4),
+                         "drafts": c.drafts, "accepted_per_position": c.accepted_per_position}}]
+
+
 def training_report(methods: list[str], budget: str) -> dict[str, Any]:
     from specdoctor.lab import drafters
     from specdoctor.lab.drafters import cache
@@ -184,12 +201,17 @@ def main(argv: list[str] | None = None) -> int:
             "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores",
             "wall_s": round(time.perf_counter() - t0, 1),
             "training": training_report(methods, args.budget)}
+    refs = [] if args.only else references(args.budget, args.n, args.max_tokens)
     text = table(rows)
+    for r in refs:
+        op = " ".join(f"{x:.2f}" for x in r["offline"]["per_position"])
+        text += (f"\n{r['case']:34} {r['k']:>2} {'(offline only)':22} {'':34} "
+                 f"{r['offline']['mean_acceptance_length']:>5.2f}  {op}")
     print(text)
     if not args.no_write:
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / "drafters_faults.json").write_text(
-            json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+            json.dumps({"meta": meta, "rows": rows, "references": refs}, indent=2) + "\n")
         (RESULTS / "drafters_faults.txt").write_text(
             f"{__doc__.splitlines()[0]}\nvLLM {meta['vllm']}, torch {meta['torch']}, "
             f"{meta['machine']}; {args.n} code prompts x {args.max_tokens} tokens, greedy\n\n"

@@ -100,6 +100,13 @@ FAULTS: dict[str, Fault] = {f.id: f for f in (
           why="the drafter was trained non-causal within its block (Case A's mask hypothesis: "
               "a backend or config that silently runs the draft causal)",
           config={"dflash_config.causal": True}),
+    Fault("dflash-window", "dflash", "attention-mask",
+          changes="dflash_config use_swa + swa_window_size 4: the drafter, trained with full "
+                  "attention, sees only the last few positions",
+          why="a sliding-window setting carried over from another DFlash family (MiMo's sets "
+              "use_swa) or a backend's window convention: part of the trained-on context is "
+              "masked out, and nothing errors",
+          config={"dflash_config.use_swa": True, "dflash_config.swa_window_size": 4}),
     Fault("dflash-layer-ids", "dflash", "draft-config-mismatch",
           changes="dflash_config.target_layer_ids each one lower ([0, 1] → [-1, 0]): the "
                   "drafter reads the embeddings and layer 0's output instead of the outputs of "
@@ -114,9 +121,9 @@ FAULTS: dict[str, Fault] = {f.id: f for f in (
               "revision): the drafter predicts well, in the wrong ids",
           tensor_edit="d2t+1"),
     Fault("mtp-k-beyond-training", "mtp", "k-beyond-training",
-          changes="num_speculative_tokens 6 for an MTP layer trained for 2 steps",
-          why="raising k past what the drafter was trained for (Case A: block size 8; Case B's "
-              "MTP2/3 recursion): the layer is fed its own outputs far past its training",
+          changes="num_speculative_tokens 6 (healthy: 2) for an MTP layer trained for one step",
+          why="raising k far past what the drafter was trained for (Case A: num_spec 5 = 7 for a "
+              "block-8 drafter): the layer is fed its own outputs five times over",
           k=6),
 )}
 

@@ -24,8 +24,11 @@ from types import ModuleType
 from specdoctor.errors import LabError
 
 METHODS = ("eagle3", "dflash", "mtp")
-# The k each trained drafter is trained (unrolled, or with a block) for, and served at.
+# The k each trained drafter is served at by default. EAGLE3 and DFlash are trained for it
+# (unrolled, or with a block of that many masks); the MTP layer is trained for one step and run
+# recursively for the second, as MTP is deployed.
 TRAINED_K = {"eagle3": 3, "dflash": 3, "mtp": 2}
+TRAINED_FOR = {"eagle3": 3, "dflash": 3, "mtp": 1}
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ class Shape:
     target_layer_ids: tuple[int, ...] = (0, 1)
     rope_theta: float = 10000.0
     causal: bool = False
+    window: int | None = None  # sliding window (dflash_config use_swa + swa_window_size)
 
     @property
     def head_dim(self) -> int:
@@ -62,8 +63,9 @@ class Shape:
 @dataclass(frozen=True)
 class Recipe:
     shape: Shape = Shape()
-    data: targets.DataRecipe = targets.DataRecipe()
-    fit: FitRecipe = FitRecipe(steps=800, batch=16)
+    # a block drafter learns from fewer labels per sequence than a chain drafter: more text
+    data: targets.DataRecipe = targets.DataRecipe(sequences=2048)
+    fit: FitRecipe = FitRecipe(steps=2000, batch=16)
     block: int = 3  # masked positions per training block = the k it is trained for
     anchors: int = 24  # blocks per sequence per step
     init_seed: int = 0
@@ -92,7 +94,8 @@ def config(s: Shape, block: int) -> dict[str, Any]:
         "bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 2, "dtype": "float32",
         "dflash_config": {"mask_token_id": MASK_TOKEN,
                           "target_layer_ids": list(s.target_layer_ids),
-                          **({"causal": True} if s.causal else {})},
+                          **({"causal": True} if s.causal else {}),
+                          **({"use_swa": True, "swa_window_size": s.window} if s.window else {})},
     }
 
 
@@ -146,10 +149,14 @@ def forward(p: dict[str, torch.Tensor], s: Shape, embed: torch.Tensor, head: tor
     h = embed[tok.flatten(1)]
     # mask [B, A*n, T + A*n]: context before the anchor; the own block (all, or causal)
     see_ctx = torch.arange(t)[None, None, :] < anchors.repeat_interleave(n, 1)[..., None]
+    if s.window:  # vLLM's CPU attention: symmetric |q - k| < W (see experiments/masks)
+        see_ctx = see_ctx & (qpos[..., None] - torch.arange(t) < s.window)
     blk = torch.arange(a).repeat_interleave(n)
     same = blk[:, None] == blk[None, :]
     if causal:
         same = same & (offs.repeat(a)[:, None] >= offs.repeat(a)[None, :])
+    if s.window:
+        same = same & ((offs.repeat(a)[:, None] - offs.repeat(a)[None, :]).abs() < s.window)
     mask = torch.cat([see_ctx, same[None].expand(b, -1, -1)], -1)
     cpos = torch.arange(t).expand(b, t)
     residual = None
@@ -266,7 +273,8 @@ def load(draft: Path) -> tuple[dict[str, torch.Tensor], Shape]:
               kv_heads=c["num_key_value_heads"], intermediate=c["intermediate_size"],
               layers=c["num_hidden_layers"], vocab=c["vocab_size"],
               target_layer_ids=tuple(dc["target_layer_ids"]),
-              rope_theta=c["rope_parameters"]["rope_theta"], causal=bool(dc.get("causal", False)))
+              rope_theta=c["rope_parameters"]["rope_theta"], causal=bool(dc.get("causal", False)),
+              window=dc.get("swa_window_size") if dc.get("use_swa") else None)
     return cache.load_tensors(draft), s
 
 

@@ -54,7 +54,7 @@ class Shape:
 class Recipe:
     shape: Shape = Shape()
     data: targets.DataRecipe = targets.DataRecipe()
-    fit: FitRecipe = FitRecipe(steps=300, batch=16)
+    fit: FitRecipe = FitRecipe(steps=400, batch=16)
     steps: int = 3  # training-time-test unroll = the k it is trained for
     init_seed: int = 0
 

@@ -228,7 +228,7 @@ def mimo_body_tensors(llama_tensors: dict[str, torch.Tensor]) -> dict[str, torch
 
 @dataclass(frozen=True)
 class DataRecipe:
-    sequences: int = 384
+    sequences: int = 1536
     prompt_len: int = 32
     gen_len: int = 96
     seed: int = 0

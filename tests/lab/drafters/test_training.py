@@ -1,0 +1,58 @@
+"""Drafter training is deterministic and learns: a tiny schedule of each head, twice.
+
+The full schedules take minutes and run only where the trained drafters are served (the lab,
+the fault clinic); here each head trains for a few steps on the control target's text."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from specdoctor.lab.drafters import cache, cycle, dflash, eagle3, mtp, targets  # noqa: E402
+from specdoctor.lab.drafters.fit import FitRecipe, lr_at  # noqa: E402
+
+TINY_DATA = targets.DataRecipe(sequences=4, prompt_len=8, gen_len=16, batch=4)
+TINY_FIT = FitRecipe(steps=4, batch=2, warmup=1)
+CASES = {
+    "eagle3": (eagle3, "llama", replace(eagle3.Recipe(), data=TINY_DATA, fit=TINY_FIT)),
+    "dflash": (dflash, "qwen3", replace(dflash.Recipe(), data=TINY_DATA, fit=TINY_FIT, anchors=4)),
+    "mtp": (mtp, "llama", replace(mtp.Recipe(), data=TINY_DATA, fit=TINY_FIT)),
+}
+
+
+@pytest.mark.parametrize("method", list(CASES))
+def test_same_recipe_same_bytes(method, tmp_path):
+    module, arch, recipe = CASES[method]
+    target = cycle.target(arch)
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    rep = module._train_into(a, target, recipe)
+    module._train_into(b, target, recipe)
+    assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
+    assert (a / "config.json").read_text() == (b / "config.json").read_text()
+    losses = rep["loss_every_100"]
+    assert losses and losses[0] > 0
+
+
+def test_another_seed_gives_other_bytes(tmp_path):
+    target = cycle.target("llama")
+    _, _, recipe = CASES["eagle3"]
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    eagle3._train_into(a, target, recipe)
+    eagle3._train_into(b, target, replace(recipe, init_seed=1))
+    ta, tb = cache.load_tensors(a), cache.load_tensors(b)
+    assert not all(bool((ta[k] == tb[k]).all()) for k in ta if k not in ("d2t", "t2d"))
+
+
+def test_schedule_warms_up_then_decays_to_the_floor():
+    r = FitRecipe(steps=100, warmup=10, lr=1e-3, min_lr_ratio=0.1)
+    assert lr_at(r, 0) == pytest.approx(1e-4)
+    assert lr_at(r, 9) == pytest.approx(1e-3)
+    assert lr_at(r, 99) == pytest.approx(1e-4, rel=0.01)
