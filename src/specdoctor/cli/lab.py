@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from specdoctor.lab import lab as labmod
-from specdoctor.report.console import err_console, progress_waiter
+from specdoctor.report.console import build_progress, err_console, progress_waiter
 
 
 @click.group()
@@ -32,7 +32,10 @@ def lab() -> None:
               help="draft_model only. copy: the target itself (acceptance 1.0 when greedy); "
                    "small: a weaker trained 1-layer drafter (same tokenizer).")
 @click.option("--train-budget", type=click.Choice(["full", "ci"]), default="full",
-              show_default=True, help="Training schedule of trained models (ci: ~1 minute).")
+              show_default=True,
+              help="Training schedule of trained models. full: the figures of docs/lab.md "
+                   "(first use trains for minutes on 2 cores, with progress on stderr); ci: a "
+                   "short schedule (~1 minute), weaker.")
 @click.option("--control", default=None, metavar="NAME",
               help="eagle3/dflash/mtp: serve a hand-wired control drafter with a designed "
                    "profile instead of the trained one (pos0, perfect; see docs/lab.md).")
@@ -46,22 +49,23 @@ def up(method: str, k: int | None, port: int, target_kind: str, draft_kind: str,
        train_budget: str, control: str | None, fault: str | None, timeout_s: float,
        as_json: bool) -> None:
     """Build the tiny models (once), start vLLM with speculative decoding, wait until ready."""
-    if method in labmod.DRAFTER_METHODS:
-        # their targets and drafters come in trained pairs (--target/--draft do not apply)
-        target = draft = None
-        k = k if k is not None else labmod.default_k(method, control, fault)
-        spec = labmod.lab_spec(method, k, port, control=control, fault=fault,
-                               budget=train_budget)
-        argv = list(spec.argv)
-        target = Path(argv[argv.index("--model") + 1])
-        model = json.loads(argv[argv.index("--speculative-config") + 1]).get("model")
-        draft = Path(model) if model else None
-    else:
-        target, draft = _models(target_kind, draft_kind if method == "draft_model" else "copy",
-                                train_budget)
-        k = k if k is not None else labmod.DEFAULT_K
-        spec = labmod.lab_spec(method, k, port, target=target, draft=draft,
-                               control=control, fault=fault)
+    with build_progress():  # first use builds (and trains) the models: minutes, say so
+        if method in labmod.DRAFTER_METHODS:
+            # their targets and drafters come in trained pairs (--target/--draft do not apply)
+            k = k if k is not None else labmod.default_k(method, control, fault)
+            spec = labmod.lab_spec(method, k, port, control=control, fault=fault,
+                                   budget=train_budget)
+            argv = list(spec.argv)
+            target = Path(argv[argv.index("--model") + 1])
+            model = json.loads(argv[argv.index("--speculative-config") + 1]).get("model")
+            draft = Path(model) if model else None
+        else:
+            target, draft = _models(target_kind,
+                                    draft_kind if method == "draft_model" else "copy",
+                                    train_budget)
+            k = k if k is not None else labmod.DEFAULT_K
+            spec = labmod.lab_spec(method, k, port, target=target, draft=draft,
+                                   control=control, fault=fault)
     with progress_waiter(f"starting vLLM ({spec.label})") as tick:
         handle = labmod.up(spec, timeout_s, tick)
     info = {"url": spec.url, "port": port, "pid": handle.pid, "log": str(handle.log_path),
@@ -83,12 +87,9 @@ def _models(target_kind: str, draft_kind: str, budget: str) -> tuple[Path | None
     from specdoctor.lab import train
     from specdoctor.lab.models import target_model
 
-    def tick(step: int, steps: int, loss: float) -> None:
-        if step % 100 == 0 or step == steps:
-            err_console().print(f"  training step {step}/{steps}, loss {loss:.3f}")
-
-    target = train.trained_target(budget, tick) if target_kind == "trained" else target_model()
-    draft = train.small_drafter(budget, tick) if draft_kind == "small" else None
+    # progress: lab.train logs every 100 steps, shown by build_progress
+    target = train.trained_target(budget) if target_kind == "trained" else target_model()
+    draft = train.small_drafter(budget) if draft_kind == "small" else None
     return target, draft
 
 

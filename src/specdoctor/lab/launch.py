@@ -136,6 +136,7 @@ def stop(handle: ServerHandle, grace_s: float = 20.0) -> None:
     _signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
+        _reap(handle.pid)  # a reaped leader leaves the group; a zombie one would keep it "alive"
         if not _group_alive(pgid):
             break
         time.sleep(0.25)

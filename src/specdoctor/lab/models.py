@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import sysconfig
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from specdoctor.errors import LabError
+from specdoctor.lab.atomic import build_dir
 from specdoctor.paths import lab_dir
 
 RECIPE_VERSION = 1
@@ -70,22 +69,15 @@ def target_model(spec: TinyLlamaSpec | None = None) -> Path:
     out = lab_dir() / "models" / f"tiny-llama-{fingerprint(spec)}"
     if (out / "config.json").is_file() and (out / "tokenizer.json").is_file():
         return out
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+
+    def fill(tmp: Path) -> None:
         _build_tokenizer(tmp, spec.vocab_size)
         _build_llama(tmp, spec)
         (tmp / "specdoctor-recipe.json").write_text(
             json.dumps({"recipe": RECIPE_VERSION, **asdict(spec)}, indent=2) + "\n"
         )
-        if out.exists():  # another process won the race; keep its copy
-            shutil.rmtree(tmp)
-        else:
-            tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    build_dir(out, fill)
     return out
 
 

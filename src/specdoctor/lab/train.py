@@ -34,7 +34,6 @@ import json
 import logging
 import math
 import os
-import shutil
 import sysconfig
 import time
 from collections.abc import Callable
@@ -43,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from specdoctor.errors import LabError
+from specdoctor.lab.atomic import build_dir
 from specdoctor.lab.models import TinyLlamaSpec, target_model
 from specdoctor.paths import lab_dir
 
@@ -192,19 +192,13 @@ def train(r: TrainRecipe, init_dir: Path,
     out = lab_dir() / "models" / f"{r.name}-{fingerprint(r, init_dir)}"
     if (out / "model.safetensors").is_file() and (out / "specdoctor-train.json").is_file():
         return out
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(init_dir, tmp)
-    try:
+    log.info("training %s (first use; cached afterwards)", out.name)
+
+    def fill(tmp: Path) -> None:
         report = _train_into(r, tmp, on_step)
         (tmp / "specdoctor-train.json").write_text(json.dumps(report, indent=2) + "\n")
-        if out.exists():  # another process won the race; keep its copy
-            shutil.rmtree(tmp)
-        else:
-            tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    build_dir(out, fill, start_from=init_dir)
     return out
 
 
@@ -218,10 +212,44 @@ def lr_at(r: TrainRecipe, step: int) -> float:
     return r.lr * (r.min_lr_ratio + (1 - r.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t)))
 
 
+def fit_lm(model: Any, data: Any, r: TrainRecipe,
+           on_step: Callable[[int, int, float], None] | None = None) -> list[float]:
+    """The lab's language-model loop for any HF causal LM: AdamW (no decay on norms and
+    biases), warm-up + cosine, clipped gradients, batches drawn from ``data`` (a 1-D token
+    array) by a generator seeded with ``r.data_seed``. Returns the loss of every step."""
+    import numpy as np
+    import torch
+
+    model.train()
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": r.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=r.lr, betas=(0.9, 0.95), eps=1e-8)
+    rng = np.random.default_rng(r.data_seed)
+    offsets = np.arange(r.seq_len)
+    losses: list[float] = []
+    for step in range(r.steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(r, step)
+        starts = rng.integers(0, len(data) - r.seq_len, size=r.batch)
+        batch = torch.from_numpy(data[starts[:, None] + offsets])
+        loss = model(input_ids=batch, labels=batch).loss  # HF shifts the labels inside
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), r.grad_clip)
+        opt.step()
+        losses.append(loss.item())
+        if on_step:
+            on_step(step + 1, r.steps, losses[-1])
+        if (step + 1) % 100 == 0:
+            log.info("%s step %d/%d loss %.3f", r.name, step + 1, r.steps, losses[-1])
+    return losses
+
+
 def _train_into(r: TrainRecipe, model_dir: Path,
                 on_step: Callable[[int, int, float], None] | None) -> dict[str, object]:
     try:
-        import numpy as np
         import torch
         from transformers import LlamaForCausalLM
     except ImportError as exc:
@@ -237,30 +265,7 @@ def _train_into(r: TrainRecipe, model_dir: Path,
         torch.manual_seed(r.model.seed)
         model = LlamaForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32,
                                                  attn_implementation="sdpa")
-        model.train()
-        decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-        no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
-        opt = torch.optim.AdamW([{"params": decay, "weight_decay": r.weight_decay},
-                                 {"params": no_decay, "weight_decay": 0.0}],
-                                lr=r.lr, betas=(0.9, 0.95), eps=1e-8)
-        rng = np.random.default_rng(r.data_seed)
-        offsets = np.arange(r.seq_len)
-        losses: list[float] = []
-        for step in range(r.steps):
-            for g in opt.param_groups:
-                g["lr"] = lr_at(r, step)
-            starts = rng.integers(0, len(data) - r.seq_len, size=r.batch)
-            batch = torch.from_numpy(data[starts[:, None] + offsets])
-            loss = model(input_ids=batch, labels=batch).loss  # HF shifts the labels inside
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), r.grad_clip)
-            opt.step()
-            losses.append(loss.item())
-            if on_step:
-                on_step(step + 1, r.steps, losses[-1])
-            if (step + 1) % 100 == 0:
-                log.info("%s step %d/%d loss %.3f", r.name, step + 1, r.steps, losses[-1])
+        losses = fit_lm(model, data, r, on_step)
         model.eval()
         model.save_pretrained(str(model_dir), safe_serialization=True)
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -38,3 +39,30 @@ def _escape(s: str) -> str:
     from rich.markup import escape
 
     return escape(s)
+
+
+class _ConsoleHandler(logging.Handler):
+    def __init__(self, console: Console) -> None:
+        super().__init__(logging.INFO)
+        self.console = console
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.console.print(f"  {record.getMessage()}", highlight=False, markup=False)
+
+
+@contextmanager
+def build_progress(logger: str = "specdoctor.lab") -> Iterator[None]:
+    """Show what ``logger`` says at INFO (what is being built or trained, a line every 100
+    steps) on stderr while the block runs: first builds of trained lab models take minutes."""
+    handler = _ConsoleHandler(err_console())
+    lg = logging.getLogger(logger)
+    level, propagate = lg.level, lg.propagate
+    lg.addHandler(handler)
+    lg.setLevel(logging.INFO)
+    lg.propagate = False
+    try:
+        yield
+    finally:
+        lg.removeHandler(handler)
+        lg.setLevel(level)
+        lg.propagate = propagate

@@ -1,8 +1,7 @@
 """Build-once model directories for the drafters, keyed by everything that decides their bytes.
 
-A directory ``$SPECDOCTOR_HOME/lab/models/<name>-<fingerprint>`` is built in a temporary sibling
-and renamed into place, so a crash leaves nothing half-written and two processes racing to
-build the same recipe keep one copy. The fingerprint covers the recipe (plain JSON), the bytes
+A directory ``$SPECDOCTOR_HOME/lab/models/<name>-<fingerprint>`` is built atomically
+(``lab.atomic``). The fingerprint covers the recipe (plain JSON), the bytes
 of the input files (a target's weights, a tokenizer) and ``BUILD_VERSION``.
 """
 
@@ -10,13 +9,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
+import logging
+import time
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from specdoctor.lab.atomic import build_dir
 from specdoctor.paths import lab_dir
+
+log = logging.getLogger(__name__)
 
 # Bump when a change in this package changes the weights or configs it writes.
 BUILD_VERSION = 1
@@ -41,20 +44,16 @@ def built(name: str, recipe: dict[str, Any], inputs: Iterable[Path],
     out = lab_dir() / "models" / f"{name}-{fingerprint(recipe, list(inputs))}"
     if (out / DONE).is_file():
         return out
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    log.info("building %s (first use; cached afterwards)", out.name)
+    t0 = time.perf_counter()
+
+    def fill(tmp: Path) -> None:
         report = build(tmp) or {}
         (tmp / DONE).write_text(json.dumps({"recipe": recipe, "report": report}, indent=2,
                                            default=str) + "\n")
-        if out.exists():  # another process won the race; keep its copy
-            shutil.rmtree(tmp)
-        else:
-            tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    build_dir(out, fill)
+    log.info("built %s in %.0f s", out.name, time.perf_counter() - t0)
     return out
 
 

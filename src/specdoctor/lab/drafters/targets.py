@@ -164,28 +164,7 @@ def train_lm(model: Any, r: Any, out: Path) -> dict[str, Any]:
     before = torch.get_num_threads()
     torch.set_num_threads(r.threads)
     try:
-        model.train()
-        decay = [p for p in model.parameters() if p.ndim >= 2]
-        no_decay = [p for p in model.parameters() if p.ndim < 2]
-        opt = torch.optim.AdamW([{"params": decay, "weight_decay": r.weight_decay},
-                                 {"params": no_decay, "weight_decay": 0.0}],
-                                lr=r.lr, betas=(0.9, 0.95), eps=1e-8)
-        rng = np.random.default_rng(r.data_seed)
-        offsets = np.arange(r.seq_len)
-        losses: list[float] = []
-        for step in range(r.steps):
-            for g in opt.param_groups:
-                g["lr"] = train.lr_at(r, step)
-            starts = rng.integers(0, len(data) - r.seq_len, size=r.batch)
-            batch = torch.from_numpy(data[starts[:, None] + offsets])
-            loss = model(input_ids=batch, labels=batch).loss
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), r.grad_clip)
-            opt.step()
-            losses.append(float(loss.detach()))
-            if (step + 1) % 100 == 0:
-                log.info("%s step %d/%d loss %.3f", r.name, step + 1, r.steps, losses[-1])
+        losses = train.fit_lm(model, data, r)
         model.eval()
         model.save_pretrained(str(out), safe_serialization=True)
     finally:
