@@ -79,7 +79,9 @@ def test_measure_unreachable_url_writes_nothing(isolated_store):
 
 
 @pytest.mark.parametrize("args", [["measure", "--url", "http://x", "-c", "0"],
-                                  ["measure", "--url", "http://x", "--suite", "poems"]])
+                                  ["measure", "--url", "http://x", "--suite", "poems"],
+                                  ["measure", "--url", "http://x", "--temperature", "-1"],
+                                  ["measure", "--url", "http://x", "--top-p", "0"]])
 def test_measure_bad_arguments(args):
     proc = run_cli(*args)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

@@ -38,7 +38,11 @@ class MeasureParams:
     temperature: float = 0.0
     top_p: float = 1.0
     ignore_eos: bool = True
-    seed: int = 0
+    # Base sampling seed: request i is sent seed + i, so sampled runs repeat exactly and the
+    # requests (the bootstrap's units) still draw independent random streams. None: no seed.
+    seed: int | None = 0
+    # Recorded with the run: runs stored before per-request seeds sent one seed to every request.
+    seed_per_request: bool = True
     model: str | None = None
     # Where per-request counters (the bootstrap's units) come from: the responses' own
     # spec-decode metrics, a /metrics scrape after each request (concurrency 1 only), or auto.
@@ -145,13 +149,22 @@ def scrape(url: str, phase: str) -> Scrape:
     return Scrape(phase, time.time(), text, reading)
 
 
-def complete(url: str, model: str, prompt: str, p: MeasureParams) -> tuple[dict[str, Any], float]:
+def request_body(model: str, prompt: str, p: MeasureParams, index: int = 0) -> dict[str, Any]:
+    """The /v1/completions body of request ``index`` (its own seed: ``p.seed + index``)."""
     body: dict[str, Any] = {
         "model": model, "prompt": prompt, "max_tokens": p.max_tokens,
-        "temperature": p.temperature, "top_p": p.top_p, "seed": p.seed,
+        "temperature": p.temperature, "top_p": p.top_p,
     }
+    if p.seed is not None:
+        body["seed"] = p.seed + index if p.seed_per_request else p.seed
     if p.ignore_eos:
         body["ignore_eos"] = True
+    return body
+
+
+def complete(url: str, model: str, prompt: str, p: MeasureParams, index: int = 0
+             ) -> tuple[dict[str, Any], float]:
+    body = request_body(model, prompt, p, index)
     t0 = time.perf_counter()
     resp = http.post_json(url.rstrip("/") + "/v1/completions", body)
     return resp, time.perf_counter() - t0
@@ -184,7 +197,7 @@ def run(
     model = params.model or served_model(url)
     m = Measurement(url=url, model=model, params=params)
     m.scrapes.append(scrape(url, "before-warmup"))
-    resp, lat = complete(url, model, prompts[0], params)
+    resp, lat = complete(url, model, prompts[0], params)  # warm-up: not a unit
     warm = _record(-1, prompts[0], resp, lat)
     m.scrapes.append(scrape(url, "before"))
     m.warmup = _delta_or_note(m, m.scrapes[0], m.scrapes[1])
@@ -212,7 +225,7 @@ def run(
 def _run_concurrent(m: Measurement, url: str, model: str, prompts: list[str],
                     params: MeasureParams, on_request: Callable[[int], None] | None) -> None:
     with ThreadPoolExecutor(max_workers=params.concurrency) as pool:
-        futures = {pool.submit(complete, url, model, p, params): (i, p) for i, p in enumerate(prompts)}
+        futures = {pool.submit(complete, url, model, p, params, i): (i, p) for i, p in enumerate(prompts)}
         failure: SpecdoctorError | None = None
         for fut in as_completed(futures):
             i, p = futures[fut]
@@ -235,7 +248,7 @@ def _run_sequential_with_scrapes(m: Measurement, url: str, model: str, prompts: 
                                  on_request: Callable[[int], None] | None) -> None:
     prev = m.scrapes[-1]
     for i, p in enumerate(prompts):
-        resp, lat = complete(url, model, p, params)
+        resp, lat = complete(url, model, p, params, i)
         rec = _record(i, p, resp, lat)
         now = scrape(url, f"after-request-{i}")
         d = prometheus.delta(prev.reading, now.reading)

@@ -25,6 +25,12 @@ from specdoctor.cli.options import plot_option, record, store_options
 @click.option("--concurrency", "-c", type=int, default=1, show_default=True)
 @click.option("--max-tokens", type=int, default=64, show_default=True)
 @click.option("--suite", type=click.Choice(sorted(SUITES)), default="code", show_default=True)
+@click.option("--temperature", type=float, default=0.0, show_default=True,
+              help="0 is greedy: acceptance is then a fixed function of the prompts.")
+@click.option("--top-p", type=float, default=1.0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Base sampling seed: request i is sent seed + i (independent requests, a "
+                   "repeatable run).")
 @click.option("--per-request", type=click.Choice(["auto", "response", "scrape"]), default="auto",
               show_default=True,
               help="Source of per-request counters for the intervals: the responses' own metrics "
@@ -34,23 +40,28 @@ from specdoctor.cli.options import plot_option, record, store_options
 @plot_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def measure(url: str | None, model: str | None = None, num_prompts: int = 16, concurrency: int = 1,
-            max_tokens: int = 64, suite: str = "code", per_request: str = "auto",
+            max_tokens: int = 64, suite: str = "code", temperature: float = 0.0,
+            top_p: float = 1.0, seed: int = 0, per_request: str = "auto",
             db: Path | None = None,
             no_store: bool = False, plot: Path | None = None, as_json: bool = False) -> None:
-    """One warm-up request, then N fixed prompts, greedy, at concurrency C; /metrics is scraped
-    before and after so the figures cover this run only. Prints the acceptance profile with
-    95% intervals (per-request bootstrap) and the output tokens/s."""
+    """One warm-up request, then N fixed prompts (greedy unless --temperature) at concurrency C;
+    /metrics is scraped before and after so the figures cover this run only. Prints the
+    acceptance profile with 95% intervals (per-request bootstrap) and the output tokens/s."""
     from specdoctor.errors import InputError
 
     if concurrency < 1 or max_tokens < 1:
         raise InputError("--concurrency and --max-tokens must be at least 1",
                          "e.g. --concurrency 1 --max-tokens 64")
+    if temperature < 0 or not 0 < top_p <= 1:
+        raise InputError(f"--temperature {temperature} / --top-p {top_p} is out of range",
+                         "use --temperature >= 0 and 0 < --top-p <= 1")
     if per_request == "scrape" and concurrency != 1:
         raise InputError("--per-request scrape needs --concurrency 1",
                          "concurrent requests share the counters; use --per-request response")
     prompts = take(suite, num_prompts)
     params = proto.MeasureParams(num_prompts=num_prompts, concurrency=concurrency,
                                  max_tokens=max_tokens, suite=suite, model=model,
+                                 temperature=temperature, top_p=top_p, seed=seed,
                                  per_request=per_request)
     launch_spec = None
     if url is None:

@@ -142,11 +142,12 @@ def oracle(target: Path | None, draft: Path | None, method: str | None, k: int |
                 f"the server ran in {srv['dtype']}, the oracle in {config.dtype}: near-ties "
                 f"flip between precisions (about 1% of positions on the lab models) and greedy "
                 f"trajectories part there; pass --dtype {srv['dtype']} to compare like with like")
-        if not config.sampling.greedy and mparams.get("seed") is not None:
+        if (not config.sampling.greedy and mparams.get("seed") is not None
+                and not mparams.get("seed_per_request")):
             comparison.notes.append(
                 f"the measured requests all carried seed {mparams['seed']}: they share one "
                 f"random stream, so they are not independent units and the measured interval "
-                f"is too narrow; measure sampled runs without a fixed seed")
+                f"is too narrow; measure again (measure now seeds each request on its own)")
         if config.sampling.greedy:
             comparison.notes.append("greedy: the oracle is deterministic; any significant gap "
                                     "is the engine's (or a near-tie flip: see docs/oracle.md)")
