@@ -40,3 +40,23 @@ def test_failed_runs_are_kept_with_their_error(tmp_path):
     rid = s.add_run(kind="measure", engine="vllm", target="t", params={}, result={"requests": 2},
                     profile=None, status="failed", error="server died")
     assert (s.run(rid).status, s.run(rid).error) == ("failed", "server died")
+
+
+def test_requests_read_back_in_request_order_with_their_profiles(tmp_path):
+    s = Store(tmp_path / "s.db")
+    prof = {"drafts": 10, "accepted_per_position": [7, 3]}
+    rid = s.add_run(kind="measure", engine="vllm", target="http://h:1", params={}, result={},
+                    profile=None,
+                    requests=[{"index": 1, "prompt": "b", "completion_tokens": 5, "latency_s": 0.2,
+                               "profile": None},
+                              {"index": 0, "prompt": "a", "completion_tokens": 4, "latency_s": 0.1,
+                               "profile": prof, "per_step": [[2, 1], [3, 3]]}])
+    other = s.add_run(kind="measure", engine="vllm", target="x", params={}, result={},
+                      profile=None, requests=[{"index": 0, "prompt": "z", "completion_tokens": 1,
+                                               "latency_s": 0.0}])
+    reqs = s.requests(rid)
+    assert [(r.index, r.prompt) for r in reqs] == [(0, "a"), (1, "b")]
+    assert reqs[0].profile == prof and reqs[0].per_step == [[2, 1], [3, 3]]
+    assert reqs[1].profile is None and reqs[1].completion_tokens == 5
+    assert [r.prompt for r in s.requests(other)] == ["z"]
+    assert s.requests(999) == []

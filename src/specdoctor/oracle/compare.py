@@ -16,7 +16,6 @@ Reading (the question this module exists for):
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,31 +149,24 @@ def load_measured(db_path: Path, run_id: int) -> MeasuredRun:
     store = open_store(db_path)
     try:
         row = store.run(run_id)
-        path = store.path
+        reqs = store.requests(run_id) if row.kind == "measure" else []
     finally:
         store.close()
     if row.kind != "measure":
         raise InputError(f"run {run_id} is a {row.kind!r} run",
                          "compare against a run recorded by `specdoctor measure`")
-    # The store has no reader for per-request rows yet; read them here, read-only.
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        reqs = conn.execute("SELECT idx, prompt, profile FROM requests WHERE run_id = ? "
-                            "ORDER BY idx", (run_id,)).fetchall()
-    finally:
-        conn.close()
     if not reqs:
         raise InputError(f"run {run_id} has no per-request records",
                          "measure again; the oracle compares request by request")
     rows = []
-    for idx, _, prof in reqs:
-        p = json.loads(prof) if prof else None
+    for req in reqs:
+        p = req.profile
         if not p or p.get("drafts") is None or p.get("accepted_per_position") is None:
-            raise InputError(f"request {idx} of run {run_id} has no per-request acceptance",
+            raise InputError(f"request {req.index} of run {run_id} has no per-request acceptance",
                              "measure a server started with --per-request-spec-decode-metrics "
                              "detailed (the lab is)")
         rows.append([p["drafts"], *p["accepted_per_position"]])
     width = max(len(r) for r in rows)
     units = np.array([r + [0] * (width - len(r)) for r in rows], dtype=np.float64)
-    return MeasuredRun(run_id, dict(row.result.get("params") or {}), [r[1] for r in reqs],
+    return MeasuredRun(run_id, dict(row.result.get("params") or {}), [r.prompt for r in reqs],
                        units, row.launch_spec)

@@ -66,6 +66,16 @@ class RunRow:
     launch_spec: dict[str, Any] | None
 
 
+@dataclass(frozen=True)
+class RequestRow:
+    index: int
+    prompt: str
+    completion_tokens: int | None
+    latency_s: float | None
+    profile: dict[str, Any] | None  # AcceptanceProfile.to_json() of this request
+    per_step: list[Any] | None
+
+
 class Store:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -139,6 +149,14 @@ class Store:
         if r is None:
             raise InputError(f"no run {run_id} in {self.path}", "list runs with: specdoctor runs")
         return _row(r)
+
+    def requests(self, run_id: int) -> list[RequestRow]:
+        """The run's per-request records in request order (the units of its bootstrap)."""
+        return [RequestRow(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else None,
+                           json.loads(r[5]) if r[5] else None)
+                for r in self._conn.execute(
+                    "SELECT idx, prompt, completion_tokens, latency_s, profile, per_step"
+                    " FROM requests WHERE run_id = ? ORDER BY idx", (run_id,))]
 
     def scrapes(self, run_id: int) -> list[tuple[str, float, str]]:
         return [tuple(r) for r in self._conn.execute(  # type: ignore[misc]
