@@ -81,6 +81,36 @@ class UnitBlocks:
         if self._in_current == self.size:
             self._push()
 
+    def add_rows(self, rows: np.ndarray, has_pos: bool = True, unusable_after: int = 0) -> None:
+        """Add many units at once, exactly as ``add`` one at a time would: ``rows`` holds one
+        usable unit per row (drafts, draft tokens, accepted, accepted per position..., zero
+        past a unit's own positions), ``has_pos`` whether all of them carry per-position
+        counts, and ``unusable_after`` how many units follow them, the first unusable."""
+        n = rows.shape[0]
+        self.units += n + unusable_after
+        if not self.usable:
+            return
+        if n:
+            if not has_pos:
+                self.has_pos = False
+            start = 0
+            while start < n:
+                take = min(self.size - self._in_current, n - start)
+                part = rows[start: start + take].sum(axis=0)
+                cur = self._current
+                if cur is None:
+                    cur = self._current = [0.0, 0.0, 0.0]
+                if len(cur) < len(part):
+                    cur.extend([0.0] * (len(part) - len(cur)))
+                for i, x in enumerate(part.tolist()):
+                    cur[i] += x
+                self._in_current += take
+                start += take
+                if self._in_current == self.size:
+                    self._push()
+        if unusable_after:
+            self.usable = False
+
     def _push(self) -> None:
         assert self._current is not None
         self.rows.append(self._current)

@@ -1,7 +1,9 @@
 """Read log files of any supported engine: detect the engine, collect windows, total them.
 
-vLLM logs are pre-filtered (``scan.iter_marked_lines``: grep, or large binary chunks): only
-lines that carry a metrics marker reach Python, and memory stays flat. The speculative method
+vLLM logs are pre-filtered (``scan.iter_marked_text``: grep, or large binary chunks): only
+lines that carry a metrics marker reach Python, in large blocks, and memory stays flat.
+Current-format V1 lines are read through a table of the distinct payloads seen and added up
+in bulk (``vllm_log.FastRun``); the totals are those of adding the windows one by one. The speculative method
 is read from the start-up lines in each file's first 8 MiB. SGLang and llama.cpp logs go line by line through their own modules.
 """
 
@@ -14,12 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
+
 from specdoctor.acceptance.bootstrap import UnitBlocks
 from specdoctor.acceptance.profile import AcceptanceProfile, ProfileSum
 from specdoctor.errors import InputError
 from specdoctor.sources import vllm_log
 from specdoctor.sources.base import LogReading, Window
-from specdoctor.sources.scan import head_lines_with, iter_marked_lines
+from specdoctor.sources.scan import head_lines_with, iter_marked_text
 
 ENGINES = ("vllm", "sglang", "llamacpp")
 _DETECT_BYTES = 8 << 20
@@ -52,6 +56,26 @@ class _Collector:
             self.last.append(w)
             if self.all is not None:
                 self.all.append(w)
+
+    def add_run(self, run: vllm_log.FastRun) -> None:
+        """Consecutive windows read through a table: added up in bulk, with the same result
+        as ``add`` on each; only the windows kept are built."""
+        ids = np.array(run.ids, dtype=np.intp)
+        self.total.add(run.table.total(ids), windows=len(ids))
+        rows, has_pos, unusable_after = run.table.unit_rows(ids)
+        self.blocks.add_rows(rows, has_pos, unusable_after)
+        if self.all is not None:
+            kept = run.windows()
+            self.all.extend(kept)
+            self.last.extend(kept[-self.last.maxlen:] if self.last.maxlen else kept)
+        else:
+            self.last.extend(run.windows(max(len(ids) - (self.last.maxlen or 0), 0)))
+
+    def add_any(self, piece: list[Window] | vllm_log.FastRun) -> None:
+        if isinstance(piece, vllm_log.FastRun):
+            self.add_run(piece)
+        else:
+            self.add(piece)
 
 
 def _module(engine: str) -> ModuleType:
@@ -104,8 +128,9 @@ def read_logs(paths: list[Path], engine: str | None = None,
             # from every line the pre-filter lets through.
             for lineno, line in head_lines_with(str(p), config):
                 parser.feed(str(p), lineno, line)
-            for lineno, line in iter_marked_lines(str(p), (needle,)):
-                col.add(parser.feed(str(p), lineno, line))
+            for text in iter_marked_text(str(p), (needle,)):
+                for piece in parser.feed_text(str(p), text):
+                    col.add_any(piece)
         col.add(parser.finish())
         reading.skipped, reading.notes, reading.cumulative = parser.skipped, parser.notes, parser.cumulative
     else:

@@ -4,6 +4,9 @@
 markers. It hands the scan to ``grep -F`` when the system has one (memory-speed skipping of the
 noise), and otherwise reads large chunks and lets ``bytes.find`` skip it. Memory stays flat
 whatever the file's size.
+
+``iter_marked_text`` yields the same lines in blocks of ``grep -n`` text ("N:line\n" each),
+decoded once per block, for readers that parse many lines per call.
 """
 
 from __future__ import annotations
@@ -24,11 +27,68 @@ def iter_marked_lines(path: str, wanted: tuple[bytes, ...], chunk_size: int = 1 
         yield from _python_scan(path, wanted, chunk_size)
 
 
-def _grep_lines(grep: str, path: str, wanted: tuple[bytes, ...]) -> Iterator[tuple[int, str]]:
+def iter_marked_text(path: str, wanted: tuple[bytes, ...], block_size: int = 1 << 22
+                     ) -> Iterator[str]:
+    """Blocks of "N:line\n" lines (1-based N) for the lines of ``path`` containing any marker.
+
+    The lines are those of ``iter_marked_lines``; a line may keep a trailing "\r". Blocks end
+    at a newline and are decoded as UTF-8 with replacement, which splits at newlines exactly as
+    decoding line by line does.
+    """
+    grep = shutil.which("grep")
+    if grep:
+        yield from _grep_text(grep, path, wanted, block_size)
+    else:
+        for lines in _batched(_python_scan(path, wanted, block_size), 1 << 14):
+            yield "".join(f"{n}:{line}\n" for n, line in lines)
+
+
+def _batched(items: Iterator[tuple[int, str]], n: int) -> Iterator[list[tuple[int, str]]]:
+    batch: list[tuple[int, str]] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == n:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _grep_argv(grep: str, path: str, wanted: tuple[bytes, ...]) -> list[str]:
     argv = [grep, "-a", "-n", "-F"]
     for w in wanted:
         argv += ["-e", w.decode()]
-    proc = subprocess.Popen(argv + ["--", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    return argv + ["--", path]
+
+
+def _grep_text(grep: str, path: str, wanted: tuple[bytes, ...], block_size: int) -> Iterator[str]:
+    proc = subprocess.Popen(_grep_argv(grep, path, wanted), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, "LC_ALL": "C"})
+    assert proc.stdout is not None
+    carry = b""
+    try:
+        while True:
+            block = proc.stdout.read(block_size)
+            if not block:
+                break
+            cut = block.rfind(b"\n") + 1
+            if cut == 0:
+                carry += block
+                continue
+            yield (carry + block[:cut]).decode("utf-8", "replace")
+            carry = block[cut:]
+        if carry:  # grep ends every line with a newline; kept for safety
+            yield (carry + b"\n").decode("utf-8", "replace")
+    finally:
+        proc.stdout.close()
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        code = proc.wait()
+    if code > 1:  # 1 means no line matched
+        raise OSError(f"grep failed on {path}: {err.strip()}")
+
+
+def _grep_lines(grep: str, path: str, wanted: tuple[bytes, ...]) -> Iterator[tuple[int, str]]:
+    proc = subprocess.Popen(_grep_argv(grep, path, wanted), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "LC_ALL": "C"}, bufsize=1 << 20)
     assert proc.stdout is not None
     try:

@@ -31,9 +31,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from functools import lru_cache
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
+
+import numpy as np
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.sources.base import LogReading, SkippedLines, Window
@@ -182,13 +185,21 @@ _V1_CURRENT = re.compile(
 )
 
 
+def parse_v1_current(text: str) -> dict[str, object] | None:
+    """The fields of a payload in the current V1 format (as ``parse_v1_fields``), else None."""
+    m = _V1_CURRENT.match(text)
+    if m is None:
+        return None
+    return {"mean_acceptance_length": m.group(1), "accepted": m.group(2),
+            "drafted": m.group(3), "per_position": m.group(4).split(", "),
+            "acceptance_rate_pct": m.group(5)}
+
+
 def parse_v1_fields(text: str) -> dict[str, object] | None:
     """The fields of one ``SpecDecoding metrics:`` payload, as printed; None if unusable."""
-    m = _V1_CURRENT.match(text)
-    if m:
-        return {"mean_acceptance_length": m.group(1), "accepted": m.group(2),
-                "drafted": m.group(3), "per_position": m.group(4).split(", "),
-                "acceptance_rate_pct": m.group(5)}
+    current = parse_v1_current(text)
+    if current is not None:
+        return current
     out: dict[str, object] = {}
     for name, rx in _FIELDS.items():
         m = rx.search(text)
@@ -219,6 +230,125 @@ def drafter_method(line: str) -> str | None:
     return m.group(1) if m else None
 
 
+# -- many lines at a time ------------------------------------------------------------------------
+#
+# A current-format V1 payload splits at its first three commas into the mean acceptance length,
+# the two throughputs (which vary from line to line and are not counted) and the rest. Lines
+# whose mean and rest were seen before share one entry: a window's counts depend on nothing
+# else (given whether drafts are fixed-length). An entry is read exactly as ``feed`` reads the
+# line; lines in any other shape, and every line while the parser's state could change, go
+# through ``feed`` itself.
+
+TABLE_CAPACITY = 1 << 12
+_ACC_THROUGHPUT = " Accepted throughput: "
+_DRAFT_THROUGHPUT = " Drafted throughput: "
+
+
+class V1Table:
+    """Distinct V1 payloads (mean, rest) → their window profile, and that profile's counts as a
+    row of an integer table (drafts, draft tokens, accepted, accepted per position...) so many
+    windows add up in one numpy step. Bounded: a full table is replaced by a fresh one."""
+
+    def __init__(self, fixed: bool | None, capacity: int | None = None) -> None:
+        self.fixed = fixed
+        self.capacity = capacity or TABLE_CAPACITY
+        self.ids: dict[tuple[str, str], int] = {}
+        self.profiles: list[AcceptanceProfile] = []
+        self.fields: list[dict[str, object]] = []
+        self._evidence: dict[int, bool | None] = {}
+        self.rows = np.zeros((self.capacity, 3 + 8), dtype=np.int64)
+        self.widths = np.zeros(self.capacity, dtype=np.intp)
+        self.drafts_known = np.zeros(self.capacity, dtype=bool)
+        self.pos_lengths = np.zeros(self.capacity, dtype=np.intp)  # -1: no per-position counts
+        self.ks = np.zeros(self.capacity, dtype=np.intp)  # -1: unknown k
+
+    @property
+    def full(self) -> bool:
+        return len(self.ids) >= self.capacity
+
+    def add(self, key: tuple[str, str], payload: str) -> int:
+        """The entry of a payload (``key`` = its mean and rest); -1 when it is not in the
+        current V1 format (then ``feed`` reads the line)."""
+        fields = parse_v1_current(payload)
+        if fields is None:
+            self.ids[key] = -1
+            return -1
+        rates = fields["per_position"]
+        assert isinstance(rates, list)
+        p = v1_profile(int(str(fields["accepted"])), int(str(fields["drafted"])),
+                       str(fields["mean_acceptance_length"]), tuple(rates), self.fixed)
+        i = len(self.profiles)
+        pos = p.accepted_per_position
+        row = [p.drafts or 0, p.draft_tokens or 0, p.accepted_tokens or 0, *(pos or ())]
+        if len(row) > self.rows.shape[1]:
+            self.rows = np.pad(self.rows, ((0, 0), (0, len(row) - self.rows.shape[1])))
+        self.rows[i, : len(row)] = row
+        self.widths[i] = len(row)
+        self.drafts_known[i] = p.drafts is not None
+        self.pos_lengths[i] = -1 if pos is None else len(pos)
+        self.ks[i] = -1 if p.k is None else p.k
+        self.profiles.append(p)
+        self.fields.append(fields)
+        self.ids[key] = i
+        return i
+
+    def evidence(self, entry: int) -> bool | None:
+        """``fixedness_evidence`` of an entry's window (worked out once, when first asked)."""
+        if entry not in self._evidence:
+            self._evidence[entry] = fixedness_evidence(self.fields[entry])
+        return self._evidence[entry]
+
+    def total(self, ids: np.ndarray) -> AcceptanceProfile:
+        """The sum of the windows of these entries (one per window), by the rules of
+        ``ProfileSum``: counts add, and a count unknown in any window is unknown in the sum."""
+        counts = np.bincount(ids, minlength=len(self.profiles))
+        used = np.flatnonzero(counts)
+        sums = counts[used] @ self.rows[used]
+        pos_lengths, ks = self.pos_lengths[used], self.ks[used]
+        known_ks = ks[ks >= 0]
+        notes = sorted({n for i in used for n in self.profiles[i].notes})
+        return AcceptanceProfile(
+            drafts=int(sums[0]) if self.drafts_known[used].all() else None,
+            draft_tokens=int(sums[1]),
+            accepted_tokens=int(sums[2]),
+            accepted_per_position=(tuple(int(x) for x in sums[3: 3 + pos_lengths.max()])
+                                   if (pos_lengths >= 0).all() else None),
+            k=int(known_ks.max()) if known_ks.size else None,
+            notes=tuple(notes),
+        )
+
+    def unit_rows(self, ids: np.ndarray) -> tuple[np.ndarray, bool, int]:
+        """(rows of the leading windows usable by the bootstrap, whether all of those carry
+        per-position counts, how many windows follow the first unusable one and itself)."""
+        usable = self.drafts_known[ids]
+        n_ok = len(ids) if usable.all() else int(np.argmin(usable))
+        ok = ids[:n_ok]
+        width = int(self.widths[ok].max()) if n_ok else 3
+        return self.rows[ok, :width], bool((self.pos_lengths[ok] >= 0).all()), len(ids) - n_ok
+
+    def window(self, source: str, grep_line: str, entry: int) -> Window:
+        """The window of one "N:line" line whose payload is this entry."""
+        num, _, line = grep_line.partition(":")
+        fields = self.fields[entry]
+        printed = {**fields, "per_position": list(fields["per_position"])}  # type: ignore[call-overload]
+        return Window(ENGINE, source, int(num), self.profiles[entry], _timestamp(line.rstrip("\r")),
+                      printed=printed)
+
+
+@dataclass
+class FastRun:
+    """Consecutive windows read through a ``V1Table``: entry ids and their "N:line" lines."""
+
+    source: str
+    table: V1Table
+    ids: list[int]
+    lines: list[str]
+
+    def windows(self, start: int = 0) -> list[Window]:
+        return [self.table.window(self.source, ln, i)
+                for ln, i in zip(self.lines[start:], self.ids[start:])]
+
+
 class VllmLogParser:
     """Streaming reader of vLLM log lines: ``feed`` lines in order, each call returns the
     windows it completed; ``finish()`` returns the rest. Memory stays constant.
@@ -240,6 +370,7 @@ class VllmLogParser:
         self.cumulative = False
         self._waiting: list[tuple[str, int, str | None, dict[str, object]]] = []
         self._v0_prev: tuple[int, int, int] | None = None
+        self._table: V1Table | None = None
 
     def feed(self, source: str, lineno: int, line: str) -> list[Window]:
         if self.method is None and "speculative_config" in line:
@@ -260,6 +391,70 @@ class VllmLogParser:
             return [w] if w else []
         return []
 
+    def feed_text(self, source: str, text: str) -> Iterator[list[Window] | FastRun]:
+        """The windows of a block of "N:line\\n" lines (``grep -n`` output), in order: the same
+        windows as ``feed`` on each line, with current-format V1 lines gathered into
+        ``FastRun``s. A run is complete when yielded; consume it before asking for more."""
+        if self.method is None and CONFIG_NEEDLE in text:
+            for grep_line in text.split("\n")[:-1]:
+                num, _, line = grep_line.partition(":")
+                windows = self.feed(source, int(num), line.rstrip("\r"))
+                if windows:
+                    yield windows
+            return
+        table = self._table_for_state()
+        learning = self._learning_fixed
+        run: FastRun | None = None
+        skip = len(V1_MARKER)
+        for grep_line in text.split("\n")[:-1]:
+            if table is not None:
+                i = grep_line.find(V1_MARKER)
+                if i >= 0:
+                    payload = grep_line[i + skip:].rstrip("\r")
+                    parts = payload.split(",", 3)
+                    if (len(parts) == 4 and parts[1].startswith(_ACC_THROUGHPUT)
+                            and parts[2].startswith(_DRAFT_THROUGHPUT)):
+                        key = (parts[0], parts[3])
+                        entry = table.ids.get(key)
+                        if entry is None:
+                            if table.full:
+                                if run is not None:
+                                    yield run
+                                    run = None
+                                table = self._table = V1Table(self.fixed)
+                            entry = table.add(key, payload)
+                        if entry >= 0 and not (learning and table.evidence(entry) is False):
+                            if run is None:
+                                run = FastRun(source, table, [], [])
+                            run.ids.append(entry)
+                            run.lines.append(grep_line)
+                            continue
+            if run is not None:
+                yield run
+                run = None
+            num, _, line = grep_line.partition(":")
+            windows = self.feed(source, int(num), line.rstrip("\r"))
+            if windows:
+                yield windows
+            table = self._table_for_state()
+            learning = self._learning_fixed
+        if run is not None:
+            yield run
+
+    @property
+    def _learning_fixed(self) -> bool:
+        """Still judging drafts fixed-length from the windows: one may yet contradict it."""
+        return self.drafter == "auto" and self.method is None and self.fixed is True
+
+    def _table_for_state(self) -> V1Table | None:
+        """The table for windows read in the parser's current state; None while that state
+        may change with the next window (fixedness unknown, or windows waiting for it)."""
+        if self.fixed is None or self._waiting:
+            return None
+        if self._table is None or self._table.fixed != self.fixed:
+            self._table = V1Table(self.fixed)
+        return self._table
+
     def _v1(self, source: str, lineno: int, ts: str | None, fields: dict[str, object]) -> list[Window]:
         item = (source, lineno, ts, fields)
         if self.drafter == "auto" and self.method is None:
@@ -273,14 +468,9 @@ class VllmLogParser:
         return out
 
     def _learn_fixedness(self, fields: dict[str, object]) -> None:
-        rates = fields.get("per_position")
-        accepted, drafted = int(str(fields["accepted"])), int(str(fields["drafted"]))
-        if not isinstance(rates, list) or not rates or accepted == 0:
+        is_fixed = fixedness_evidence(fields)
+        if is_fixed is None:
             return
-        rec = recover_counts(accepted, drafted, _str(fields.get("mean_acceptance_length")), rates, None)
-        if rec.drafts is None or rec.drafts == 0:
-            return
-        is_fixed = drafted == rec.drafts * len(rates)
         if self.fixed is None:
             self.fixed = is_fixed
             self.notes.append("no start-up line names the method: drafts judged "
@@ -340,22 +530,43 @@ def _v1_window(
 ) -> Window:
     accepted, drafted = int(str(fields["accepted"])), int(str(fields["drafted"]))
     rates = fields.get("per_position")
-    rates_l = [str(r) for r in rates] if isinstance(rates, list) else None
-    rec = recover_counts(accepted, drafted, _str(fields.get("mean_acceptance_length")), rates_l, fixed)
+    rates_t = tuple(str(r) for r in rates) if isinstance(rates, list) else None
+    profile = v1_profile(accepted, drafted, _str(fields.get("mean_acceptance_length")), rates_t, fixed)
+    return Window(ENGINE, source, lineno, profile, ts, printed=fields)
+
+
+@lru_cache(maxsize=1 << 12)
+def v1_profile(accepted: int, drafted: int, mean_printed: str | None,
+               rates_printed: tuple[str, ...] | None, fixed: bool | None) -> AcceptanceProfile:
+    """The counts of one V1 window from its printed figures (a pure function, so cached:
+    windows often repeat). Profiles are immutable, so windows may share one."""
+    rec = recover_counts(accepted, drafted, mean_printed, rates_printed, fixed)
     notes: tuple[str, ...] = ()
     if rec.drafts is None:
         notes = ("draft count not recoverable from this line",)
     elif rec.approximate_positions:
         notes = ("per-position counts rounded from 3-decimal rates",)
-    profile = AcceptanceProfile(
+    return AcceptanceProfile(
         drafts=rec.drafts,
         draft_tokens=drafted,
         accepted_tokens=accepted,
         accepted_per_position=rec.per_position,
-        k=len(rates_l) if rates_l else None,
+        k=len(rates_printed) if rates_printed else None,
         notes=notes,
     )
-    return Window(ENGINE, source, lineno, profile, ts, printed=fields)
+
+
+def fixedness_evidence(fields: dict[str, object]) -> bool | None:
+    """Whether a V1 window shows fixed-length drafts (draft tokens exactly k per draft), or
+    None when it cannot tell (nothing accepted, no rates, or no exact draft count)."""
+    rates = fields.get("per_position")
+    accepted, drafted = int(str(fields["accepted"])), int(str(fields["drafted"]))
+    if not isinstance(rates, list) or not rates or accepted == 0:
+        return None
+    rec = recover_counts(accepted, drafted, _str(fields.get("mean_acceptance_length")), rates, None)
+    if rec.drafts is None or rec.drafts == 0:
+        return None
+    return drafted == rec.drafts * len(rates)
 
 
 def _str(x: object) -> str | None:
