@@ -22,7 +22,7 @@ STARTUP = ("(EngineCore pid=1) INFO 11-29 08:28:48 [core.py:133] Initializing a 
 
 def v1_line(rng: random.Random, k: int, variable: bool) -> str:
     """A metrics line formatted as vllm/v1/spec_decode/metrics.py formats it, varied counts."""
-    d = rng.choice([rng.randint(1, 6), rng.randint(1, 60), rng.randint(1000, 20000)])
+    d = rng.choice([rng.randint(1, 6), rng.randint(1, 60), rng.randint(1000, 2500)])
     per_pos, prev = [], d
     for _ in range(k):
         prev = rng.randint(0, prev)
@@ -209,3 +209,14 @@ def test_profile_sum_of_a_sum_counts_its_windows():
     bulk.add(sum_profiles(units[:25]), windows=25)
     bulk.add(sum_profiles(units[25:]), windows=15)
     assert one.n == bulk.n and one.result() == bulk.result()
+
+
+@pytest.mark.parametrize("log", RECORDED, ids=[p.parent.name for p in RECORDED])
+def test_current_format_lines_go_through_the_table(log):
+    parser = vllm_log.VllmLogParser("auto")
+    for n, line in scan.head_lines_with(str(log), b"speculative_config"):
+        parser.feed(str(log), n, line)
+    text = "".join(scan.iter_marked_text(str(log), (b"metrics:",)))
+    pieces = list(parser.feed_text(str(log), text))
+    runs = [p for p in pieces if isinstance(p, vllm_log.FastRun)]
+    assert runs and sum(len(r.ids) for r in runs) == text.count("SpecDecoding metrics:")

@@ -11,7 +11,6 @@ from rich.console import Console
 
 from specdoctor.cli.options import plot_option, record, store_options
 from specdoctor.report.console import err_console
-from specdoctor.report.plot import write_plot
 from specdoctor.report.table import print_notes, profile_table, windows_table
 from specdoctor.sources.logs import ENGINES, read_logs
 
@@ -48,6 +47,8 @@ def logs(files: tuple[Path, ...], engine: str | None, drafter: str, show_windows
                     target=" ".join(str(f) for f in files), params={"drafter": drafter},
                     result=summary, profile=res.total.to_json())
     if plot is not None:
+        from specdoctor.report.plot import write_plot  # only when asked: keeps start-up short
+
         write_plot(plot, {"log windows": res.total}, f"{r.engine} · {res.window_count} windows")
     if as_json:
         click.echo(json.dumps({**summary, "windows": [w.to_json() for w in r.windows],

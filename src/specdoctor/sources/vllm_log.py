@@ -239,9 +239,23 @@ def drafter_method(line: str) -> str | None:
 # line; lines in any other shape, and every line while the parser's state could change, go
 # through ``feed`` itself.
 
-TABLE_CAPACITY = 1 << 12
+TABLE_CAPACITY = 1 << 10
+_MARKER_LEN = len(V1_MARKER)
 _ACC_THROUGHPUT = " Accepted throughput: "
 _DRAFT_THROUGHPUT = " Drafted throughput: "
+
+
+def _v1_key(grep_line: str) -> tuple[str, str] | None:
+    """The mean and the rest of a line's V1 payload when the throughputs sit between them, else
+    None. Lines with the same key read the same (``V1Table``)."""
+    i = grep_line.find(V1_MARKER)
+    if i < 0:
+        return None
+    parts = grep_line[i + _MARKER_LEN:].split(",", 3)
+    if (len(parts) == 4 and parts[1].startswith(_ACC_THROUGHPUT)
+            and parts[2].startswith(_DRAFT_THROUGHPUT)):
+        return parts[0], parts[3]
+    return None
 
 
 class V1Table:
@@ -261,15 +275,19 @@ class V1Table:
         self.drafts_known = np.zeros(self.capacity, dtype=bool)
         self.pos_lengths = np.zeros(self.capacity, dtype=np.intp)  # -1: no per-position counts
         self.ks = np.zeros(self.capacity, dtype=np.intp)  # -1: unknown k
+        # entries added since the arrays were last brought up to date (``_sync``)
+        self._new_rows: list[list[int]] = []
+        self._new_flags: list[tuple[int, bool, int, int]] = []
 
     @property
     def full(self) -> bool:
         return len(self.ids) >= self.capacity
 
-    def add(self, key: tuple[str, str], payload: str) -> int:
-        """The entry of a payload (``key`` = its mean and rest); -1 when it is not in the
-        current V1 format (then ``feed`` reads the line)."""
-        fields = parse_v1_current(payload)
+    def add(self, key: tuple[str, str], grep_line: str) -> int:
+        """The entry of a line's payload (``key`` = its mean and rest); -1 when it is not in
+        the current V1 format (then ``feed`` reads the line)."""
+        line = grep_line.rstrip("\r")
+        fields = parse_v1_current(line[line.find(V1_MARKER) + _MARKER_LEN:])
         if fields is None:
             self.ids[key] = -1
             return -1
@@ -277,20 +295,36 @@ class V1Table:
         assert isinstance(rates, list)
         p = v1_profile(int(str(fields["accepted"])), int(str(fields["drafted"])),
                        str(fields["mean_acceptance_length"]), tuple(rates), self.fixed)
-        i = len(self.profiles)
         pos = p.accepted_per_position
         row = [p.drafts or 0, p.draft_tokens or 0, p.accepted_tokens or 0, *(pos or ())]
-        if len(row) > self.rows.shape[1]:
-            self.rows = np.pad(self.rows, ((0, 0), (0, len(row) - self.rows.shape[1])))
-        self.rows[i, : len(row)] = row
-        self.widths[i] = len(row)
-        self.drafts_known[i] = p.drafts is not None
-        self.pos_lengths[i] = -1 if pos is None else len(pos)
-        self.ks[i] = -1 if p.k is None else p.k
+        self._new_rows.append(row)
+        self._new_flags.append((len(row), p.drafts is not None, -1 if pos is None else len(pos),
+                                -1 if p.k is None else p.k))
+        i = len(self.profiles)
         self.profiles.append(p)
         self.fields.append(fields)
         self.ids[key] = i
         return i
+
+    def _sync(self) -> None:
+        """Copy the rows and flags of the entries added since the last call into the arrays,
+        in one step (numpy writes one element at a time slowly)."""
+        rows, flags = self._new_rows, self._new_flags
+        if not rows:
+            return
+        width = max(len(r) for r in rows)
+        if width > self.rows.shape[1]:
+            self.rows = np.pad(self.rows, ((0, 0), (0, width - self.rows.shape[1])))
+        at = len(self.profiles) - len(rows)
+        end = at + len(rows)
+        self.rows[at:end, :width] = np.array([r + [0] * (width - len(r)) for r in rows])
+        widths, drafts_known, pos_lengths, ks = zip(*flags)
+        self.widths[at:end] = widths
+        self.drafts_known[at:end] = drafts_known
+        self.pos_lengths[at:end] = pos_lengths
+        self.ks[at:end] = ks
+        rows.clear()
+        flags.clear()
 
     def evidence(self, entry: int) -> bool | None:
         """``fixedness_evidence`` of an entry's window (worked out once, when first asked)."""
@@ -301,6 +335,7 @@ class V1Table:
     def total(self, ids: np.ndarray) -> AcceptanceProfile:
         """The sum of the windows of these entries (one per window), by the rules of
         ``ProfileSum``: counts add, and a count unknown in any window is unknown in the sum."""
+        self._sync()
         counts = np.bincount(ids, minlength=len(self.profiles))
         used = np.flatnonzero(counts)
         sums = counts[used] @ self.rows[used]
@@ -320,6 +355,7 @@ class V1Table:
     def unit_rows(self, ids: np.ndarray) -> tuple[np.ndarray, bool, int]:
         """(rows of the leading windows usable by the bootstrap, whether all of those carry
         per-position counts, how many windows follow the first unusable one and itself)."""
+        self._sync()
         usable = self.drafts_known[ids]
         n_ok = len(ids) if usable.all() else int(np.argmin(usable))
         ok = ids[:n_ok]
@@ -402,44 +438,50 @@ class VllmLogParser:
                 if windows:
                     yield windows
             return
-        table = self._table_for_state()
-        learning = self._learning_fixed
-        run: FastRun | None = None
-        skip = len(V1_MARKER)
-        for grep_line in text.split("\n")[:-1]:
-            if table is not None:
-                i = grep_line.find(V1_MARKER)
-                if i >= 0:
-                    payload = grep_line[i + skip:].rstrip("\r")
-                    parts = payload.split(",", 3)
-                    if (len(parts) == 4 and parts[1].startswith(_ACC_THROUGHPUT)
-                            and parts[2].startswith(_DRAFT_THROUGHPUT)):
-                        key = (parts[0], parts[3])
-                        entry = table.ids.get(key)
-                        if entry is None:
-                            if table.full:
-                                if run is not None:
-                                    yield run
-                                    run = None
-                                table = self._table = V1Table(self.fixed)
-                            entry = table.add(key, payload)
-                        if entry >= 0 and not (learning and table.evidence(entry) is False):
-                            if run is None:
-                                run = FastRun(source, table, [], [])
-                            run.ids.append(entry)
-                            run.lines.append(grep_line)
-                            continue
-            if run is not None:
-                yield run
-                run = None
-            num, _, line = grep_line.partition(":")
+        lines = text.split("\n")
+        lines.pop()  # the text ends with a newline
+        start, n = 0, len(lines)
+        while start < n:
+            table = self._table_for_state()
+            ids = self._run_from(table, lines, start) if table is not None else []
+            if ids:
+                assert table is not None
+                yield FastRun(source, table, ids, lines[start: start + len(ids)])
+                start += len(ids)
+            if start == n:
+                break
+            if table is not None and table.full:
+                self._table = V1Table(self.fixed)
+                if _v1_key(lines[start]) is not None:
+                    continue  # a new payload, to read through a fresh table
+            num, _, line = lines[start].partition(":")
             windows = self.feed(source, int(num), line.rstrip("\r"))
             if windows:
                 yield windows
-            table = self._table_for_state()
-            learning = self._learning_fixed
-        if run is not None:
-            yield run
+            start += 1
+
+    def _run_from(self, table: V1Table, lines: list[str], start: int) -> list[int]:
+        """Entries of the lines from ``start`` on, as far as they read through ``table``:
+        up to a line in another shape, a window that would change the parser's state, or a
+        new payload when the table is full."""
+        learning = self._learning_fixed
+        get, add, full = table.ids.get, table.add, table.full
+        ids: list[int] = []
+        append = ids.append
+        for j in range(start, len(lines)):
+            key = _v1_key(lines[j])
+            if key is None:
+                break
+            entry = get(key)
+            if entry is None:
+                if full:
+                    break
+                entry = add(key, lines[j])
+                full = table.full
+            if entry < 0 or (learning and table.evidence(entry) is False):
+                break
+            append(entry)
+        return ids
 
     @property
     def _learning_fixed(self) -> bool:
@@ -535,7 +577,7 @@ def _v1_window(
     return Window(ENGINE, source, lineno, profile, ts, printed=fields)
 
 
-@lru_cache(maxsize=1 << 12)
+@lru_cache(maxsize=1 << 10)
 def v1_profile(accepted: int, drafted: int, mean_printed: str | None,
                rates_printed: tuple[str, ...] | None, fixed: bool | None) -> AcceptanceProfile:
     """The counts of one V1 window from its printed figures (a pure function, so cached:
