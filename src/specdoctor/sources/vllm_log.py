@@ -240,22 +240,31 @@ def drafter_method(line: str) -> str | None:
 # through ``feed`` itself.
 
 TABLE_CAPACITY = 1 << 10
-_MARKER_LEN = len(V1_MARKER)
 _ACC_THROUGHPUT = " Accepted throughput: "
 _DRAFT_THROUGHPUT = " Drafted throughput: "
 
 
-def _v1_key(grep_line: str) -> tuple[str, str] | None:
-    """The mean and the rest of a line's V1 payload when the throughputs sit between them, else
-    None. Lines with the same key read the same (``V1Table``)."""
-    i = grep_line.find(V1_MARKER)
-    if i < 0:
-        return None
-    parts = grep_line[i + _MARKER_LEN:].split(",", 3)
+def _v1_key(payload: str) -> tuple[str, str] | None:
+    """The mean and the rest of a V1 payload when the throughputs sit between them, else None.
+    Payloads with the same key read the same (``V1Table``)."""
+    parts = payload.split(",", 3)
     if (len(parts) == 4 and parts[1].startswith(_ACC_THROUGHPUT)
             and parts[2].startswith(_DRAFT_THROUGHPUT)):
         return parts[0], parts[3]
     return None
+
+
+def _payloads(lines: list[str]) -> list[str]:
+    """Each line's text after its first V1 marker; "" for a line without one."""
+    return [line.partition(V1_MARKER)[2] for line in lines]
+
+
+def _index(items: list[int | None], value: None, start: int) -> int:
+    """Where ``value`` first occurs in ``items`` from ``start`` on; len(items) if nowhere."""
+    try:
+        return items.index(value, start)
+    except ValueError:
+        return len(items)
 
 
 class V1Table:
@@ -267,6 +276,8 @@ class V1Table:
         self.fixed = fixed
         self.capacity = capacity or TABLE_CAPACITY
         self.ids: dict[tuple[str, str], int] = {}
+        self.other: set[tuple[str, str]] = set()  # payloads not in the current format
+        self.exact: dict[str, int] = {}  # whole payloads seen, throughputs and all
         self.profiles: list[AcceptanceProfile] = []
         self.fields: list[dict[str, object]] = []
         self._evidence: dict[int, bool | None] = {}
@@ -281,15 +292,20 @@ class V1Table:
 
     @property
     def full(self) -> bool:
-        return len(self.ids) >= self.capacity
+        return len(self.ids) + len(self.other) >= self.capacity
 
-    def add(self, key: tuple[str, str], grep_line: str) -> int:
-        """The entry of a line's payload (``key`` = its mean and rest); -1 when it is not in
-        the current V1 format (then ``feed`` reads the line)."""
-        line = grep_line.rstrip("\r")
-        fields = parse_v1_current(line[line.find(V1_MARKER) + _MARKER_LEN:])
+    def remember(self, payload: str, entry: int) -> None:
+        """Look this exact payload up directly next time (lines do repeat whole)."""
+        if len(self.exact) >= self.capacity:
+            self.exact.clear()
+        self.exact[payload] = entry
+
+    def add(self, key: tuple[str, str], payload: str) -> int:
+        """The entry of a payload (``key`` = its mean and rest); -1 when it is not in the
+        current V1 format (then ``feed`` reads the line)."""
+        fields = parse_v1_current(payload.rstrip("\r"))
         if fields is None:
-            self.ids[key] = -1
+            self.other.add(key)
             return -1
         rates = fields["per_position"]
         assert isinstance(rates, list)
@@ -440,10 +456,18 @@ class VllmLogParser:
             return
         lines = text.split("\n")
         lines.pop()  # the text ends with a newline
+        payloads = _payloads(lines)
+        hints: list[int | None] = []  # each line's entry in ``hinted`` when the block came in
+        hinted: V1Table | None = None
         start, n = 0, len(lines)
         while start < n:
             table = self._table_for_state()
-            ids = self._run_from(table, lines, start) if table is not None else []
+            ids: list[int] = []
+            if table is not None:
+                if table is not hinted:
+                    hinted = table
+                    hints = [None] * start + list(map(table.exact.get, payloads[start:]))
+                ids = self._run_from(table, payloads, hints, start)
             if ids:
                 assert table is not None
                 yield FastRun(source, table, ids, lines[start: start + len(ids)])
@@ -452,7 +476,7 @@ class VllmLogParser:
                 break
             if table is not None and table.full:
                 self._table = V1Table(self.fixed)
-                if _v1_key(lines[start]) is not None:
+                if _v1_key(payloads[start]) is not None:
                     continue  # a new payload, to read through a fresh table
             num, _, line = lines[start].partition(":")
             windows = self.feed(source, int(num), line.rstrip("\r"))
@@ -460,28 +484,50 @@ class VllmLogParser:
                 yield windows
             start += 1
 
-    def _run_from(self, table: V1Table, lines: list[str], start: int) -> list[int]:
+    def _run_from(self, table: V1Table, payloads: list[str], hints: list[int | None],
+                  start: int) -> list[int]:
         """Entries of the lines from ``start`` on, as far as they read through ``table``:
         up to a line in another shape, a window that would change the parser's state, or a
-        new payload when the table is full."""
+        new payload when the table is full. Stretches of lines whose payloads the table knew
+        whole when the block came in (``hints``) are taken at once."""
         learning = self._learning_fixed
-        get, add, full = table.ids.get, table.add, table.full
         ids: list[int] = []
-        append = ids.append
-        for j in range(start, len(lines)):
-            key = _v1_key(lines[j])
-            if key is None:
-                break
-            entry = get(key)
-            if entry is None:
-                if full:
+        j, n = start, len(payloads)
+        while j < n:
+            if not learning:
+                stop = _index(hints, None, j)
+                ids.extend(hints[j:stop])  # type: ignore[arg-type]  # no None before stop
+                j = stop
+                if j == n:
                     break
-                entry = add(key, lines[j])
-                full = table.full
-            if entry < 0 or (learning and table.evidence(entry) is False):
+            payload = payloads[j]
+            entry = table.exact.get(payload)
+            if entry is None:
+                entry = self._entry(table, payload)
+                if entry is None:
+                    break
+            if learning and table.evidence(entry) is False:
                 break
-            append(entry)
+            ids.append(entry)
+            j += 1
         return ids
+
+    @staticmethod
+    def _entry(table: V1Table, payload: str) -> int | None:
+        """The table's entry for a payload not seen whole before, added if new; None when the
+        line is not in the current format or the table is full."""
+        key = _v1_key(payload) if payload else None
+        if key is None or key in table.other:
+            return None
+        entry = table.ids.get(key)
+        if entry is None:
+            if table.full:
+                return None
+            entry = table.add(key, payload)
+            if entry < 0:
+                return None
+        table.remember(payload, entry)
+        return entry
 
     @property
     def _learning_fixed(self) -> bool:
