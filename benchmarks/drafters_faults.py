@@ -10,10 +10,11 @@ the "code" prompts, one warm-up request), and stopped; one server at a time. Bes
 measurement stands the offline prediction from the drafter's reference forward (no server),
 so a gap between the two is visible too.
 
-Writes benchmarks/results/drafters_faults.json and .txt, and the recorded profiles that the
+Writes benchmarks/results/drafters_faults.json, .txt and .md (the tables of docs/lab.md;
+--render rewrites it from the .json alone), and the recorded profiles that the
 fault catalogue carries (src/specdoctor/lab/faults_recorded.json). Per-position rates are
 unconditional (accepted at position j / drafts); mean acceptance length counts the bonus token.
-Not a test: it boots ~7 servers (12 with --controls), several minutes each on 2 busy cores.
+Not a test: it boots 8 servers (13 with --controls), about two minutes each on 2 cores.
 """
 
 from __future__ import annotations
@@ -151,6 +152,54 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _pp(xs: list[float]) -> str:
+    return " / ".join(f"{x:.3f}" for x in xs)
+
+
+def markdown(rows: list[dict[str, Any]], refs: list[dict[str, Any]]) -> str:
+    """The three tables of docs/lab.md: trained drafters, controls, faults."""
+    healthy = {r["method"]: r for r in rows if r["case"].startswith("healthy:")}
+    out = ["### Trained drafters (healthy)", "",
+           "| method | k | measured per position | mean acceptance length | 95% interval | "
+           "offline prediction | drafts |", "|---|---|---|---|---|---|---|"]
+    for m, r in healthy.items():
+        meas = r.get("measured")
+        if not meas:
+            out.append(f"| {m} | {r['k']} | failed: {(r.get('error') or '')[:80]} | | | | |")
+            continue
+        lo, hi = meas["ci95"]["mean_acceptance_length"]
+        out.append(f"| {m} | {r['k']} | {_pp(meas['per_position'])} | "
+                   f"{meas['mean_acceptance_length']:.2f} | {lo:.2f}–{hi:.2f} | "
+                   f"{_pp(r['offline']['per_position'])} | {meas['drafts']} |")
+    controls = [r for r in rows if r["control"]]
+    if controls:
+        out += ["", "### Controls", "",
+                "| control | k | designed | measured per position | offline prediction |",
+                "|---|---|---|---|---|"]
+        for r in controls:
+            meas = r.get("measured")
+            got = _pp(meas["per_position"]) if meas else f"failed: {(r.get('error') or '')[:80]}"
+            out.append(f"| {r['method']} {r['control']} | {r['k']} | {_pp(r['designed'])} | "
+                       f"{got} | {_pp(r['offline']['per_position'])} |")
+    out += ["", "### Faults", "",
+            "| fault | root cause | k | measured per position | mean acceptance length "
+            "(healthy) | offline prediction |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        if not r["fault"]:
+            continue
+        meas, h = r.get("measured"), healthy.get(r["method"], {}).get("measured")
+        got = _pp(meas["per_position"]) if meas else f"failed: {(r.get('error') or '')[:80]}"
+        mal = f"{meas['mean_acceptance_length']:.2f}" if meas else "-"
+        mal += f" ({h['mean_acceptance_length']:.2f})" if h else ""
+        out.append(f"| `{r['fault']}` | `{r['root_cause']}` | {r['k']} | {got} | {mal} | "
+                   f"{_pp(r['offline']['per_position'])} |")
+    for ref in refs:
+        out.append(f"| {ref['case']} (offline only) | | {ref['k']} | | "
+                   f"{ref['offline']['mean_acceptance_length']:.2f} | "
+                   f"{_pp(ref['offline']['per_position'])} |")
+    return "\n".join(out) + "\n"
+
+
 def recorded(rows: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"_about": "written by benchmarks/drafters_faults.py; see lab/faults.py",
                            "_protocol": meta["protocol"]}
@@ -172,7 +221,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--only", default=None, help="comma-separated case names to run")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--render", action="store_true",
+                    help="only rewrite drafters_faults.md from the existing results (no server)")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep rows of other cases from the existing results file")
     args = ap.parse_args(argv)
+    out_json = RESULTS / "drafters_faults.json"
+    if args.render:
+        res = json.loads(out_json.read_text())
+        (RESULTS / "drafters_faults.md").write_text(markdown(res["rows"], res["references"]))
+        print(f"wrote {(RESULTS / 'drafters_faults.md').relative_to(ROOT)}", file=sys.stderr)
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     methods = args.methods.split(",")
     t0 = time.perf_counter()
@@ -201,7 +260,17 @@ def main(argv: list[str] | None = None) -> int:
             "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores",
             "wall_s": round(time.perf_counter() - t0, 1),
             "training": training_report(methods, args.budget)}
-    refs = [] if args.only else references(args.budget, args.n, args.max_tokens)
+    refs = ([] if args.only or "mtp" not in methods
+            else references(args.budget, args.n, args.max_tokens))
+    if args.merge and out_json.is_file():
+        old = json.loads(out_json.read_text())
+        done = {r["case"] for r in rows}
+        rows = [r for r in old["rows"] if r["case"] not in done] + rows
+        rows.sort(key=lambda r: [c["case"] for c in cases(["eagle3", "dflash", "mtp"], True)]
+                  .index(r["case"]))
+        refs = refs or old.get("references", [])
+        for key in ("training",):
+            meta[key] = {**old["meta"].get(key, {}), **meta[key]}
     text = table(rows)
     for r in refs:
         op = " ".join(f"{x:.2f}" for x in r["offline"]["per_position"])
@@ -210,14 +279,17 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if not args.no_write:
         RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "drafters_faults.json").write_text(
+        out_json.write_text(
             json.dumps({"meta": meta, "rows": rows, "references": refs}, indent=2) + "\n")
         (RESULTS / "drafters_faults.txt").write_text(
             f"{__doc__.splitlines()[0]}\nvLLM {meta['vllm']}, torch {meta['torch']}, "
             f"{meta['machine']}; {args.n} code prompts x {args.max_tokens} tokens, greedy\n\n"
             f"{text}\n\ntraining: {json.dumps(meta['training'], indent=1)}\n")
-        if not args.only:
+        (RESULTS / "drafters_faults.md").write_text(markdown(rows, refs))
+        if not args.only or args.merge:
             RECORDED.write_text(json.dumps(recorded(rows, meta), indent=2) + "\n")
+        print(f"wrote {out_json.relative_to(ROOT)} and {RECORDED.relative_to(ROOT)}",
+              file=sys.stderr)
     return 0
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from specdoctor.lab import faults as labfaults
 from specdoctor.lab import lab as labmod
 from specdoctor.report.console import build_progress, err_console, progress_waiter
 
@@ -40,8 +41,9 @@ def lab() -> None:
               help="eagle3/dflash/mtp: serve a hand-wired control drafter with a designed "
                    "profile instead of the trained one (pos0, perfect; see docs/lab.md).")
 @click.option("--fault", default=None, metavar="ID",
-              help="eagle3/dflash/mtp: serve with one fault of the lab's catalogue "
-                   "(e.g. dflash-causal; see docs/lab.md).")
+              help="eagle3/dflash/mtp: serve with one fault of the lab's catalogue: "
+                   + ", ".join(f"{f.id} ({f.root_cause})" for f in labfaults.FAULTS.values())
+                   + " (docs/lab.md).")
 @click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True,
               help="Seconds to wait for readiness (boot takes ~100 s on 2 cores).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
