@@ -14,10 +14,9 @@ import pytest
 
 from specdoctor.bench.prompts import take
 from specdoctor.lab import drafters
-from specdoctor.lab import lab as labmod
 from specdoctor.lab.drafters import offline
-from specdoctor.lab.launch import free_port
 from tests.conftest import run_cli
+from tests.lab.serve import lab_server
 
 pytestmark = pytest.mark.lab
 
@@ -30,16 +29,8 @@ N, MAX_TOKENS = 6, 40
 def server(request):
     method = request.param
     control, k = CASES[method]
-    port = free_port()
-    proc = run_cli("lab", "up", "--method", method, "--control", control, "--k", str(k),
-                   "--port", str(port), "--json")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    info = json.loads(proc.stdout)
-    try:
+    with lab_server("--method", method, "--control", control, "--k", str(k)) as info:
         yield info
-    finally:
-        run_cli("lab", "down", "--port", str(port))
-        assert not labmod.running(port)
 
 
 def measure(url: str) -> dict:

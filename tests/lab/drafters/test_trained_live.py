@@ -18,10 +18,9 @@ import pytest
 
 from specdoctor.bench.prompts import take
 from specdoctor.lab import drafters
-from specdoctor.lab import lab as labmod
 from specdoctor.lab.drafters import offline
-from specdoctor.lab.launch import free_port
 from tests.conftest import run_cli
+from tests.lab.serve import lab_server
 
 pytestmark = pytest.mark.lab
 METHOD, BUDGET, N, MAX_TOKENS = "mtp", "ci", 6, 40
@@ -29,16 +28,8 @@ METHOD, BUDGET, N, MAX_TOKENS = "mtp", "ci", 6, 40
 
 @pytest.fixture(scope="module")
 def server():
-    port = free_port()
-    proc = run_cli("lab", "up", "--method", METHOD, "--train-budget", BUDGET,
-                   "--port", str(port), "--json")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    info = json.loads(proc.stdout)
-    try:
+    with lab_server("--method", METHOD, "--train-budget", BUDGET) as info:
         yield info
-    finally:
-        run_cli("lab", "down", "--port", str(port))
-        assert not labmod.running(port)
 
 
 def test_served_at_the_k_it_was_deployed_with(server):

@@ -239,9 +239,8 @@ def _train_into(out: Path, target: Path, r: Recipe) -> dict[str, Any]:
     import torch.nn.functional as F
 
     t0 = time.perf_counter()
-    data = targets.greedy_data(target, r.data, threads=r.fit.threads)
-    tt = cache.load_tensors(target)
-    embed, head = tt["model.embed_tokens.weight"], tt["lm_head.weight"]
+    inputs = targets.training_inputs(target, r.data, threads=r.fit.threads)
+    data, embed, head = inputs.data, inputs.embed, inputs.head
     s = r.shape
     p = init(s, r.init_seed)
     aux = torch.cat([data.aux[i] for i in s.aux_ids], -1)

@@ -204,9 +204,8 @@ def _train_into(out: Path, llama: Path, r: Recipe) -> dict[str, Any]:
     t0 = time.perf_counter()
     # The MiMo body computes the Llama's function exactly, so its text and states are the
     # Llama's.
-    data = targets.greedy_data(llama, r.data, threads=r.fit.threads)
-    tt = cache.load_tensors(llama)
-    embed, head = tt["model.embed_tokens.weight"], tt["lm_head.weight"]
+    inputs = targets.training_inputs(llama, r.data, threads=r.fit.threads)
+    data, tt, embed, head = inputs.data, inputs.tensors, inputs.embed, inputs.head
     s = r.shape
     p = init(s, r.init_seed)
     t = data.ids.shape[1]

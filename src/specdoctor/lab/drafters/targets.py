@@ -309,6 +309,27 @@ def corpus_prompts(count: int, length: int, seed: int) -> torch.Tensor:
     return torch.from_numpy(data[starts[:, None] + np.arange(length)])
 
 
+@dataclass
+class TrainingInputs:
+    """What every drafter head trains from: the target's greedy text with its states, and the
+    target's own tensors (its embedding and LM head are shared with the drafter)."""
+
+    data: TargetData
+    tensors: dict[str, Any]
+
+    @property
+    def embed(self) -> Any:
+        return self.tensors["model.embed_tokens.weight"]
+
+    @property
+    def head(self) -> Any:
+        return self.tensors["lm_head.weight"]
+
+
+def training_inputs(model_dir: Path, d: DataRecipe, threads: int = 1) -> TrainingInputs:
+    return TrainingInputs(greedy_data(model_dir, d, threads), cache.load_tensors(model_dir))
+
+
 def greedy_data(model_dir: Path, d: DataRecipe = DataRecipe(), threads: int = 1) -> TargetData:
     """``d.sequences`` corpus openings continued greedily by the target, with its states;
     cached beside the models (EAGLE3 and MTP read the same Llama's text)."""
