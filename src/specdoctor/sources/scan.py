@@ -27,7 +27,7 @@ def iter_marked_lines(path: str, wanted: tuple[bytes, ...], chunk_size: int = 1 
         yield from _python_scan(path, wanted, chunk_size)
 
 
-def iter_marked_text(path: str, wanted: tuple[bytes, ...], block_size: int = 1 << 22
+def iter_marked_text(path: str, wanted: tuple[bytes, ...], block_size: int = 1 << 20
                      ) -> Iterator[str]:
     """Blocks of "N:line\n" lines (1-based N) for the lines of ``path`` containing any marker.
 
