@@ -1,10 +1,11 @@
 """Read log files of any supported engine: detect the engine, collect windows, total them.
 
 vLLM logs are pre-filtered (``scan.iter_marked_text``: grep, or large binary chunks): only
-lines that carry a metrics marker reach Python, in large blocks, and memory stays flat.
-Current-format V1 lines are read through a table of the distinct payloads seen and added up
-in bulk (``vllm_log.FastRun``); the totals are those of adding the windows one by one. The speculative method
-is read from the start-up lines in each file's first 8 MiB. SGLang and llama.cpp logs go line by line through their own modules.
+lines that carry a metrics marker reach Python, in blocks, and memory stays flat. Lines in
+the current V1 format are read once per distinct payload (``vllm_log.V1Table``) and added up
+in bulk (``vllm_log.FastRun``): the same totals and intervals as adding the windows one by
+one. The speculative method is read from the start-up lines in each file's first 8 MiB.
+SGLang and llama.cpp logs go line by line through their own modules.
 """
 
 from __future__ import annotations
@@ -64,12 +65,13 @@ class _Collector:
         self.total.add(run.table.total(ids), windows=len(ids))
         rows, has_pos, unusable_after = run.table.unit_rows(ids)
         self.blocks.add_rows(rows, has_pos, unusable_after)
+        keep = self.last.maxlen or 1
         if self.all is not None:
             kept = run.windows()
             self.all.extend(kept)
-            self.last.extend(kept[-self.last.maxlen:] if self.last.maxlen else kept)
+            self.last.extend(kept[-keep:])
         else:
-            self.last.extend(run.windows(max(len(ids) - (self.last.maxlen or 0), 0)))
+            self.last.extend(run.windows(max(len(ids) - keep, 0)))
 
     def add_any(self, piece: list[Window] | vllm_log.FastRun) -> None:
         if isinstance(piece, vllm_log.FastRun):
