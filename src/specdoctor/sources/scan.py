@@ -62,29 +62,56 @@ def _grep_argv(grep: str, path: str, wanted: tuple[bytes, ...]) -> list[str]:
 
 
 def _grep_text(grep: str, path: str, wanted: tuple[bytes, ...], block_size: int) -> Iterator[str]:
+    """grep's output in blocks of whole lines: whatever grep has written when Python asks (at
+    most ``block_size`` bytes a read, at least 64 KiB a block unless grep is done), through a
+    pipe widened so grep keeps scanning while Python reads the previous block."""
     proc = subprocess.Popen(_grep_argv(grep, path, wanted), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env={**os.environ, "LC_ALL": "C"})
     assert proc.stdout is not None
-    carry = b""
+    _widen_pipe(proc.stdout.fileno(), block_size)
+    least = min(block_size, 1 << 16)
+    pending: list[bytes] = []
+    size = 0
     try:
         while True:
-            block = proc.stdout.read(block_size)
-            if not block:
+            data = proc.stdout.read1(block_size)
+            if data:
+                pending.append(data)
+                size += len(data)
+                if size < least:
+                    continue
+            block = b"".join(pending)
+            cut = block.rfind(b"\n") + 1 if data else len(block)
+            if cut:
+                yield _whole_lines(block[:cut])
+            pending, size = ([block[cut:]], len(block) - cut) if cut < len(block) else ([], 0)
+            if not data:
                 break
-            cut = block.rfind(b"\n") + 1
-            if cut == 0:
-                carry += block
-                continue
-            yield (carry + block[:cut]).decode("utf-8", "replace")
-            carry = block[cut:]
-        if carry:  # grep ends every line with a newline; kept for safety
-            yield (carry + b"\n").decode("utf-8", "replace")
     finally:
         proc.stdout.close()
         err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
         code = proc.wait()
     if code > 1:  # 1 means no line matched
         raise OSError(f"grep failed on {path}: {err.strip()}")
+
+
+def _whole_lines(block: bytes) -> str:
+    """A block of grep output as text ending with a newline (grep ends every line with one;
+    kept for safety at the very end)."""
+    text = block.decode("utf-8", "replace")
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _widen_pipe(fd: int, size: int) -> None:
+    """Let the pipe hold ``size`` bytes where the system allows (Linux); else leave it."""
+    try:
+        import fcntl
+
+        op = getattr(fcntl, "F_SETPIPE_SZ", None)
+        if op is not None:
+            fcntl.fcntl(fd, op, size)
+    except OSError:
+        pass
 
 
 def _grep_lines(grep: str, path: str, wanted: tuple[bytes, ...]) -> Iterator[tuple[int, str]]:

@@ -174,7 +174,7 @@ def _positions_for(
 
 
 def _non_increasing(xs: tuple[int, ...]) -> bool:
-    return all(a >= b for a, b in zip(xs, xs[1:]))
+    return list(xs) == sorted(xs, reverse=True)
 
 
 _V1_CURRENT = re.compile(
@@ -309,8 +309,9 @@ class V1Table:
             return -1
         rates = fields["per_position"]
         assert isinstance(rates, list)
-        p = v1_profile(int(str(fields["accepted"])), int(str(fields["drafted"])),
-                       str(fields["mean_acceptance_length"]), tuple(rates), self.fixed)
+        # the table is the cache here
+        p = build_v1_profile(int(str(fields["accepted"])), int(str(fields["drafted"])),
+                             str(fields["mean_acceptance_length"]), tuple(rates), self.fixed)
         pos = p.accepted_per_position
         row = [p.drafts or 0, p.draft_tokens or 0, p.accepted_tokens or 0, *(pos or ())]
         self._new_rows.append(row)
@@ -623,11 +624,9 @@ def _v1_window(
     return Window(ENGINE, source, lineno, profile, ts, printed=fields)
 
 
-@lru_cache(maxsize=1 << 10)
-def v1_profile(accepted: int, drafted: int, mean_printed: str | None,
-               rates_printed: tuple[str, ...] | None, fixed: bool | None) -> AcceptanceProfile:
-    """The counts of one V1 window from its printed figures (a pure function, so cached:
-    windows often repeat). Profiles are immutable, so windows may share one."""
+def build_v1_profile(accepted: int, drafted: int, mean_printed: str | None,
+                     rates_printed: tuple[str, ...] | None, fixed: bool | None) -> AcceptanceProfile:
+    """The counts of one V1 window from its printed figures (a pure function)."""
     rec = recover_counts(accepted, drafted, mean_printed, rates_printed, fixed)
     notes: tuple[str, ...] = ()
     if rec.drafts is None:
@@ -642,6 +641,10 @@ def v1_profile(accepted: int, drafted: int, mean_printed: str | None,
         k=len(rates_printed) if rates_printed else None,
         notes=notes,
     )
+
+
+# Windows often repeat, and profiles are immutable, so windows may share one.
+v1_profile = lru_cache(maxsize=1 << 10)(build_v1_profile)
 
 
 def fixedness_evidence(fields: dict[str, object]) -> bool | None:
