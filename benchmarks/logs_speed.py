@@ -101,8 +101,8 @@ def fresh_metrics_line(recorded: str, rng: random.Random) -> str:
     return (prefix + "SpecDecoding metrics: Mean acceptance length: %.2f, Accepted throughput: "
             "%.2f tokens/s, Drafted throughput: %.2f tokens/s, Accepted: %d tokens, Drafted: %d "
             "tokens, Per-position acceptance rate: %s, Avg Draft acceptance rate: %.1f%%"
-            % (1 + accepted / drafts, accepted / 10 * rng.uniform(0.5, 2), drafted / 10 * rng.uniform(0.5, 2),
-               accepted, drafted, ", ".join(f"{a / drafts:.3f}" for a in per_pos),
+            % (1 + accepted / drafts, accepted / 10 * rng.uniform(0.5, 2),
+               drafted / 10 * rng.uniform(0.5, 2), accepted, drafted, ", ".join(f"{a / drafts:.3f}" for a in per_pos),
                accepted / drafted * 100))
 
 

@@ -53,7 +53,8 @@ def odd(rng: random.Random, line: str) -> str:
     if r < 0.10:
         return line.replace(" tokens, Per", " tokens, Rejected: 3 tokens, Per")
     if r < 0.12:
-        return "INFO 05-01 10:00:00 SpecDecoding metrics: Draft acceptance rate: 36.8%, Accepted: 21 tokens, Drafted: 57 tokens"
+        return ("INFO 05-01 10:00:00 SpecDecoding metrics: Draft acceptance rate: 36.8%, "
+                "Accepted: 21 tokens, Drafted: 57 tokens")
     if r < 0.13:
         return "SpecDecoding metrics: junk, x, y, z " + line
     if r < 0.14:
@@ -103,11 +104,13 @@ def as_json(x) -> str:
 def assert_same(paths: list[Path], drafter: str) -> None:
     windows, total, parser = line_by_line(paths, drafter)
     got = read_logs(paths, "vllm", drafter, keep_windows=True)  # type: ignore[arg-type]
-    assert as_json([w.to_json() for w in got.reading.windows]) == as_json([w.to_json() for w in windows])
+    expected = as_json([w.to_json() for w in windows])
+    assert as_json([w.to_json() for w in got.reading.windows]) == expected
     assert as_json(got.total.to_json()) == as_json(total.to_json())
     assert got.reading.skipped.to_json() == parser.skipped.to_json()
     assert got.reading.notes == parser.notes
-    lean = read_logs(paths, "vllm", drafter, keep_windows=False, last_windows=7)  # type: ignore[arg-type]
+    lean = read_logs(paths, "vllm", drafter,  # type: ignore[arg-type]
+                     keep_windows=False, last_windows=7)
     assert as_json(lean.total.to_json()) == as_json(total.to_json())
     assert lean.window_count == len(windows)
     assert [w.to_json() for w in lean.last_windows] == [w.to_json() for w in windows[-7:]]
@@ -196,7 +199,8 @@ def test_unit_blocks_in_bulk_equal_one_at_a_time(seed):
             vals = [u.drafts, u.draft_tokens, u.accepted_tokens, *(u.accepted_per_position or ())]
             rows[r, : len(vals)] = vals
         bulk.add_rows(rows, all(u.accepted_per_position is not None for u in ok), len(batch) - bad)
-    assert (bulk.units, bulk.size, bulk.usable, bulk.has_pos) == (one.units, one.size, one.usable, one.has_pos)
+    state = (bulk.units, bulk.size, bulk.usable, bulk.has_pos)
+    assert state == (one.units, one.size, one.usable, one.has_pos)
     assert bulk.intervals(resamples=200) == one.intervals(resamples=200)
 
 

@@ -115,7 +115,8 @@ def _widen_pipe(fd: int, size: int) -> None:
 
 
 def _grep_lines(grep: str, path: str, wanted: tuple[bytes, ...]) -> Iterator[tuple[int, str]]:
-    proc = subprocess.Popen(_grep_argv(grep, path, wanted), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(_grep_argv(grep, path, wanted), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE,
                             env={**os.environ, "LC_ALL": "C"}, bufsize=1 << 20)
     assert proc.stdout is not None
     try:

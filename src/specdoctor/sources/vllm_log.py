@@ -383,7 +383,9 @@ class V1Table:
         """The window of one "N:line" line whose payload is this entry."""
         num, _, line = grep_line.partition(":")
         fields = self.fields[entry]
-        printed = {**fields, "per_position": list(fields["per_position"])}  # type: ignore[call-overload]
+        rates = fields["per_position"]
+        assert isinstance(rates, list)
+        printed = {**fields, "per_position": list(rates)}
         return Window(ENGINE, source, int(num), self.profiles[entry], _timestamp(line.rstrip("\r")),
                       printed=printed)
 
@@ -620,12 +622,15 @@ def _v1_window(
     accepted, drafted = int(str(fields["accepted"])), int(str(fields["drafted"]))
     rates = fields.get("per_position")
     rates_t = tuple(str(r) for r in rates) if isinstance(rates, list) else None
-    profile = v1_profile(accepted, drafted, _str(fields.get("mean_acceptance_length")), rates_t, fixed)
+    mean = _str(fields.get("mean_acceptance_length"))
+    profile = v1_profile(accepted, drafted, mean, rates_t, fixed)
     return Window(ENGINE, source, lineno, profile, ts, printed=fields)
 
 
-def build_v1_profile(accepted: int, drafted: int, mean_printed: str | None,
-                     rates_printed: tuple[str, ...] | None, fixed: bool | None) -> AcceptanceProfile:
+def build_v1_profile(
+    accepted: int, drafted: int, mean_printed: str | None,
+    rates_printed: tuple[str, ...] | None, fixed: bool | None,
+) -> AcceptanceProfile:
     """The counts of one V1 window from its printed figures (a pure function)."""
     rec = recover_counts(accepted, drafted, mean_printed, rates_printed, fixed)
     notes: tuple[str, ...] = ()
