@@ -38,22 +38,13 @@ MASK_TOKEN = 2  # <|pad|>: never in the text, so its (target) embedding only eve
 
 
 @dataclass(frozen=True)
-class Shape:
-    hidden: int = 128
-    heads: int = 4
-    kv_heads: int = 2
-    intermediate: int = 384
+class Shape(nn.LayerShape):
     layers: int = 2
     vocab: int = 1024
     # DFlash convention: outputs of layers 0 and 1 (vLLM reads aux states 1 and 2)
     target_layer_ids: tuple[int, ...] = (0, 1)
-    rope_theta: float = 10000.0
     causal: bool = False
     window: int | None = None  # sliding window (dflash_config use_swa + swa_window_size)
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
 
     @property
     def aux_ids(self) -> tuple[int, ...]:

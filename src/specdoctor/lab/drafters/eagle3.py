@@ -34,20 +34,11 @@ ARCH = "LlamaForCausalLMEagle3"
 
 
 @dataclass(frozen=True)
-class Shape:
-    hidden: int = 128
-    heads: int = 4
-    kv_heads: int = 2
-    intermediate: int = 384
+class Shape(nn.LayerShape):
     vocab: int = 1024
     draft_vocab: int = 512
     aux_ids: tuple[int, ...] = (0, 1, 2)
-    rope_theta: float = 10000.0
     norm_before_residual: bool = False
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
 
 
 @dataclass(frozen=True)

@@ -34,17 +34,7 @@ if TYPE_CHECKING:
 PREFIX = "model.mtp_layers.0."
 
 
-@dataclass(frozen=True)
-class Shape:
-    hidden: int = 128
-    heads: int = 4
-    kv_heads: int = 2
-    intermediate: int = 384
-    rope_theta: float = 10000.0
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
+Shape = nn.LayerShape  # the MTP layer is one decoder layer of the target's shape
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,28 @@ conventions must be vLLM's exactly:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
 
 EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """The decoder-layer shape every lab drafter shares with the lab target."""
+
+    hidden: int = 128
+    heads: int = 4
+    kv_heads: int = 2
+    intermediate: int = 384
+    rope_theta: float = 10000.0
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
 
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float = EPS) -> torch.Tensor:
