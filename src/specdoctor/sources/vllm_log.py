@@ -121,13 +121,84 @@ def _candidate_drafts(accepted: int, drafted: int, mean_printed: str, k: int) ->
         d_max = min(d_max, int(accepted / lo_ratio) + 1)
     if d_max - d_min > 100_000:
         return []
+    fits = _mean_fits(accepted, mean_printed, d_min, d_max)
+    if fits is not None:
+        return fits
     return [d for d in range(d_min, d_max + 1) if "%.2f" % (1 + accepted / d) == mean_printed]
+
+
+# Exact shortcuts for vLLM's formatting. A float a/d printed with n decimals is a/d rounded
+# to n decimals (Python prints the double exactly, halves to even). The double differs from
+# the real a/d by under 1e-15 when a/d < 1000, and a real a/d that is not on a rounding
+# boundary (2j+1)/(2*10^n) stays at least 1/(2*10^n*d) from it (> 2e-13 while d < 2^31): so
+# the double rounds as the real quotient does, which integer arithmetic decides. Quotients
+# exactly on a boundary (rare) are formatted as vLLM formats them. Outside these bounds, or
+# for a printed figure not in the form Python prints, the callers format every candidate.
+_EXACT_MAX_D = 1 << 31
+_RATE_UNITS: dict[str, int | None] = {}  # printed rate -> ``_printed_units(rate, 3, 2000)``
+
+
+@lru_cache(maxsize=1 << 12)
+def _printed_units(printed: str, decimals: int, max_units: int) -> int | None:
+    """The printed figure in units of 10^-decimals, if it is written as Python writes a
+    non-negative float with that many decimals and is at most max_units; else None."""
+    whole, dot, frac = printed.partition(".")
+    if (not dot or len(frac) != decimals or not whole.isdigit() or not frac.isdigit()
+            or not whole.isascii() or not frac.isascii() or (len(whole) > 1 and whole[0] == "0")):
+        return None
+    units = int(whole + frac)
+    return units if units <= max_units else None
+
+
+def _rate_fits(s: int, d: int, r: str) -> tuple[int, int]:
+    """[lowest, highest] integer a with f"{a/d:.3f}" == r, r printing s thousandths (empty
+    when lowest > highest); 0 < d < 2^31, s <= 2000."""
+    # a fits iff (2s-1)d < 2000a < (2s+1)d, boundaries decided by formatting.
+    lo_num, hi_num = (2 * s - 1) * d, (2 * s + 1) * d
+    a_lo = lo_num // 2000 + 1
+    if lo_num % 2000 == 0 and a_lo - 1 >= 0 and f"{(a_lo - 1) / d:.3f}" == r:
+        a_lo -= 1
+    a_hi = -(-hi_num // 2000) - 1
+    if hi_num % 2000 == 0 and f"{(a_hi + 1) / d:.3f}" == r:
+        a_hi += 1
+    return max(a_lo, 0), a_hi
+
+
+def _mean_fits(accepted: int, mean_printed: str, d_min: int, d_max: int) -> list[int] | None:
+    """The d in [d_min, d_max] with "%.2f" % (1 + accepted / d) == mean_printed, or None when
+    the exact shortcut does not apply (see above)."""
+    units = _printed_units(mean_printed, 2, 100_000)
+    if units is None:
+        return None if mean_printed.isascii() and mean_printed[:1].isdigit() else []
+    if d_max >= _EXACT_MAX_D or accepted >= _EXACT_MAX_D or d_min < 1:
+        return None
+    c = units - 100  # hundredths of accepted / d
+    # d fits iff (2c-1)d < 200a < (2c+1)d, boundaries decided by formatting.
+    a200 = 200 * accepted
+    if 2 * c + 1 <= 0:
+        return []
+    lo, hi = d_min, d_max
+    lo = max(lo, a200 // (2 * c + 1) + (1 if a200 % (2 * c + 1) else 0))
+    if 2 * c - 1 > 0:
+        hi = min(hi, -(-a200 // (2 * c - 1)) - 1 + (0 if a200 % (2 * c - 1) else 1))
+    fits = list(range(lo, hi + 1))
+    # exact ties sit at the ends: keep them only if they print as vLLM prints them
+    if fits and a200 % (2 * c + 1) == 0 and fits[0] == a200 // (2 * c + 1):
+        if "%.2f" % (1 + accepted / fits[0]) != mean_printed:
+            fits.pop(0)
+    if fits and 2 * c - 1 > 0 and a200 % (2 * c - 1) == 0 and fits[-1] == a200 // (2 * c - 1):
+        if "%.2f" % (1 + accepted / fits[-1]) != mean_printed:
+            fits.pop()
+    return fits
 
 
 def _positions_for(
     d: int, accepted: int, rates_printed: list[str] | tuple[str, ...]
 ) -> tuple[tuple[int, ...], bool] | None:
     """Integer a_i with f"{a_i/d:.3f}" == printed, non-increasing, summing to accepted."""
+    exact = 0 < d < _EXACT_MAX_D
+    if len(_RATE_UNITS) > 1 << 12:
+        _RATE_UNITS.clear()
     if d < 1000:
         # Below 1000 drafts a printed rate covers less than one integer (0.001 * d < 1), so
         # the only candidate is the nearest to rate*d: it fits, or no integer does.
@@ -136,7 +207,16 @@ def _positions_for(
             if r == "nan":
                 return None
             a = round(float(r) * d)
-            if f"{a / d:.3f}" != r:
+            s = _RATE_UNITS.get(r, -1) if exact else None
+            if s == -1:
+                s = _RATE_UNITS[r] = _printed_units(r, 3, 2000)
+            if s is not None:
+                # a fits iff (2s-1)d < 2000a < (2s+1)d; on a boundary, formatting decides
+                x, lo_num = 2000 * a, (2 * s - 1) * d
+                if not lo_num < x < lo_num + 2 * d and (
+                        (x != lo_num and x != lo_num + 2 * d) or f"{a / d:.3f}" != r):
+                    return None
+            elif f"{a / d:.3f}" != r:
                 return None
             guess.append(a)
         pos = tuple(guess)
@@ -148,6 +228,16 @@ def _positions_for(
         centre = float(r) * d
         lo = max(0, math.floor(centre - 0.0006 * d) - 1)
         hi = min(d, math.ceil(centre + 0.0006 * d) + 1)
+        s = _RATE_UNITS.get(r, -1) if exact else None
+        if s == -1:
+            s = _RATE_UNITS[r] = _printed_units(r, 3, 2000)
+        if s is not None:
+            a_lo, a_hi = _rate_fits(s, d, r)
+            a_lo, a_hi = max(a_lo, lo), min(a_hi, hi)
+            if a_lo > a_hi:
+                return None
+            ranges.append(range(a_lo, a_hi + 1))
+            continue
         ok = [a for a in range(lo, hi + 1) if f"{a / d:.3f}" == r]
         if not ok:
             return None
