@@ -88,11 +88,18 @@ def _grep_text(grep: str, path: str, wanted: tuple[bytes, ...], block_size: int)
             if not data:
                 break
     finally:
-        proc.stdout.close()
-        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-        code = proc.wait()
-    if code > 1:  # 1 means no line matched
-        raise OSError(f"grep failed on {path}: {err.strip()}")
+        failure = _finish(proc, path)
+    if failure:  # raised only when the output was read to its end
+        raise OSError(failure)
+
+
+def _finish(proc: subprocess.Popen, path: str) -> str | None:
+    """Close grep's output and wait for it; the failure, if grep failed (exit 1 only means
+    that no line matched)."""
+    assert proc.stdout is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    return f"grep failed on {path}: {err.strip()}" if proc.wait() > 1 else None
 
 
 def _whole_lines(block: bytes) -> str:
@@ -124,11 +131,9 @@ def _grep_lines(grep: str, path: str, wanted: tuple[bytes, ...]) -> Iterator[tup
             num, _, line = raw.partition(b":")
             yield int(num), line.rstrip(b"\r\n").decode("utf-8", "replace")
     finally:
-        proc.stdout.close()
-        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-        code = proc.wait()
-    if code > 1:  # 1 means no line matched
-        raise OSError(f"grep failed on {path}: {err.strip()}")
+        failure = _finish(proc, path)
+    if failure:  # raised only when the output was read to its end
+        raise OSError(failure)
 
 
 def _python_scan(path: str, wanted: tuple[bytes, ...], chunk_size: int) -> Iterator[tuple[int, str]]:
