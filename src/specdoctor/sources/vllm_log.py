@@ -135,7 +135,6 @@ def _candidate_drafts(accepted: int, drafted: int, mean_printed: str, k: int) ->
 # exactly on a boundary (rare) are formatted as vLLM formats them. Outside these bounds, or
 # for a printed figure not in the form Python prints, the callers format every candidate.
 _EXACT_MAX_D = 1 << 31
-_RATE_UNITS: dict[str, int | None] = {}  # printed rate -> ``_printed_units(rate, 3, 2000)``
 
 
 @lru_cache(maxsize=1 << 12)
@@ -197,8 +196,6 @@ def _positions_for(
 ) -> tuple[tuple[int, ...], bool] | None:
     """Integer a_i with f"{a_i/d:.3f}" == printed, non-increasing, summing to accepted."""
     exact = 0 < d < _EXACT_MAX_D
-    if len(_RATE_UNITS) > 1 << 12:
-        _RATE_UNITS.clear()
     if d < 1000:
         # Below 1000 drafts a printed rate covers less than one integer (0.001 * d < 1), so
         # the only candidate is the nearest to rate*d: it fits, or no integer does.
@@ -207,14 +204,10 @@ def _positions_for(
             if r == "nan":
                 return None
             a = round(float(r) * d)
-            s = _RATE_UNITS.get(r, -1) if exact else None
-            if s == -1:
-                s = _RATE_UNITS[r] = _printed_units(r, 3, 2000)
+            s = _printed_units(r, 3, 2000) if exact else None
             if s is not None:
-                # a fits iff (2s-1)d < 2000a < (2s+1)d; on a boundary, formatting decides
-                x, lo_num = 2000 * a, (2 * s - 1) * d
-                if not lo_num < x < lo_num + 2 * d and (
-                        (x != lo_num and x != lo_num + 2 * d) or f"{a / d:.3f}" != r):
+                a_lo, a_hi = _rate_fits(s, d, r)
+                if not a_lo <= a <= a_hi:
                     return None
             elif f"{a / d:.3f}" != r:
                 return None
@@ -228,9 +221,7 @@ def _positions_for(
         centre = float(r) * d
         lo = max(0, math.floor(centre - 0.0006 * d) - 1)
         hi = min(d, math.ceil(centre + 0.0006 * d) + 1)
-        s = _RATE_UNITS.get(r, -1) if exact else None
-        if s == -1:
-            s = _RATE_UNITS[r] = _printed_units(r, 3, 2000)
+        s = _printed_units(r, 3, 2000) if exact else None
         if s is not None:
             a_lo, a_hi = _rate_fits(s, d, r)
             a_lo, a_hi = max(a_lo, lo), min(a_hi, hi)
