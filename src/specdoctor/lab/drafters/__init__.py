@@ -28,7 +28,6 @@ METHODS = ("eagle3", "dflash", "mtp")
 # (unrolled, or with a block of that many masks); the MTP layer is trained for one step and run
 # recursively for the second, as MTP is deployed.
 TRAINED_K = {"eagle3": 3, "dflash": 3, "mtp": 2}
-TRAINED_FOR = {"eagle3": 3, "dflash": 3, "mtp": 1}
 
 
 @dataclass(frozen=True)

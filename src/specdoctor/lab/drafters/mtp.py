@@ -43,8 +43,8 @@ class Recipe:
     data: targets.DataRecipe = targets.DataRecipe()
     fit: FitRecipe = FitRecipe(steps=300, batch=16)
     # One step, as MiMo's and DeepSeek's MTP layers are trained (each predicts one token
-    # further); vLLM runs it recursively for k > 1. Measured offline on the lab: a layer
-    # unrolled for 2 steps in training serves k = 6 as well as one trained for 6.
+    # further); vLLM runs it recursively for k > 1. The fault clinic trains one for 6 steps as
+    # the counterfactual of the k-beyond-training fault.
     steps: int = 1
     init_seed: int = 0
 
