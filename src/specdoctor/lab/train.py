@@ -247,6 +247,34 @@ def fit_lm(model: Any, data: Any, r: TrainRecipe,
     return losses
 
 
+def train_lm(model: Any, r: TrainRecipe, out: Path,
+             on_step: Callable[[int, int, float], None] | None = None) -> dict[str, object]:
+    """Train ``model`` (any HF causal LM) on the corpus as tokenised by ``out``'s tokenizer,
+    with ``r``'s loop and thread count, and save it into ``out``; the training report."""
+    import torch
+
+    t0 = time.perf_counter()
+    data = corpus_tokens(out)
+    if len(data) <= r.seq_len:
+        raise LabError("the training corpus is shorter than one sequence", "check the stdlib")
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(r.threads)
+    try:
+        losses = fit_lm(model, data, r, on_step)
+        model.eval()
+        model.save_pretrained(str(out), safe_serialization=True)
+    finally:
+        torch.set_num_threads(threads_before)
+    tail = losses[-20:]
+    return {
+        "final_loss_mean_last_20": round(sum(tail) / len(tail), 4),
+        "loss_every_100": [round(x, 4) for x in losses[::100]],
+        "train_tokens": int(len(data)),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "torch": torch.__version__,
+    }
+
+
 def _train_into(r: TrainRecipe, model_dir: Path,
                 on_step: Callable[[int, int, float], None] | None) -> dict[str, object]:
     try:
@@ -255,30 +283,10 @@ def _train_into(r: TrainRecipe, model_dir: Path,
     except ImportError as exc:
         raise LabError(f"cannot train the lab model: {exc}",
                        "install the lab: bash scripts/install.sh lab") from exc
-    t0 = time.perf_counter()
-    data = corpus_tokens(model_dir)
-    if len(data) <= r.seq_len:
-        raise LabError("the training corpus is shorter than one sequence", "check the stdlib")
-    threads_before = torch.get_num_threads()
-    torch.set_num_threads(r.threads)
-    try:
-        torch.manual_seed(r.model.seed)
-        model = LlamaForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32,
-                                                 attn_implementation="sdpa")
-        losses = fit_lm(model, data, r, on_step)
-        model.eval()
-        model.save_pretrained(str(model_dir), safe_serialization=True)
-    finally:
-        torch.set_num_threads(threads_before)
-    tail = losses[-20:]
-    return {
-        "recipe": r.key(),
-        "final_loss_mean_last_20": round(sum(tail) / len(tail), 4),
-        "loss_every_100": [round(x, 4) for x in losses[::100]],
-        "train_tokens": int(len(data)),
-        "seconds": round(time.perf_counter() - t0, 1),
-        "torch": torch.__version__,
-    }
+    torch.manual_seed(r.model.seed)
+    model = LlamaForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32,
+                                             attn_implementation="sdpa")
+    return {"recipe": r.key(), **train_lm(model, r, model_dir, on_step)}
 
 
 def main(argv: list[str] | None = None) -> None:

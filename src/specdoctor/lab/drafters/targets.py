@@ -17,7 +17,6 @@ are started with ``--tokenizer`` pointing at ``tokenizer_dir()``.
 from __future__ import annotations
 
 import json
-import logging
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -30,7 +29,6 @@ from specdoctor.lab.models import TinyLlamaSpec, target_model
 if TYPE_CHECKING:
     import torch
 
-log = logging.getLogger(__name__)
 
 BUDGETS = ("full", "ci")
 
@@ -107,7 +105,7 @@ def qwen3(budget: str = "full") -> Path:
             raise LabError(f"cannot map the Llama onto Qwen3: missing {missing}, unexpected "
                            f"{unexpected}", "report this: the lab's Llama layout changed")
         model.to(torch.float32)
-        return train_lm(model, r, out)
+        return train.train_lm(model, r, out)
 
     return cache.built("target-qwen3", {**r.key(), "corpus": train.corpus_digest()},
                        [src / "model.safetensors", src / "tokenizer.json"], build)
@@ -149,30 +147,6 @@ def _qk_norm_init(llama_dir: Path, cfg: dict[str, Any]) -> dict[str, torch.Tenso
             rms = float(torch.cat(got[f"{i}.{w}"]).pow(2).mean(-1).sqrt().mean())
             out[f"model.layers.{i}.self_attn.{w}_norm.weight"] = torch.full((d,), rms)
     return out
-
-
-def train_lm(model: Any, r: Any, out: Path) -> dict[str, Any]:
-    """``lab.train``'s loop (AdamW, warm-up + cosine, clipped, seeded batches) for any HF
-    causal LM; saves into ``out``."""
-    import numpy as np
-    import torch
-
-    from specdoctor.lab import train
-
-    t0 = time.perf_counter()
-    data = np.asarray(train.corpus_tokens(out), dtype=np.int64)
-    before = torch.get_num_threads()
-    torch.set_num_threads(r.threads)
-    try:
-        losses = train.fit_lm(model, data, r)
-        model.eval()
-        model.save_pretrained(str(out), safe_serialization=True)
-    finally:
-        torch.set_num_threads(before)
-    tail = losses[-20:]
-    return {"final_loss_mean_last_20": round(sum(tail) / len(tail), 4),
-            "loss_every_100": [round(x, 4) for x in losses[::100]],
-            "seconds": round(time.perf_counter() - t0, 1), "torch": torch.__version__}
 
 
 # -- MiMo (MTP) ----------------------------------------------------------------------------------
