@@ -16,9 +16,9 @@ import urllib.request
 import pytest
 
 from specdoctor.lab import lab as labmod
-from specdoctor.lab.launch import free_port
 from specdoctor.sources import prometheus, vllm_bench
 from tests.conftest import run_cli
+from tests.lab.serve import lab_server
 
 pytestmark = pytest.mark.lab
 METHODS = {"draft_model": 4, "ngram": 3}
@@ -27,14 +27,9 @@ METHODS = {"draft_model": 4, "ngram": 3}
 @pytest.fixture(scope="module", params=list(METHODS), ids=list(METHODS))
 def server(request):
     method, k = request.param, METHODS[request.param]
-    port = free_port()
-    proc = run_cli("lab", "up", "--method", method, "--k", str(k), "--port", str(port), "--json")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    info = json.loads(proc.stdout)
-    info["start_scrape"] = scrape_text(info["url"])
-    yield info
-    run_cli("lab", "down", "--port", str(port))
-    assert not labmod.running(port)
+    with lab_server("--method", method, "--k", str(k)) as info:
+        info["start_scrape"] = scrape_text(info["url"])
+        yield info
 
 
 def scrape_text(url: str) -> str:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 import shutil
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
