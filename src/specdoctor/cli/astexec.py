@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -18,6 +19,7 @@ from rich.table import Table
 
 from specdoctor.experiments.astexec.run import astexec as run_astexec
 from specdoctor.experiments.astexec.sandbox import SandboxLimits
+from specdoctor.report.console import err_console
 
 
 @click.command()
@@ -49,18 +51,37 @@ def astexec(file: str, names: tuple[str, ...], config_path: Path | None, config_
                       limits=SandboxLimits(timeout_s=timeout, memory_mb=memory_mb))
     if as_json:
         click.echo(json.dumps(out, indent=1))
-        return
-    _print(out)
+    else:
+        _print(out)
+    raised = int(out["raised"])  # type: ignore[call-overload]
+    if raised:
+        err_console().print(f"{raised} of the calls or definitions raised (shown above); "
+                            "exit status 1", highlight=False)
+        raise SystemExit(1)
 
 
-def _print(out: dict[str, object]) -> None:
+def provenance_line(p: dict[str, Any]) -> str:
+    """One line: where the file that ran comes from and whether it is still as recorded."""
+    sha = str(p["sha256"])[:16]
+    if p["kind"] == "snapshot":
+        where = (f"snapshot {p['snapshot']}: {', '.join(p['packages'])} from {p['source']}, "
+                 f"{p['path']}")
+    elif p["kind"] == "installed":
+        where = f"installed {p['distribution']} {p['version']}, {p['path']}"
+    else:
+        return f"sha256 {sha} (a file from no snapshot or installed distribution: unverified)"
+    status = str(p["status"])
+    if status.startswith("edited"):
+        recorded = str(p["recorded_sha256"])[:16]
+        return (f"[red]{escape(status)}[/red]: ran sha256 {sha}, recorded {recorded} "
+                f"({escape(where)})")
+    return f"{escape(where)}; sha256 {sha}, {escape(status)}"
+
+
+def _print(out: dict[str, Any]) -> None:
     con = Console()
-    con.print(f"[bold]{out['module'] or out['file']}[/bold]  sha256 {str(out['file_sha256'])[:16]}",
-              highlight=False)
-    snap = out.get("snapshot")
-    if isinstance(snap, dict):
-        con.print(f"snapshot {snap['snapshot']}: {', '.join(snap['packages'])} from {snap['source']}",
-                  highlight=False)
+    con.print(f"[bold]{escape(str(out['module'] or out['file']))}[/bold]", highlight=False)
+    con.print(provenance_line(out["provenance"]), highlight=False)
     defs = Table(title="definitions run", title_justify="left")
     for col in ("name", "kind", "lines", "sha256"):
         defs.add_column(col)

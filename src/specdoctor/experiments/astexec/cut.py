@@ -16,8 +16,10 @@ from __future__ import annotations
 import ast
 import builtins
 import hashlib
+import io
 import symtable
 import sys
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,8 +53,33 @@ class Cut:
     requested: list[str] = field(default_factory=list)
 
 
+def read_source(path: Path) -> tuple[str, bytes]:
+    """The file's text, decoded as Python decodes it (UTF-8 or its `coding:` line), and its
+    bytes. Binary files and bytes invalid in that encoding are refused with the fix."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}", "check the path") from exc
+    if b"\0" in raw:
+        raise InputError(f"{path} is a binary file (it contains NUL bytes), not Python source",
+                         "pass the engine's .py file, or the dotted name of an installed module")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    except SyntaxError as exc:  # an unknown `coding:` declaration
+        raise InputError(f"{path} is not Python source text ({exc.msg})",
+                         "pass the engine's .py file, or the dotted name of an installed module"
+                         ) from exc
+    try:
+        return raw.decode(encoding), raw
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not valid {encoding} text (byte {exc.start}: "
+                         f"{raw[exc.start:exc.start + 1]!r}), so Python could not run it either",
+                         "pass the engine's .py file; a file in another encoding needs its "
+                         "`# -*- coding: NAME -*-` line") from exc
+
+
 def cut_definitions(path: Path, names: list[str]) -> Cut:
-    source = path.read_text(encoding="utf-8", errors="surrogateescape")
+    source, raw = read_source(path)
     try:
         tree = ast.parse(source, filename=str(path))
     except SyntaxError as exc:
@@ -99,7 +126,7 @@ def cut_definitions(path: Path, names: list[str]) -> Cut:
                 stubs[stub] = sorted(set(stubs[stub]) | roles)
     return Cut(
         file=path,
-        file_sha256=hashlib.sha256(source.encode("utf-8", "surrogateescape")).hexdigest(),
+        file_sha256=hashlib.sha256(raw).hexdigest(),
         segments=segments,
         stubs=dict(sorted(stubs.items())),
         future_annotations=index.future_annotations,

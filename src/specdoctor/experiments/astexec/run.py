@@ -11,7 +11,8 @@ without importing it). The result is a plain dict, ready for JSON.
 
 from __future__ import annotations
 
-import hashlib
+import ast
+import base64
 import importlib.util
 import json
 import re
@@ -76,7 +77,7 @@ def _module_and_snapshot(path: Path) -> tuple[str | None, dict[str, Any] | None]
             cite = {"snapshot": str(parent), "source": snap.source.get("ref"),
                     "source_digest": snap.source.get("digest"),
                     "packages": [f"{p.name} {p.version}" for p in snap.packages],
-                    "recorded_sha256": rec.sha256 if rec else None}
+                    "path": rel, "recorded_sha256": rec.sha256 if rec else None}
             return _dotted(rel), cite
     parts = [resolved.stem] if resolved.name != "__init__.py" else []
     cur = resolved.parent
@@ -84,6 +85,53 @@ def _module_and_snapshot(path: Path) -> tuple[str | None, dict[str, Any] | None]
         parts.insert(0, cur.name)
         cur = cur.parent
     return (".".join(parts) or None), None
+
+
+def _installed(path: Path, module: str | None) -> dict[str, Any] | None:
+    """The installed distribution that ships FILE, with the sha256 its RECORD gives for it."""
+    import importlib.metadata as md
+
+    if not module:
+        return None
+    for dist_name in md.packages_distributions().get(module.split(".")[0], []):
+        try:
+            dist = md.distribution(dist_name)
+        except md.PackageNotFoundError:
+            continue
+        for f in dist.files or []:
+            if Path(dist.locate_file(f)).resolve() != path.resolve():
+                continue
+            recorded = None
+            if f.hash is not None and f.hash.mode == "sha256":
+                pad = "=" * (-len(f.hash.value) % 4)
+                recorded = base64.urlsafe_b64decode(f.hash.value + pad).hex()
+            return {"distribution": dist.metadata["Name"], "version": dist.version,
+                    "path": str(f), "recorded_sha256": recorded}
+    return None
+
+
+def provenance(path: Path, sha256: str, module: str | None,
+               snapshot: dict[str, Any] | None) -> dict[str, Any]:
+    """Where the file that ran comes from, checked against the bytes that ran: a snapshot's
+    manifest or an installed distribution's RECORD gives the sha256 it had when written."""
+    if snapshot is not None:
+        origin: dict[str, Any] = {"kind": "snapshot", **snapshot}
+    else:
+        found = _installed(path, module)
+        origin = {"kind": "installed", **found} if found else {"kind": "file"}
+    recorded = origin.get("recorded_sha256")
+    if origin["kind"] == "file":
+        origin["status"] = "not from a snapshot or an installed distribution"
+    elif recorded is None:
+        origin["status"] = ("not in the snapshot's manifest" if origin["kind"] == "snapshot"
+                            else "no sha256 recorded for it")
+    elif recorded == sha256:
+        origin["status"] = "as recorded"
+    else:
+        origin["status"] = ("edited after extraction" if origin["kind"] == "snapshot"
+                            else "edited after installation")
+    origin["sha256"] = sha256
+    return origin
 
 
 def _dotted(rel: str) -> str:
@@ -104,6 +152,7 @@ def astexec(file: str, names: list[str], *, calls: list[str] | None = None,
         if spec.name not in cut.stubs:
             raise InputError(f"--stub {spec.name}: the cut does not use {spec.name} without "
                              "defining it", f"stubbable names: {', '.join(cut.stubs) or 'none'}")
+    _check_config_use(calls or [], config_path, cut)
     config = None
     if config_path is not None:
         try:
@@ -131,11 +180,13 @@ def astexec(file: str, names: list[str], *, calls: list[str] | None = None,
     for name, info in result.get("stubs", {}).items():
         info["needed_for"] = cut.stubs.get(name, [])
         info["mode"] = stub_modes[name]["mode"]
-    current = hashlib.sha256(path.read_bytes()).hexdigest()
+    calls_out = result.get("calls", [])
+    def_errors = result.get("definition_errors", [])
     return {
         "file": str(path),
         "module": module,
-        "file_sha256": current,
+        "file_sha256": cut.file_sha256,
+        "provenance": provenance(path, cut.file_sha256, module, snapshot),
         "snapshot": snapshot,
         "future_annotations": cut.future_annotations,
         "config": str(config_path) if config_path else None,
@@ -143,9 +194,25 @@ def astexec(file: str, names: list[str], *, calls: list[str] | None = None,
         "definitions": [{"name": s.name, "kind": s.kind, "lines": [s.start, s.end],
                          "sha256": s.sha256} for s in cut.segments],
         "defined": result.get("defined", []),
-        "definition_errors": result.get("definition_errors", []),
-        "calls": result.get("calls", []),
+        "definition_errors": def_errors,
+        "calls": calls_out,
+        "raised": sum(1 for c in calls_out if "error" in c) + len(def_errors),
         "stubs": result.get("stubs", {}),
         "printed": result.get("printed", ""),
         "isolation": result.get("isolation"),
     }
+
+
+def _check_config_use(calls: list[str], config_path: Path | None, cut: Any) -> None:
+    """A --call that reads `config` needs --config (unless the cut itself defines `config`)."""
+    if config_path is not None or any(s.name == "config" for s in cut.segments):
+        return
+    for expr in calls:
+        try:
+            tree = ast.parse(expr, mode="eval")
+        except SyntaxError:
+            continue  # the sandbox reports it as that call's error
+        if any(isinstance(n, ast.Name) and n.id == "config" for n in ast.walk(tree)):
+            raise InputError(f"--call {expr!r} uses `config`, but no --config was given",
+                             "add --config path/to/config.json (the drafter's config), "
+                             "or pass the object itself, e.g. SimpleNamespace(...)")

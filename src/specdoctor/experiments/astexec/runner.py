@@ -235,7 +235,9 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     if job.get("config") is not None:
         config = _load_config(job["config"], job.get("config_class"))
     scope = dict(module_globals)
-    scope.update({"config": config, "SimpleNamespace": types.SimpleNamespace})
+    scope["SimpleNamespace"] = types.SimpleNamespace
+    if job.get("config") is not None:  # otherwise `config` is whatever the cut defines, if any
+        scope["config"] = config
     for expr in job["calls"]:
         try:
             value = eval(compile(expr, "<--call>", "eval", dont_inherit=True), scope)
