@@ -88,3 +88,27 @@ def test_presets_lists_groups():
     presets = json.loads(r.stdout)
     assert "vllm/v1/spec_decode/*.py" in presets["vllm"]["proposers"]
     assert "sglang" in presets
+
+
+def test_diff_reports_a_file_edited_after_extraction(two_versions):
+    t = two_versions
+    whl = str(t / "vllm-0.10.0-py3-none-any.whl")
+    for out in ("s1", "s2"):
+        assert run("recon", "extract", whl, "-o", str(t / out)).returncode == 0
+    r = run("recon", "diff", str(t / "s1"), str(t / "s2"), "--json")
+    assert json.loads(r.stdout)["identical"] and json.loads(r.stdout)["edited_after_extraction"] == []
+    # same source, same manifest sha256 on both sides: only the bytes on disk tell the edit
+    (t / "s2" / EAGLE).write_text("def propose(k):\n    return k * 2\n\n\ndef same():\n    pass\n")
+    (t / "s1" / "vllm/v1/spec_decode/metrics.py").unlink()
+    r = run("recon", "diff", str(t / "s1"), str(t / "s2"), "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    edited = {(e["side"], e["path"]): e for e in d["edited_after_extraction"]}
+    assert set(edited) == {("b", EAGLE), ("a", "vllm/v1/spec_decode/metrics.py")}
+    assert edited[("a", "vllm/v1/spec_decode/metrics.py")]["sha256"] is None
+    eagle = next(f for f in d["files"] if f["path"] == EAGLE)
+    assert eagle["status"] == "changed" and "+    return k * 2" in eagle["diff"]
+    assert not d["identical"]
+    r = run("recon", "diff", str(t / "s1"), str(t / "s2"))
+    assert f"b: {EAGLE} was edited after extraction" in r.stdout
+    assert "deleted after extraction" in r.stdout

@@ -148,6 +148,7 @@ def _diff_json(d: SnapshotDiff) -> dict[str, object]:
 
     return {
         "a": side(d.a), "b": side(d.b), "identical": d.identical,
+        "edited_after_extraction": [e.__dict__ for e in d.edited],
         "files": [{"path": f.path, "status": f.status, "moved_from": f.moved_from,
                    "a_sha256": f.a.sha256 if f.a else None, "b_sha256": f.b.sha256 if f.b else None,
                    "added_lines": f.added_lines, "removed_lines": f.removed_lines, "diff": f.text}
@@ -162,6 +163,8 @@ def _print_diff(d: SnapshotDiff, stat_only: bool) -> None:
     out = Console()
     out.print(f"a: {d.a.label()}", highlight=False, markup=False)
     out.print(f"b: {d.b.label()}", highlight=False, markup=False)
+    for e in d.edited:
+        out.print(e.describe(), style="red", highlight=False, markup=False)
     if d.identical:
         out.print("identical: every picked file has the same sha256")
         return

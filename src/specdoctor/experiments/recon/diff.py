@@ -4,12 +4,16 @@ Files are paired by package path; a file that only moved (same sha256, new
 path) is reported as moved, not as one removal plus one addition. Either side
 may be a SOURCE instead of a snapshot: it is extracted first with the other
 side's picks, so `recon diff snap/ pip:vllm==0.10.0` compares like with like.
+
+Each file's bytes are checked against its manifest first: a file edited (or deleted) after
+extraction is compared as it is now and reported as such, never passed off as the source's.
 """
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+import hashlib
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from specdoctor.experiments.recon.manifest import FileRecord, Snapshot
@@ -29,11 +33,28 @@ class FileDiff:
     text: str = ""  # unified diff, empty unless changed
 
 
+@dataclass(frozen=True)
+class Edited:
+    """A snapshot file whose bytes no longer match its manifest."""
+
+    side: str  # "a" or "b"
+    path: str
+    recorded_sha256: str
+    sha256: str | None  # None: the file is gone
+
+    def describe(self) -> str:
+        if self.sha256 is None:
+            return f"{self.side}: {self.path} is missing (deleted after extraction)"
+        return (f"{self.side}: {self.path} was edited after extraction (manifest "
+                f"{self.recorded_sha256[:12]}, file now {self.sha256[:12]}): compared as it is now")
+
+
 @dataclass
 class SnapshotDiff:
     a: Snapshot
     b: Snapshot
     files: list[FileDiff] = field(default_factory=list)
+    edited: list[Edited] = field(default_factory=list)
 
     def by_status(self, status: str) -> list[FileDiff]:
         return [f for f in self.files if f.status == status]
@@ -45,9 +66,9 @@ class SnapshotDiff:
 
 def diff_snapshots(a: Snapshot, a_dir: Path, b: Snapshot, b_dir: Path,
                    context: int = 3, include_same: bool = False) -> SnapshotDiff:
-    a_files = {f.path: f for f in a.files}
-    b_files = {f.path: f for f in b.files}
     out = SnapshotDiff(a, b)
+    a_files = _as_now(a, a_dir, "a", out.edited)
+    b_files = _as_now(b, b_dir, "b", out.edited)
     added = {p: f for p, f in b_files.items() if p not in a_files}
     removed = {p: f for p, f in a_files.items() if p not in b_files}
     by_sha = {f.sha256: p for p, f in removed.items()}
@@ -71,6 +92,23 @@ def diff_snapshots(a: Snapshot, a_dir: Path, b: Snapshot, b_dir: Path,
         out.files.append(FileDiff(path, "removed", removed[path], None, removed_lines=len(lines)))
     order = {s: i for i, s in enumerate(STATUSES)}
     out.files.sort(key=lambda f: (order[f.status], f.path))
+    return out
+
+
+def _as_now(snap: Snapshot, root: Path, side: str, edited: list[Edited]) -> dict[str, FileRecord]:
+    """The snapshot's records with each sha256 and size taken from the bytes on disk now."""
+    out: dict[str, FileRecord] = {}
+    for f in snap.files:
+        try:
+            raw = (root / f.path).read_bytes()
+        except OSError:
+            edited.append(Edited(side, f.path, f.sha256, None))
+            continue
+        sha = hashlib.sha256(raw).hexdigest()
+        if sha != f.sha256:
+            edited.append(Edited(side, f.path, f.sha256, sha))
+            f = replace(f, sha256=sha, size=len(raw))
+        out[f.path] = f
     return out
 
 
