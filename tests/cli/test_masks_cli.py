@@ -6,6 +6,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -47,3 +48,25 @@ def test_bad_arguments_are_one_line():
                       (("diff", "--window", "0"), "--window must be >= 1")):
         r = run(*args)
         assert r.returncode == 2 and msg in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_code_dir_fallback_to_the_installed_engine_is_said(tmp_path):
+    flex = "vllm/v1/attention/backends/flex_attention.py"
+    installed = importlib.util.find_spec("vllm").submodule_search_locations[0]
+    dest = tmp_path / flex
+    dest.parent.mkdir(parents=True)
+    dest.write_bytes((Path(installed).parent / flex).read_bytes())
+    r = run("diff", "--impl", "fa2,flex", "--window", "4", "--ctx", "0..4", "--code",
+            str(tmp_path), "--json")
+    assert r.returncode == 0, r.stderr
+    fb = json.loads(r.stdout)["read_from_installed_instead"]
+    paths = [p for ps in fb.values() for p in ps]
+    assert "vllm/v1/attention/backends/flash_attn.py" in paths and flex not in paths
+    assert any(k.startswith("vllm") for k in fb)  # named with the installed distribution
+    r = run("diff", "--impl", "fa2,flex", "--window", "4", "--ctx", "0..4", "--code", str(tmp_path))
+    head = " ".join(r.stdout.split("┏")[0].split())  # the header, before the table
+    assert f"not in {tmp_path}, read from the installed packages instead" in head
+    assert "flash_attn.py" in head and "flex_attention.py" not in head
+    # without --code nothing is a fallback
+    r = run("diff", "--impl", "fa2,flex", "--window", "4", "--ctx", "0..4", "--json")
+    assert json.loads(r.stdout)["read_from_installed_instead"] == {}

@@ -116,9 +116,36 @@ def show(impls: str, window: int | None, causal: bool, n: int, code: Path | None
             con.print(f"  q={ctx + i:>5}  {row}", highlight=False, markup=False)
 
 
+def fallbacks(models: list[Resolved], root: CodeRoot) -> dict[str, list[str]]:
+    """Files that --code DIR did not hold and that were read from the installed packages
+    instead, grouped by installed distribution ("torch 2.13.0": [paths]). Empty without --code."""
+    if root.root is None:
+        return {}
+    from importlib.metadata import packages_distributions, version
+
+    dists = packages_distributions()
+    out: dict[str, list[str]] = {}
+    for m in models:
+        for c in m.citations:
+            if c.origin != "installed":
+                continue
+            top = c.path.split("/", 1)[0]
+            names = dists.get(top) or [top]
+            key = ", ".join(f"{n} {version(n)}" if n in dists.get(top, []) else n for n in names)
+            if c.path not in out.setdefault(key, []):
+                out[key].append(c.path)
+    return out
+
+
+def fallback_line(fb: dict[str, list[str]]) -> str:
+    return "; ".join(f"{dist}: {', '.join(p.rsplit('/', 1)[-1] for p in paths)}"
+                     for dist, paths in fb.items())
+
+
 def _json(d: MaskDiff, root: CodeRoot, checks: list[Any]) -> dict[str, Any]:
     return {
         "spec": asdict(d.spec), "ctx": list(d.ctx), "q": d.n, "code": root.label(),
+        "read_from_installed_instead": fallbacks(d.models, root),
         "identical": d.identical, "groups": d.groups,
         "models": [{"impl": m.impl, "convention": asdict(m.convention), "notes": m.notes,
                     "citations": [asdict(c) | {"found": c.found} for c in m.citations]}
@@ -136,11 +163,17 @@ def _print(d: MaskDiff, root: CodeRoot, checks: list[Any]) -> None:
     w = f"W={d.spec.window}" if d.spec.window is not None else "no window"
     con.print(f"masks: {w}, {'causal' if d.spec.causal else 'non-causal'}, ctx {d.ctx[0]}..{d.ctx[1]}, "
               f"q={d.n}; code from {escape(root.label())}", highlight=False)
+    fb = fallbacks(d.models, root)
+    if fb:
+        con.print(f"[red]not in {escape(str(root.root))}, read from the installed packages "
+                  f"instead[/red]: {escape(fallback_line(fb))}", highlight=False)
     table = Table(title_justify="left")
     for col in ("impl", "convention", "transcribes (file:line @ sha256)"):
         table.add_column(col)
     for m in d.models:
-        cites = "\n".join(escape(c.short(brief=True)) for c in m.citations)
+        cites = "\n".join(escape(c.short(brief=True))
+                          + (" [red](installed)[/red]" if root.root and c.origin == "installed"
+                             else "") for c in m.citations)
         notes = "".join(f"\n[yellow]{escape(x)}[/yellow]" for x in m.notes)
         table.add_row(m.impl, m.convention.describe(), cites + notes)
     con.print(table)
