@@ -96,14 +96,38 @@ def _models(target_kind: str, draft_kind: str, budget: str) -> tuple[Path | None
 
 
 @lab.command()
-@click.option("--port", type=int, default=None, help="Only the server on this port.")
-def down(port: int | None) -> None:
-    """Stop lab servers (all of them, or the one on --port)."""
-    stopped = labmod.down(port)
+@click.option("--port", type=int, default=None,
+              help=f"Stop the server on this port (default: {labmod.DEFAULT_PORT}, the one "
+                   "`lab up` and bare `specdoctor` start).")
+@click.option("--all", "stop_all", is_flag=True, help="Stop every lab server this machine started.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def down(port: int | None, stop_all: bool, as_json: bool) -> None:
+    """Stop the lab server on the default port, the one on --port, or --all of them. Servers
+    left running are listed with the command that stops them."""
+    from specdoctor.errors import InputError
+
+    if stop_all and port is not None:
+        raise InputError("--all and --port exclude each other", "pass one of them")
+    which = None if stop_all else (port if port is not None else labmod.DEFAULT_PORT)
+    stopped = labmod.down(which)
+    left = labmod.running()
+    if as_json:
+        click.echo(json.dumps({"stopped": [_server_json(h) for h in stopped],
+                               "still_running": [_server_json(h) for h in left]}))
+        return
     if not stopped:
-        err_console().print("no lab server running")
+        click.echo("no lab server running" + ("" if which is None else f" on port {which}"),
+                   err=True)
     for h in stopped:
         click.echo(f"stopped {h.spec.label} on {h.spec.url} (pid {h.pid})")
+    for h in left:
+        click.echo(f"still running: {h.spec.label} on {h.spec.url} (stop it: specdoctor lab down "
+                   f"--port {h.spec.port})", err=True)
+
+
+def _server_json(h: labmod.ServerHandle) -> dict[str, object]:
+    return {"url": h.spec.url, "port": h.spec.port, "label": h.spec.label, "pid": h.pid,
+            "log": str(h.log_path)}
 
 
 @lab.command()
@@ -112,9 +136,7 @@ def status(as_json: bool) -> None:
     """List running lab servers."""
     servers = labmod.running()
     if as_json:
-        click.echo(json.dumps({"servers": [
-            {"url": h.spec.url, "label": h.spec.label, "pid": h.pid, "log": str(h.log_path)}
-            for h in servers]}))
+        click.echo(json.dumps({"servers": [_server_json(h) for h in servers]}))
         return
     if not servers:
         click.echo("no lab server running (start one: specdoctor lab up)")

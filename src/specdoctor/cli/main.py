@@ -68,8 +68,24 @@ def cli(ctx: click.Context) -> None:
     """
     if ctx.invoked_subcommand is None:
         from specdoctor.cli.measure import measure
+        from specdoctor.lab import lab as labmod
 
-        ctx.invoke(measure, url=None)
+        before = {h.spec.port for h in labmod.running()}
+        try:
+            ctx.invoke(measure, url=None)
+        finally:
+            _say_left_running(labmod.running(), before)
+
+
+def _say_left_running(after: list[Any], before: set[int]) -> None:
+    """Bare `specdoctor` leaves its lab server up for the next run: say which, and how to stop it."""
+    if not after:
+        return
+    started = [h for h in after if h.spec.port not in before]
+    h = (started or after)[0]  # measure used the server it started, else the first running
+    how = "started and left running" if started else "left running (it was already up)"
+    click.echo(f"lab server {how}: {h.spec.url} ({h.spec.label}, pid {h.pid}); "
+               f"stop it: specdoctor lab down --port {h.spec.port}", err=True)
 
 
 def main(argv: list[str] | None = None) -> Any:

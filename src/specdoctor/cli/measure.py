@@ -117,7 +117,5 @@ def _print(m: proto.Measurement, result: dict[str, object], as_json: bool) -> No
     if m.warmup is not None:
         out.print(f"warm-up (kept apart): {m.warmup.drafts} drafts, {m.warmup.accepted_tokens} accepted")
     print_notes(out, m.notes)
-    if "run_id" in result:
-        out.print(f"recorded as run {result['run_id']}")
     if m.error:
         out.print(f"[red]error:[/red] {m.error}")

@@ -38,11 +38,14 @@ def plot_option(f: F) -> F:
 
 
 def record(db: Path | None, no_store: bool, **run: Any) -> int | None:
-    """Write one run (see ``Store.add_run``) unless --no-store; returns its id."""
+    """Write one run (see ``Store.add_run``) unless --no-store; returns its id, which it also
+    prints on stderr (every stored run is announced, whatever the command and output mode)."""
     if no_store:
         return None
     store = open_store(db)
     try:
-        return store.add_run(**run)
+        run_id = store.add_run(**run)
     finally:
         store.close()
+    click.echo(f"recorded as run {run_id} (show it: specdoctor runs {run_id})", err=True)
+    return run_id

@@ -221,6 +221,4 @@ def _print(result: Any, comparison: Any, out: dict[str, Any], as_json: bool) -> 
     where = f"{c.threads} CPU thread(s)" if c.threads else c.device
     con.print(f"cost: {c.output_tokens} tokens in {c.wall_s:.1f} s ({c.tokens_per_s:.1f} tok/s, "
               f"{c.cpu_s:.1f} CPU-s, {where}); models loaded in {c.load_s:.1f} s")
-    print_notes(con, result.notes)
-    if "run_id" in out:
-        con.print(f"recorded as run {out['run_id']}")
+    print_notes(con, result.notes)  # the run id is announced on stderr when it is recorded

@@ -82,7 +82,7 @@ def start(spec: LaunchSpec, log_path: Path) -> ServerHandle:
     if port_in_use(spec.host, spec.port):
         raise LabError(
             f"port {spec.port} is already in use on {spec.host}",
-            "stop what runs there (specdoctor lab down) or pick another with --port",
+            f"stop what runs there (specdoctor lab down --port {spec.port}) or pick another with --port",
         )
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **spec.env}

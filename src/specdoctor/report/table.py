@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from specdoctor.acceptance.profile import AcceptanceProfile
@@ -25,7 +26,24 @@ def _ci(p: AcceptanceProfile, name: str, nd: int = 3) -> str:
     return "" if iv is None else f"{iv.low:.{nd}f} – {iv.high:.{nd}f}"
 
 
-def profile_table(p: AcceptanceProfile, title: str) -> Table:
+# What "mean acceptance length" is called where each engine prints it; every engine's figure
+# counts the bonus token (1 + accepted / drafts).
+_MAL_NAME = {
+    "vllm": "vLLM's \"Mean acceptance length\"",
+    "sglang": "SGLang's \"accept len\"",
+    "llamacpp": "llama.cpp's \"mean acceptance length\"",
+}
+
+
+def mal_convention(engine: str | None) -> str:
+    """The convention cell of the mean acceptance length row, named for ENGINE when known."""
+    name = _MAL_NAME.get(engine or "")
+    return "bonus token counted" + (f" (as {name})" if name else "")
+
+
+def profile_table(p: AcceptanceProfile, title: str, engine: str | None = None) -> Table:
+    """The figures of one profile with their intervals and conventions. ENGINE (vllm, sglang,
+    llamacpp) names the engine's own figure beside the convention; None leaves it generic."""
     t = Table(title=title, show_header=True, header_style="bold", title_justify="left")
     t.add_column("figure")
     t.add_column("value", justify="right")
@@ -35,7 +53,7 @@ def profile_table(p: AcceptanceProfile, title: str) -> Table:
     t.add_row("draft tokens", _i(p.draft_tokens), "", f"k = {p.k if p.k is not None else '?'}")
     t.add_row("accepted tokens", _i(p.accepted_tokens), "", "bonus token not counted")
     t.add_row("mean acceptance length", _f(p.mean_acceptance_length, 2),
-              _ci(p, "mean_acceptance_length", 2), "bonus token counted (vLLM)")
+              _ci(p, "mean_acceptance_length", 2), mal_convention(engine))
     t.add_row("accepted per draft", _f(p.accepted_per_draft, 2),
               _ci(p, "accepted_per_draft", 2), "bonus token not counted")
     t.add_row("acceptance rate", _f(p.acceptance_rate), _ci(p, "acceptance_rate"),
@@ -55,18 +73,34 @@ def windows_table(windows: Sequence[Window], count: int, limit: int = 20) -> Tab
     t = Table(title=f"windows ({count}; last {min(limit, len(windows))} shown)",
               header_style="bold", title_justify="left")
     t.add_column("file:line", overflow="fold")
-    t.add_column("time", no_wrap=True)
+    t.add_column("time (as logged)", no_wrap=True)
     for col in ("drafts", "drafted", "acc", "AL"):
         t.add_column(col, justify="right", no_wrap=True, min_width=4)
     t.add_column("per position")
-    for w in windows[-limit:]:
+    shown = windows[-limit:]
+    names = source_names([w.source for w in shown])
+    for w in shown:
         p = w.profile
         pos = " ".join(_f(x, 2) for x in (p.per_position or [])) or "—"
-        t.add_row(f"{Path(w.source).name}:{w.line}", (w.timestamp or "")[-8:], _i(p.drafts), _i(p.draft_tokens),
-                  _i(p.accepted_tokens), _f(p.mean_acceptance_length, 2), pos)
+        t.add_row(f"{names[w.source]}:{w.line}", w.timestamp or "—", _i(p.drafts),
+                  _i(p.draft_tokens), _i(p.accepted_tokens), _f(p.mean_acceptance_length, 2), pos)
     return t
 
 
+def source_names(sources: Sequence[str]) -> dict[str, str]:
+    """The shortest path suffix that tells each source apart (a/server.log, b/server.log)."""
+    paths = {s: Path(s).parts or (s,) for s in set(sources)}
+    out: dict[str, str] = {}
+    for s, parts in paths.items():
+        for n in range(1, len(parts) + 1):
+            tail = parts[-n:]
+            if all(o == s or tuple(op[-n:]) != tuple(tail) for o, op in paths.items()):
+                break
+        out[s] = "/".join(tail)
+    return out
+
+
 def print_notes(console: Console, notes: Sequence[str]) -> None:
-    for n in notes:
-        console.print(f"[yellow]note:[/yellow] {n}", highlight=False)
+    """Each note once, in first-seen order (a window's note repeated by its total is one note)."""
+    for n in dict.fromkeys(notes):
+        console.print(f"[yellow]note:[/yellow] {escape(n)}", highlight=False)
