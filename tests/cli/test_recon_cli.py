@@ -112,3 +112,13 @@ def test_diff_reports_a_file_edited_after_extraction(two_versions):
     r = run("recon", "diff", str(t / "s1"), str(t / "s2"))
     assert f"b: {EAGLE} was edited after extraction" in r.stdout
     assert "deleted after extraction" in r.stdout
+
+
+def test_scan_limits_named_in_the_fix_are_flags(two_versions):
+    t = two_versions
+    r = run("recon", "extract", str(t / "img.tar"), "-o", str(t / "o"), "--max-members", "2")
+    assert r.returncode == 2 and "more than 2 entries" in r.stderr and "raise --max-members" in r.stderr
+    r = run("recon", "extract", str(t / "img.tar"), "-o", str(t / "o"), "--max-scanned-size", "10")
+    assert r.returncode == 2 and "raise --max-scanned-size" in r.stderr, r.stderr
+    assert run("recon", "extract", str(t / "img.tar"), "-o", str(t / "o"),
+               "--max-members", "100", "--max-scanned-size", "1M").returncode == 0

@@ -68,10 +68,15 @@ def recon() -> None:
 @click.option("--max-files", type=int, default=Limits.max_files, show_default=True)
 @click.option("--max-file-size", default="256M", show_default=True)
 @click.option("--max-total-size", default="2G", show_default=True)
+@click.option("--max-members", type=int, default=Limits.max_members, show_default=True,
+              help="Entries read across all layers before the source is refused (header floods).")
+@click.option("--max-scanned-size", default="512G", show_default=True,
+              help="Expanded layer data read before the source is refused (decompression bombs).")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
 def extract(source: str, picks: tuple[str, ...], outdir: Path, root: str | None,
             image: str | None, platform: str | None, max_files: int, max_file_size: str,
-            max_total_size: str, as_json: bool) -> None:
+            max_total_size: str, max_members: int, max_scanned_size: str,
+            as_json: bool) -> None:
     """Write the picked files of SOURCE and a manifest into -o DIR.
 
     SOURCE: an image archive from `docker save`, an OCI layout (directory or
@@ -80,7 +85,8 @@ def extract(source: str, picks: tuple[str, ...], outdir: Path, root: str | None,
     Docker engine; the container is created and removed, never started).
     """
     limits = Limits(max_files=max_files, max_file_bytes=_size(max_file_size),
-                    max_total_bytes=_size(max_total_size))
+                    max_total_bytes=_size(max_total_size), max_members=max_members,
+                    max_scanned_bytes=_size(max_scanned_size))
     with _status(f"reading {source}") as update:
         snap, stats = run_extract(source, outdir, list(picks), root=root, image=image,
                                   platform=platform, limits=limits,

@@ -5,7 +5,7 @@ a code root and derives the convention from what they say: FlashAttention's
 `(sliding_window - 1, 0)` gives p = W-1, `_maybe_symmetrize_window` makes it
 symmetric for non-causal layers, FlexAttention's `abs(q_idx - kv_idx) < W`
 gives the edge operator, and so on. A convention the code does not show (a
-compiled kernel) is stated as an assumption and is what `masks check` tests.
+compiled kernel) is stated as an assumption and is what `masks diff --check` tests.
 
     fa2     vllm/v1/attention/backends/flash_attn.py + FA's documented window contract
     flex    vllm/v1/attention/backends/flex_attention.py (mask_mod on logical positions)
@@ -94,7 +94,7 @@ def _triton(cites: dict[str, Citation], spec: MaskSpec, notes: list[str]) -> Con
 
 def _cpu(cites: dict[str, Citation], spec: MaskSpec, notes: list[str]) -> Convention:
     notes.append("the C++ kernel's window test is compiled code: symmetric |q - k| < W is the "
-                 "model; `masks check` compares it with the op")
+                 "model; `masks diff --check` compares it with the op")
     return Convention("W", "symmetric", "<", "bottom-right")
 
 
