@@ -65,7 +65,8 @@ else:
 print(f"torch_version={torch}\ntorch_kind={kind}\nvllm_version={ver('vllm')}")
 PY
 }
-eval "$(probe)"
+found=$(probe) || { echo "error: $py cannot run; set PYTHON to a Python >= 3.11" >&2; exit 2; }
+eval "$found"
 
 if [ "$job" = lab ] || [ "$job" = test ]; then
   if [ -n "$vllm_version" ] || [ "$torch_kind" = cuda ] || [ "$torch_kind" = rocm ]; then
@@ -134,4 +135,4 @@ fi
 pip_install "${constraints[@]}" "${wanted[@]}"
 pip_install --no-deps -e .
 command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
-echo "specdoctor installed ($job)" >&2
+if [ "$dry" = 1 ]; then echo "dry run: nothing installed ($job)" >&2; else echo "specdoctor installed ($job)" >&2; fi

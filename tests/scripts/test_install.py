@@ -69,6 +69,7 @@ def test_core_on_gpu_server_installs_neither_torch_nor_vllm(tmp_path: Path) -> N
     cmds = " ".join(_commands(r))
     assert "click" in cmds and "--no-deps -e ." in cmds
     assert "torch" not in cmds and "vllm" not in cmds and "transformers" not in cmds
+    assert "dry run: nothing installed (core)" in r.stderr and "specdoctor installed" not in r.stderr
 
 
 def test_oracle_keeps_the_cuda_torch(tmp_path: Path) -> None:
