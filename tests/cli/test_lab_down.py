@@ -85,3 +85,13 @@ def test_bare_specdoctor_names_the_server_it_left_running(capsys):
     assert "left running (it was already up)" in capsys.readouterr().err
     _say_left_running([], before=set())
     assert capsys.readouterr().err == ""
+
+
+def test_bare_specdoctor_says_so_even_when_the_measurement_fails(home):
+    # the registered "server" answers no HTTP: measure fails, the note still names it
+    h, pids = home
+    pids.append(_fake_server(h, 45991))
+    r = run_cli(env={"SPECDOCTOR_HOME": str(h)}, timeout=120)
+    assert r.returncode == 3 and "cannot reach http://127.0.0.1:45991" in r.stderr
+    assert ("lab server left running (it was already up): http://127.0.0.1:45991" in r.stderr
+            and "stop it: specdoctor lab down --port 45991" in r.stderr)
