@@ -8,7 +8,8 @@ Three kinds of hint, each kept with the file and line it comes from:
 - a code span whose first word is a command (`masks diff`, `lab up --help`), in Markdown or in
   a Python string;
 - a bare flag after an instruction word ("pass --drafter", "no --k") in a Python string: it
-  must exist on a command that can reach the module it is written in.
+  must exist on a command that can reach the module it is written in, or on a command the
+  same string names ("a lab server started with --patch").
 """
 
 from __future__ import annotations
@@ -44,16 +45,27 @@ class Hint:
         return self.module is not None
 
 
-def _command_line(text: str, where: str) -> Hint:
-    """TEXT starts right after `specdoctor` (or at a command word)."""
+QUOTED = re.compile(r"'[^']*(?:'|$)|\"[^\"]*(?:\"|$)")
+
+
+def _command_line(text: str, where: str, commands: set[str]) -> Hint | None:
+    """TEXT starts right after `specdoctor` (or at a command word). None when it is prose
+    ("specdoctor starts it on a free port") or names its command through a placeholder."""
     text = SEGMENT_END.split(text, maxsplit=1)[0]
-    tokens = text.split()
+    # a quoted argument is another program's command line (`--launch 'vllm serve … --model M'`)
+    bare = QUOTED.sub(" ", text)
+    tokens = bare.split()
+    if tokens and tokens[0] == "X":
+        return None  # an f-string placeholder: the command is computed, nothing to check
+    if tokens and tokens[0] not in commands and WORD.match(tokens[0]) and len(tokens) > 1 \
+            and WORD.match(tokens[1]) and not FLAG.fullmatch(tokens[1]):
+        return None  # an unknown word followed by more words reads as prose
     words: list[str] = []
     for t in tokens:
         if FLAG.fullmatch(t) or not WORD.match(t) or len(words) == 3:
             break
         words.append(t)
-    return Hint(where, tuple(words), tuple(FLAG.findall(text)), text.strip())
+    return Hint(where, tuple(words), tuple(FLAG.findall(bare)), text.strip())
 
 
 def _from_code(text: str, where: str, commands: set[str], require_lead: bool) -> Iterator[Hint]:
@@ -62,11 +74,15 @@ def _from_code(text: str, where: str, commands: set[str], require_lead: bool) ->
         before = text[:m.start()].rstrip()
         if require_lead and before and not before.endswith(INSTRUCTION_BEFORE):
             continue
-        yield _command_line(text[m.end():], where)
+        hint = _command_line(text[m.end():], where, commands)
+        if hint is not None:
+            yield hint
     for span in SPAN.findall(text):
         first = span.split()[0] if span.split() else ""
         if first in commands or first.split("|")[0] in commands:
-            yield _command_line(span, where)
+            hint = _command_line(span, where, commands)
+            if hint is not None:
+                yield hint
 
 
 def markdown_hints(path: Path, commands: set[str]) -> Iterator[Hint]:
@@ -113,7 +129,8 @@ def python_hints(path: Path, commands: set[str]) -> Iterator[Hint]:
         for m in BARE_FLAG.finditer(s):
             if "specdoctor" in s[:m.start()].rsplit("\n", 1)[-1]:
                 continue  # a flag of a command line: checked with its command
-            yield Hint(f"{rel}:{line}", (), (m.group(1),), s.strip()[:120], module=module)
+            named = tuple(c for c in commands if re.search(rf"(?<![\w-]){c}(?![\w-])", s))
+            yield Hint(f"{rel}:{line}", named, (m.group(1),), s.strip()[:120], module=module)
 
 
 def module_name(path: Path) -> str:

@@ -37,8 +37,8 @@ def _top_commands() -> set[str]:
 
 def _problems(h: Hint, reached: dict[str, set[str]]) -> list[str]:
     cmds = commands()
-    if h.bare_flag:
-        owners = reached.get(h.module or "") or _top_commands()
+    if h.bare_flag:  # h.words: the commands the string names
+        owners = (reached.get(h.module or "") or _top_commands()) | set(h.words)
         pool = [c for p, c in cmds.items() if p and p[0] in owners]
         (flag,) = h.flags
         if flag in ENGINE_FLAGS or any(flag in c.flags for c in pool):
@@ -85,6 +85,7 @@ def test_every_hint_names_a_command_and_flags_that_exist():
     ("`specdoctor diagnoze`", "no command 'diagnoze'"),
     ("fix: specdoctor logs --k 4 server.log", "--k: no such flag on specdoctor logs"),
     ("see `lab up --methd ngram`", "--methd: no such flag on specdoctor lab up"),
+    ("run: specdoctor measure --url U --launch 'vllm serve M --model M'", "--launch: no such flag"),
 ])
 def test_the_check_catches_what_it_is_for(text, problem):
     # a wrong hint of each kind is reported: the collector finds it and the CLI refutes it
@@ -94,6 +95,12 @@ def test_the_check_catches_what_it_is_for(text, problem):
     assert any(problem in p for p in found), found
 
 
-def test_prose_is_not_a_hint():
-    assert list(_from_code("the log that specdoctor reads, as specdoctor measures it",
-                           "x.py:1", _top_commands(), require_lead=True)) == []
+def test_prose_placeholders_and_quoted_engine_flags_are_not_hints():
+    top = _top_commands()
+    for text in ("the log that specdoctor reads, as specdoctor measures it",
+                 "--launch: specdoctor starts it on a free port",
+                 "resume with: specdoctor X --resume X"):
+        assert list(_from_code(text, "x.py:1", top, require_lead=True)) == [], text
+    (h,) = _from_code("run: specdoctor measure --url U 'vllm serve --model M -m x'", "x.py:1",
+                      top, require_lead=True)
+    assert h.flags == ("--url",)
