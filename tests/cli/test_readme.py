@@ -57,7 +57,8 @@ def _mentions(text: str, flag: str) -> bool:
 def test_every_command_has_a_readme_row():
     rows = command_rows()
     missing = sorted({p[0] for p in commands() if len(p) == 1} - set(rows))
-    assert not missing, f"commands without a row in README's Commands table: {missing}"
+    assert not missing, (f"commands without a row in README's Commands table: {missing}; add a "
+                         "row whose first cell names `specdoctor CMD …` and links its docs page")
 
 
 def test_every_flag_is_documented_in_readme_or_the_page_its_row_links():
@@ -72,7 +73,8 @@ def test_every_flag_is_documented_in_readme_or_the_page_its_row_links():
         for flag in sorted(cmd.flags - {"--help"}):
             if flag.startswith("--") and not _mentions(text, flag):
                 undocumented.append(f"{cmd.name} {flag} (README or {', '.join(sorted(pages)) or 'no linked page'})")
-    assert not undocumented, "flags documented nowhere:\n" + "\n".join(undocumented)
+    assert not undocumented, ("flags documented nowhere (name each in README or in a docs page "
+                              "that the command's README row links):\n" + "\n".join(undocumented))
 
 
 def _own_paths(text: str) -> list[str]:
