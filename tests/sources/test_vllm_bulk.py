@@ -11,6 +11,7 @@ import pytest
 from specdoctor.acceptance.bootstrap import UnitBlocks, bootstrap_intervals
 from specdoctor.acceptance.profile import AcceptanceProfile, ProfileSum, sum_profiles
 from specdoctor.sources import scan, vllm_log
+from specdoctor.sources.base import SkippedLines
 from specdoctor.sources.logs import read_logs
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"
@@ -83,34 +84,42 @@ def write_log(path: Path, seed: int, n: int, method: str | None, flip_at: int | 
 
 
 def line_by_line(paths: list[Path], drafter: str):
-    """What read_logs returned before the bulk path: every line through ``feed``."""
-    parser = vllm_log.VllmLogParser(drafter)  # type: ignore[arg-type]
-    windows = []
+    """What read_logs returns, read the plain way: every line through ``feed``, one parser per
+    file; the bootstrap over the windows file by file, files in the order of their names (each
+    window its own block: these logs hold fewer than 1000 windows a file)."""
+    windows, by_file, notes = [], {}, []
+    skipped = SkippedLines()
     for p in paths:
+        parser = vllm_log.VllmLogParser(drafter)  # type: ignore[arg-type]
+        mine = []
         for n, line in scan.head_lines_with(str(p), b"speculative_config"):
             parser.feed(str(p), n, line)
         for n, line in scan.iter_marked_lines(str(p), (b"metrics:",)):
-            windows.extend(parser.feed(str(p), n, line))
-    windows.extend(parser.finish())
+            mine.extend(parser.feed(str(p), n, line))
+        mine.extend(parser.finish())
+        windows.extend(mine)
+        by_file[str(p)] = mine
+        skipped.merge(parser.skipped)
+        notes.extend(f"{p}: {n}" if len(paths) > 1 else n for n in parser.notes)
     profiles = [w.profile for w in windows]
-    total = sum_profiles(profiles).with_intervals(bootstrap_intervals(profiles))
-    return windows, total, parser
+    ordered = [w.profile for name in sorted(by_file) for w in by_file[name]]
+    total = sum_profiles(profiles).with_intervals(bootstrap_intervals(ordered))
+    return windows, total, skipped, notes
 
 
 def as_json(x) -> str:
     return json.dumps(x, sort_keys=False)
 
 
-def assert_same(paths: list[Path], drafter: str) -> None:
-    windows, total, parser = line_by_line(paths, drafter)
-    got = read_logs(paths, "vllm", drafter, keep_windows=True)  # type: ignore[arg-type]
+def assert_same(paths: list[Path], drafter: str, by_file: bool = False) -> None:
+    windows, total, skipped, notes = line_by_line(paths, drafter)
+    got = read_logs(paths, "vllm", drafter, keep_windows=True, by_file=by_file)
     expected = as_json([w.to_json() for w in windows])
     assert as_json([w.to_json() for w in got.reading.windows]) == expected
     assert as_json(got.total.to_json()) == as_json(total.to_json())
-    assert got.reading.skipped.to_json() == parser.skipped.to_json()
-    assert got.reading.notes == parser.notes
-    lean = read_logs(paths, "vllm", drafter,  # type: ignore[arg-type]
-                     keep_windows=False, last_windows=7)
+    assert got.reading.skipped.to_json() == skipped.to_json()
+    assert got.reading.notes == notes
+    lean = read_logs(paths, "vllm", drafter, keep_windows=False, last_windows=7, by_file=by_file)
     assert as_json(lean.total.to_json()) == as_json(total.to_json())
     assert lean.window_count == len(windows)
     assert [w.to_json() for w in lean.last_windows] == [w.to_json() for w in windows[-7:]]
@@ -123,8 +132,8 @@ def test_recorded_logs_read_the_same_in_bulk(log, drafter):
 
 
 def test_recorded_logs_together_read_the_same_in_bulk():
-    assert_same(RECORDED, "auto")
-    assert_same(RECORDED[::-1], "auto")
+    assert_same(RECORDED, "auto", by_file=True)
+    assert_same(RECORDED[::-1], "auto", by_file=True)
 
 
 @pytest.mark.parametrize("method,flip_at", [("draft_model", None), ("ngram", None), (None, None),
@@ -139,14 +148,14 @@ def test_a_small_table_refills_without_changing_anything(tmp_path, monkeypatch):
     monkeypatch.setattr(vllm_log, "TABLE_CAPACITY", 5)
     logs = [write_log(tmp_path / "a.log", 1, 300, "draft_model", repeat=0.3),
             write_log(tmp_path / "b.log", 2, 300, None, flip_at=100)]
-    assert_same(logs, "auto")
-    assert_same(logs[::-1], "auto")
+    assert_same(logs, "auto", by_file=True)
+    assert_same(logs[::-1], "auto", by_file=True)
 
 
 def test_small_text_blocks_split_runs_anywhere(tmp_path, monkeypatch):
     log = write_log(tmp_path / "a.log", 3, 300, None, flip_at=120)
     real = scan.iter_marked_text
-    monkeypatch.setattr("specdoctor.sources.logs.iter_marked_text",
+    monkeypatch.setattr("specdoctor.sources.scan.iter_marked_text",
                         lambda path, wanted: real(path, wanted, block_size=300))
     assert_same([log], "auto")
 

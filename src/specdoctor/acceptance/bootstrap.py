@@ -119,11 +119,26 @@ class UnitBlocks:
             self.rows = [_add_rows(a, b) for a, b in zip(self.rows[::2], self.rows[1::2])]
             self.size *= 2
 
+    def all_rows(self) -> list[list[float]]:
+        """The blocks, the last one possibly partial."""
+        return self.rows + ([self._current] if self._current is not None else [])
+
     def intervals(self, resamples: int = 2000, seed: int = 0) -> dict[str, Interval]:
         if not self.usable or self.units < MIN_UNITS:
             return {}
-        rows_l = self.rows + ([self._current] if self._current is not None else [])
-        return _intervals(rows_l, self.has_pos, resamples, seed)
+        return _intervals(self.all_rows(), self.has_pos, resamples, seed)
+
+    @classmethod
+    def joined(cls, parts: Sequence[UnitBlocks]) -> UnitBlocks:
+        """The blocks of several independent streams (several log files) side by side, in the
+        order given: a block never spans two streams."""
+        out = cls(max(p.max_blocks for p in parts) if parts else 500)
+        for p in parts:
+            out.units += p.units
+            out.usable = out.usable and p.usable
+            out.has_pos = out.has_pos and p.has_pos
+            out.rows.extend(list(r) for r in p.all_rows())
+        return out
 
 
 def _add_rows(a: list[float], b: list[float]) -> list[float]:

@@ -186,6 +186,24 @@ class ProfileSum:
                     self._per_pos[i] += a
         self._notes.update(p.notes)
 
+    def merge(self, other: ProfileSum) -> None:
+        """Add everything ``other`` holds (the same result whichever is merged into which)."""
+        self.n += other.n
+        self._rate_only.extend(other._rate_only)
+        self._drafts = _add(self._drafts, other._drafts)
+        self._draft_tokens = _add(self._draft_tokens, other._draft_tokens)
+        self._accepted = _add(self._accepted, other._accepted)
+        if other._k is not None:
+            self._k = other._k if self._k is None else max(self._k, other._k)
+        if self._per_pos is not None:
+            if other._per_pos is None:
+                self._per_pos = None
+            else:
+                self._per_pos.extend([0] * max(len(other._per_pos) - len(self._per_pos), 0))
+                for i, a in enumerate(other._per_pos):
+                    self._per_pos[i] += a
+        self._notes.update(other._notes)
+
     def result(self) -> AcceptanceProfile:
         if self._rate_only:
             # Rate-only windows cannot be weighted; mixing them with counted ones is not either.

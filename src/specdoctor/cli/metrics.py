@@ -13,17 +13,18 @@ from specdoctor.cli.options import plot_option, record, store_options
 from specdoctor.errors import InputError
 from specdoctor.report.plot import write_plot
 from specdoctor.report.table import profile_table
-from specdoctor.sources import prometheus
+from specdoctor.sources import registry
+from specdoctor.sources.registry import ENGINES, engine_of_metrics
 
 
 @click.command()
 @click.argument("source")
-@click.option("--engine", type=click.Choice(["vllm", "sglang", "llamacpp"]), default="vllm",
-              show_default=True)
+@click.option("--engine", type=click.Choice(ENGINES), default=None,
+              help="Engine that serves the metrics (default: detected from the metric names).")
 @store_options
 @plot_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-def metrics(source: str, engine: str, db: Path | None, no_store: bool, plot: Path | None,
+def metrics(source: str, engine: str | None, db: Path | None, no_store: bool, plot: Path | None,
             as_json: bool) -> None:
     """Read one Prometheus exposition: a file, - for stdin, or a server URL (its /metrics is
     fetched).
@@ -32,6 +33,7 @@ def metrics(source: str, engine: str, db: Path | None, no_store: bool, plot: Pat
     import time
 
     text = _read(source)
+    engine = engine or _detect(text, source)
     profile = _parse(text, engine)
     result: dict[str, object] = {"engine": engine, "source": source, "total": profile.to_json()}
     run_id = record(db, no_store, kind="metrics", engine=engine, target=source, params={},
@@ -61,10 +63,17 @@ def _read(source: str) -> str:
         raise InputError(f"cannot read {source}: {exc.strerror}", "check the path") from exc
 
 
-def _parse(text: str, engine: str) -> AcceptanceProfile:
-    if engine == "vllm":
-        return prometheus.parse_text(text).profile
-    import importlib
+def _detect(text: str, name: str) -> str:
+    engine = engine_of_metrics(text)
+    if engine is None:
+        raise InputError(
+            f"no speculative-decoding metrics in {name} (none of vllm:spec_decode_*, "
+            "sglang:spec_*, llamacpp:spec_decode_*)",
+            "pass the /metrics body of a server running with speculative decoding (llama-server "
+            "needs --metrics), or name the engine with --engine",
+        )
+    return engine
 
-    mod = importlib.import_module(f"specdoctor.sources.{engine}")
-    return mod.profile_from_prometheus(text)
+
+def _parse(text: str, engine: str) -> AcceptanceProfile:
+    return registry.source(engine).profile_from_prometheus(text)

@@ -2,14 +2,25 @@
 
 One module per engine format (``vllm_log``, ``prometheus``, ``sglang``, ``llamacpp``) turns the
 engine's own output into these types; nothing downstream knows which engine wrote them.
+
+``Source`` declares what an engine module offers (detect its log lines, read one log input,
+read a /metrics body); each engine module exports one as ``SOURCE`` and ``sources.registry``
+lists them. Readers hand their windows to a sink as they go, in lists or, for bulk readers,
+as ``WindowRun``s that add up many windows at once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
 
 from specdoctor.acceptance.profile import AcceptanceProfile
+
+if TYPE_CHECKING:
+    from specdoctor.sources.scan import LogInput
 
 # How many malformed lines are listed by number; the rest are only counted.
 MAX_SKIPPED_EXAMPLES = 5
@@ -68,3 +79,71 @@ class LogReading:
     # For cumulative formats (vLLM V0): the windows are differences of consecutive lines and
     # the total is the last line (or last minus first), never a sum of lines.
     cumulative: bool = False
+    # The speculative method named by the log's start-up lines, when it names one.
+    method: str | None = None
+
+
+class WindowRun(Protocol):
+    """Many consecutive windows read in bulk: their sum, their bootstrap rows, and the
+    windows themselves built only on request."""
+
+    def __len__(self) -> int: ...
+
+    def total(self) -> AcceptanceProfile:
+        """The count-weighted sum of the run's windows (as ``ProfileSum`` adds them)."""
+        ...
+
+    def unit_rows(self) -> tuple[np.ndarray, bool, int]:
+        """As ``UnitBlocks.add_rows`` takes them."""
+        ...
+
+    def windows(self, start: int = 0) -> list[Window]: ...
+
+
+WindowSink = Callable[["list[Window] | WindowRun"], None]
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """What a user may tell a reader that the log does not say."""
+
+    drafter: str = "auto"  # vLLM: "fixed", "variable" or "auto" (from the start-up lines)
+    k: int | None = None  # SGLang: draft tokens per step when no server_args line is logged
+
+
+class Source(Protocol):
+    """One engine's reader: what ``sources.logs`` and ``specdoctor metrics`` call."""
+
+    name: str
+    # Metric name prefixes that only this engine's /metrics body carries.
+    metrics_prefixes: tuple[str, ...]
+
+    def looks_like(self, line: str) -> bool:
+        """Whether a log line is one of this engine's speculative-decoding lines."""
+        ...
+
+    def read(self, inp: LogInput, options: ReadOptions, sink: WindowSink) -> LogReading:
+        """Read one input once, front to back; windows go to ``sink`` in order, and the
+        returned reading carries the rest (skipped lines, notes, method), no windows."""
+        ...
+
+    def profile_from_prometheus(self, text: str) -> AcceptanceProfile:
+        """The cumulative profile of one /metrics body (InputError when it has none)."""
+        ...
+
+
+@dataclass(frozen=True)
+class LineSource:
+    """A ``Source`` for formats read line by line in Python (small logs: SGLang, llama.cpp)."""
+
+    name: str
+    metrics_prefixes: tuple[str, ...]
+    looks_like: Callable[[str], bool]
+    parse_log: Callable[[Iterable[str], str, ReadOptions], LogReading]
+    profile_from_prometheus: Callable[[str], AcceptanceProfile]
+
+    def read(self, inp: LogInput, options: ReadOptions, sink: WindowSink) -> LogReading:
+        reading = self.parse_log(inp.lines(), inp.label, options)
+        sink(reading.windows)
+        reading.windows = []
+        return reading

@@ -50,7 +50,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.errors import InputError
-from specdoctor.sources.base import LogReading, Window
+from specdoctor.sources.base import LineSource, LogReading, ReadOptions, Window
 
 ENGINE = "llamacpp"
 MARKER = "draft acceptance"
@@ -413,3 +413,11 @@ def profile_from_prometheus(text: str) -> AcceptanceProfile:
 
 def _int(x: float | None) -> int | None:
     return None if x is None else int(x)
+
+
+def _parse(lines: Iterable[str], source: str, options: ReadOptions) -> LogReading:
+    return parse_log(lines, source)
+
+
+SOURCE = LineSource(ENGINE, ("llamacpp:spec_decode",), looks_like, _parse,
+                    profile_from_prometheus)

@@ -62,7 +62,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
 from specdoctor.errors import InputError
-from specdoctor.sources.base import LogReading, Window
+from specdoctor.sources.base import LineSource, LogReading, ReadOptions, Window
 
 ENGINE = "sglang"
 MARKER = "Decode batch"
@@ -439,3 +439,11 @@ def _gauge_int(gauges: dict[str, dict[Any, tuple[int, float]]], name: str, group
     if held is None or not _whole(held[1]):
         return None
     return int(held[1])
+
+
+def _parse(lines: Iterable[str], source: str, options: ReadOptions) -> LogReading:
+    return parse_log(lines, source, k=options.k)
+
+
+SOURCE = LineSource(ENGINE, ("sglang:spec_", "sglang_spec_"), looks_like, _parse,
+                    profile_from_prometheus)

@@ -34,12 +34,15 @@ import re
 from functools import lru_cache
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from specdoctor.acceptance.profile import AcceptanceProfile
-from specdoctor.sources.base import LogReading, SkippedLines, Window
+from specdoctor.sources.base import LogReading, ReadOptions, SkippedLines, Window, WindowSink
+
+if TYPE_CHECKING:
+    from specdoctor.sources.scan import LogInput
 
 ENGINE = "vllm"
 V1_MARKER = "SpecDecoding metrics:"
@@ -480,6 +483,15 @@ class FastRun:
     ids: list[int]
     lines: list[str]
 
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def total(self) -> AcceptanceProfile:
+        return self.table.total(np.array(self.ids, dtype=np.intp))
+
+    def unit_rows(self) -> tuple[np.ndarray, bool, int]:
+        return self.table.unit_rows(np.array(self.ids, dtype=np.intp))
+
     def windows(self, start: int = 0) -> list[Window]:
         return [self.table.window(self.source, ln, i)
                 for ln, i in zip(self.lines[start:], self.ids[start:])]
@@ -757,3 +769,43 @@ def _timestamp(line: str) -> str | None:
 
 def looks_like(line: str) -> bool:
     return V1_MARKER in line or V0_MARKER in line
+
+
+class _VllmSource:
+    """vLLM logs, read in bulk: only the lines carrying a metrics marker reach Python (grep on
+    a file; the same scan in Python on a stream), and runs of current-format lines are added up
+    through a ``V1Table``. The method comes from the start-up lines at the head of a file (a
+    stream is scanned for them throughout, in its one pass)."""
+
+    name = ENGINE
+    metrics_prefixes = ("vllm:spec_decode",)
+
+    @staticmethod
+    def looks_like(line: str) -> bool:
+        return looks_like(line)
+
+    @staticmethod
+    def read(inp: LogInput, options: ReadOptions, sink: WindowSink) -> LogReading:
+        parser = VllmLogParser(options.drafter)  # type: ignore[arg-type]
+        config, needle = CONFIG_NEEDLE.encode(), METRICS_NEEDLE.encode()
+        wanted: tuple[bytes, ...] = (needle,)
+        if inp.path is not None:
+            for lineno, line in inp.head_lines_with(config):
+                parser.feed(inp.label, lineno, line)
+        else:
+            wanted = (needle, config)
+        for text in inp.marked_text(wanted):
+            for piece in parser.feed_text(inp.label, text):
+                sink(piece)
+        sink(parser.finish())
+        return LogReading(ENGINE, skipped=parser.skipped, notes=parser.notes,
+                          cumulative=parser.cumulative, method=parser.method)
+
+    @staticmethod
+    def profile_from_prometheus(text: str) -> AcceptanceProfile:
+        from specdoctor.sources import prometheus
+
+        return prometheus.parse_text(text).profile
+
+
+SOURCE = _VllmSource()
