@@ -64,6 +64,9 @@ class AcceptanceProfile:
     count_weighted: bool = True
     intervals: dict[str, Interval] = field(default_factory=dict, compare=False)
     notes: tuple[str, ...] = ()
+    # When ``drafts`` is unknown but bounded: the lowest and highest draft counts consistent
+    # with what the source printed (a range, never a guess presented as a count).
+    drafts_range: tuple[int, int] | None = None
 
     # -- derived figures -------------------------------------------------------------------
 
@@ -111,6 +114,19 @@ class AcceptanceProfile:
         return out
 
     @property
+    def drafts_bounds(self) -> tuple[int, int] | None:
+        """(lowest, highest) draft count: the count twice when known, else ``drafts_range``."""
+        return (self.drafts, self.drafts) if self.drafts is not None else self.drafts_range
+
+    @property
+    def mean_acceptance_length_range(self) -> tuple[float, float] | None:
+        """The mean acceptance lengths the ``drafts_range`` allows (drafts unknown only)."""
+        r = self.drafts_range
+        if self.drafts is not None or r is None or self.accepted_tokens is None or r[0] <= 0:
+            return None
+        return (1.0 + self.accepted_tokens / r[1], 1.0 + self.accepted_tokens / r[0])
+
+    @property
     def has_drafts(self) -> bool:
         return bool(self.drafts) or bool(self.draft_tokens)
 
@@ -137,6 +153,8 @@ class AcceptanceProfile:
             "count_weighted": self.count_weighted,
             "ci95": {name: iv.to_json() for name, iv in self.intervals.items()} or None,
             "notes": list(self.notes),
+            "drafts_range": list(self.drafts_range) if self.drafts is None and self.drafts_range else None,
+            "mean_acceptance_length_range": _round_list(self.mean_acceptance_length_range),
         }
 
 
@@ -155,6 +173,8 @@ class ProfileSum:
     def __init__(self) -> None:
         self.n = 0
         self._drafts: int | None = 0
+        self._drafts_lo: int | None = 0  # sums of each window's drafts_bounds
+        self._drafts_hi: int | None = 0
         self._draft_tokens: int | None = 0
         self._accepted: int | None = 0
         self._per_pos: list[int] | None = []
@@ -172,6 +192,9 @@ class ProfileSum:
             self._rate_only.append(p)
             return
         self._drafts = _add(self._drafts, p.drafts)
+        bounds = p.drafts_bounds
+        self._drafts_lo = _add(self._drafts_lo, bounds[0] if bounds else None)
+        self._drafts_hi = _add(self._drafts_hi, bounds[1] if bounds else None)
         self._draft_tokens = _add(self._draft_tokens, p.draft_tokens)
         self._accepted = _add(self._accepted, p.accepted_tokens)
         if p.k is not None:
@@ -191,6 +214,8 @@ class ProfileSum:
         self.n += other.n
         self._rate_only.extend(other._rate_only)
         self._drafts = _add(self._drafts, other._drafts)
+        self._drafts_lo = _add(self._drafts_lo, other._drafts_lo)
+        self._drafts_hi = _add(self._drafts_hi, other._drafts_hi)
         self._draft_tokens = _add(self._draft_tokens, other._draft_tokens)
         self._accepted = _add(self._accepted, other._accepted)
         if other._k is not None:
@@ -217,6 +242,8 @@ class ProfileSum:
             accepted_per_position=tuple(self._per_pos) if self._per_pos is not None else None,
             k=self._k,
             notes=tuple(sorted(self._notes)),
+            drafts_range=(None if self._drafts is not None or self._drafts_lo is None
+                          or self._drafts_hi is None else (self._drafts_lo, self._drafts_hi)),
         )
 
 

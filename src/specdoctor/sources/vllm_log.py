@@ -8,22 +8,22 @@ Formats read (vllm/v1/spec_decode/metrics.py and its history):
   Each line covers the interval since the previous one (``SpecDecodingLogging.log`` resets).
   Forks that add fields are read too: fields are found by name, not by position.
 - early V1: ``SpecDecoding metrics: Draft acceptance rate: 36.8%, Accepted: N tokens, Drafted:
-  N tokens`` (per-interval; no draft count, no per-position rates).
+  N tokens`` (per-interval; no draft count, no per-position rates), and before vLLM #15902
+  ``Speculative metrics: Draft acceptance rate: 1.000, Number of accepted tokens: N, Number of
+  draft tokens: N, `` (per-interval too: no k, no system efficiency, no emitted tokens).
 - V0 (<= 0.9): ``Speculative metrics: Draft acceptance rate: 0.642, System efficiency: 0.510,
   Number of speculative tokens: 3, Number of accepted tokens: N, Number of draft tokens: N,
-  Number of emitted tokens: N.`` Running totals since the server started
+  Number of emitted tokens: N.`` (older: ``Number of draft tokens tokens:``, ``Number of
+  emitted tokens tokens:``). Running totals since the server started
   (vllm/spec_decode/metrics.py, ``AsyncMetricsCollector`` keeps ``self._aggregate_*``): a
   log's figures are its last line; a window is the difference of two consecutive lines.
 
 Counting rules:
 
-- V1 lines carry no draft count. It is recovered as the integer D that reproduces the printed
-  mean acceptance length (``%.2f`` of 1 + A/D) and every per-position rate (``%.3f`` of a_i/D)
-  with integer a_i summing to A — by formatting candidates exactly as vLLM does. When several
-  D fit, or nothing was accepted, D is taken as draft_tokens / k only for fixed-length
-  drafters (draft_model, EAGLE, MTP, DFlash); otherwise it is reported unknown (null).
-- Per-position counts are exact when one integer a_i reproduces each rate; for large windows
-  (D > 1000) they are the nearest integers to rate × D, and the window says so.
+- V1 lines carry no draft count: ``sources.recovery`` recovers it from the printed mean
+  acceptance length and per-position rates, or bounds it (``drafts_range``) when several counts
+  print the same figures; draft_tokens / k for fixed-length drafters (draft_model, EAGLE, MTP,
+  DFlash), where k is the length of the per-position list.
 - A window whose drafts are zero (vLLM then prints ``nan``) is kept, with zero counts.
 """
 
@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from specdoctor.acceptance.profile import AcceptanceProfile
+from specdoctor.sources.recovery import recover_counts, recovery_notes
 from specdoctor.sources.base import LogReading, ReadOptions, SkippedLines, Window, WindowSink
 
 if TYPE_CHECKING:
@@ -69,196 +70,15 @@ _V0_FIELDS = {
     "acceptance_rate": re.compile(r"Draft acceptance rate: " + _NUM),
     "k": re.compile(r"Number of speculative tokens: (\d+)"),
     "accepted": re.compile(r"Number of accepted tokens: (\d+)"),
-    "drafted": re.compile(r"Number of draft tokens: (\d+)"),
-    "emitted": re.compile(r"Number of emitted tokens: (\d+)"),
+    "drafted": re.compile(r"Number of draft tokens(?: tokens)?: (\d+)"),
+    "emitted": re.compile(r"Number of emitted tokens(?: tokens)?: (\d+)"),
 }
+# The per-interval "Speculative metrics:" of early V1 (before vLLM #15902) has only these.
+_EARLY_V1_FIELDS = ("acceptance_rate", "accepted", "drafted")
 # "INFO 11-29 08:50:01 [loggers.py:257]" (optionally "(APIServer pid=1) " before it)
 _TIMESTAMP = re.compile(r"(?:DEBUG|INFO|WARNING)\s+(\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)")
 _METHOD = re.compile(r"speculative_config=SpeculativeConfig\(method='?([\w-]+)'?")
 _METHOD_ARG = re.compile(r"""["']method["']\s*:\s*["']([\w-]+)["']""")
-
-
-@dataclass(frozen=True)
-class Recovered:
-    drafts: int | None
-    per_position: tuple[int, ...] | None
-    approximate_positions: bool = False
-
-
-def recover_counts(
-    accepted: int,
-    drafted: int,
-    mean_printed: str | None,
-    rates_printed: list[str] | tuple[str, ...] | None,
-    fixed_length: bool | None,
-) -> Recovered:
-    """Recover the draft count and per-position counts of one V1 window (see module doc)."""
-    k = len(rates_printed) if rates_printed else None
-    fixed_d = drafted // k if (fixed_length and k and drafted % k == 0) else None
-    if accepted == 0 or mean_printed is None or rates_printed is None:
-        if accepted == 0 and rates_printed is not None and fixed_d is not None:
-            return Recovered(fixed_d, tuple(0 for _ in rates_printed))
-        if accepted == 0 and drafted == 0:
-            return Recovered(0, tuple(0 for _ in (rates_printed or ())))
-        return Recovered(fixed_d, None)
-    candidates = [fixed_d] if fixed_d is not None else _candidate_drafts(accepted, drafted, mean_printed, k or 1)
-    fits = [(d, pos) for d in candidates if (pos := _positions_for(d, accepted, rates_printed)) is not None]
-    if len(fits) == 1:
-        d, pos = fits[0]
-        return Recovered(d, pos[0], pos[1])
-    if fixed_d is not None:
-        # The fixed-length count is exact even if printed rates are inconsistent (a fork's
-        # different rounding); keep D, drop positions.
-        return Recovered(fixed_d, None)
-    return Recovered(None, None)
-
-
-def _candidate_drafts(accepted: int, drafted: int, mean_printed: str, k: int) -> list[int]:
-    m = float(mean_printed)
-    lo_ratio, hi_ratio = m - 1 - 0.0051, m - 1 + 0.0051
-    d_min = max(1, -(-drafted // k))
-    d_max = drafted
-    if hi_ratio > 0:
-        d_min = max(d_min, int(accepted / hi_ratio))
-    if lo_ratio > 0:
-        d_max = min(d_max, int(accepted / lo_ratio) + 1)
-    if d_max - d_min > 100_000:
-        return []
-    fits = _mean_fits(accepted, mean_printed, d_min, d_max)
-    if fits is not None:
-        return fits
-    return [d for d in range(d_min, d_max + 1) if "%.2f" % (1 + accepted / d) == mean_printed]
-
-
-# Exact shortcuts for vLLM's formatting. A float a/d printed with n decimals is a/d rounded
-# to n decimals (Python prints the double exactly, halves to even). The double differs from
-# the real a/d by under 1e-15 when a/d < 1000, and a real a/d that is not on a rounding
-# boundary (2j+1)/(2*10^n) stays at least 1/(2*10^n*d) from it (> 2e-13 while d < 2^31): so
-# the double rounds as the real quotient does, which integer arithmetic decides. Quotients
-# exactly on a boundary (rare) are formatted as vLLM formats them. Outside these bounds, or
-# for a printed figure not in the form Python prints, the callers format every candidate.
-_EXACT_MAX_D = 1 << 31
-
-
-@lru_cache(maxsize=1 << 12)
-def _printed_units(printed: str, decimals: int, max_units: int) -> int | None:
-    """The printed figure in units of 10^-decimals, if it is written as Python writes a
-    non-negative float with that many decimals and is at most max_units; else None."""
-    whole, dot, frac = printed.partition(".")
-    if (not dot or len(frac) != decimals or not whole.isdigit() or not frac.isdigit()
-            or not whole.isascii() or not frac.isascii() or (len(whole) > 1 and whole[0] == "0")):
-        return None
-    units = int(whole + frac)
-    return units if units <= max_units else None
-
-
-def _rate_fits(s: int, d: int, r: str) -> tuple[int, int]:
-    """[lowest, highest] integer a with f"{a/d:.3f}" == r, r printing s thousandths (empty
-    when lowest > highest); 0 < d < 2^31, s <= 2000."""
-    # a fits iff (2s-1)d < 2000a < (2s+1)d, boundaries decided by formatting.
-    lo_num, hi_num = (2 * s - 1) * d, (2 * s + 1) * d
-    a_lo = lo_num // 2000 + 1
-    if lo_num % 2000 == 0 and a_lo - 1 >= 0 and f"{(a_lo - 1) / d:.3f}" == r:
-        a_lo -= 1
-    a_hi = -(-hi_num // 2000) - 1
-    if hi_num % 2000 == 0 and f"{(a_hi + 1) / d:.3f}" == r:
-        a_hi += 1
-    return max(a_lo, 0), a_hi
-
-
-def _mean_fits(accepted: int, mean_printed: str, d_min: int, d_max: int) -> list[int] | None:
-    """The d in [d_min, d_max] with "%.2f" % (1 + accepted / d) == mean_printed, or None when
-    the exact shortcut does not apply (see above)."""
-    units = _printed_units(mean_printed, 2, 100_000)
-    if units is None:
-        return None if mean_printed.isascii() and mean_printed[:1].isdigit() else []
-    if d_max >= _EXACT_MAX_D or accepted >= _EXACT_MAX_D or d_min < 1:
-        return None
-    c = units - 100  # hundredths of accepted / d
-    # d fits iff (2c-1)d < 200a < (2c+1)d, boundaries decided by formatting.
-    a200 = 200 * accepted
-    if 2 * c + 1 <= 0:
-        return []
-    lo, hi = d_min, d_max
-    lo = max(lo, a200 // (2 * c + 1) + (1 if a200 % (2 * c + 1) else 0))
-    if 2 * c - 1 > 0:
-        hi = min(hi, -(-a200 // (2 * c - 1)) - 1 + (0 if a200 % (2 * c - 1) else 1))
-    fits = list(range(lo, hi + 1))
-    # exact ties sit at the ends: keep them only if they print as vLLM prints them
-    if fits and a200 % (2 * c + 1) == 0 and fits[0] == a200 // (2 * c + 1):
-        if "%.2f" % (1 + accepted / fits[0]) != mean_printed:
-            fits.pop(0)
-    if fits and 2 * c - 1 > 0 and a200 % (2 * c - 1) == 0 and fits[-1] == a200 // (2 * c - 1):
-        if "%.2f" % (1 + accepted / fits[-1]) != mean_printed:
-            fits.pop()
-    return fits
-
-
-def _positions_for(
-    d: int, accepted: int, rates_printed: list[str] | tuple[str, ...]
-) -> tuple[tuple[int, ...], bool] | None:
-    """Integer a_i with f"{a_i/d:.3f}" == printed, non-increasing, summing to accepted."""
-    exact = 0 < d < _EXACT_MAX_D
-    if d < 1000:
-        # Below 1000 drafts a printed rate covers less than one integer (0.001 * d < 1), so
-        # the only candidate is the nearest to rate*d: it fits, or no integer does.
-        guess = []
-        for r in rates_printed:
-            if r == "nan":
-                return None
-            a = round(float(r) * d)
-            s = _printed_units(r, 3, 2000) if exact else None
-            if s is not None:
-                a_lo, a_hi = _rate_fits(s, d, r)
-                if not a_lo <= a <= a_hi:
-                    return None
-            elif f"{a / d:.3f}" != r:
-                return None
-            guess.append(a)
-        pos = tuple(guess)
-        return (pos, False) if sum(pos) == accepted and _non_increasing(pos) else None
-    ranges: list[range] = []
-    for r in rates_printed:
-        if r == "nan":
-            return None
-        centre = float(r) * d
-        lo = max(0, math.floor(centre - 0.0006 * d) - 1)
-        hi = min(d, math.ceil(centre + 0.0006 * d) + 1)
-        s = _printed_units(r, 3, 2000) if exact else None
-        if s is not None:
-            a_lo, a_hi = _rate_fits(s, d, r)
-            a_lo, a_hi = max(a_lo, lo), min(a_hi, hi)
-            if a_lo > a_hi:
-                return None
-            ranges.append(range(a_lo, a_hi + 1))
-            continue
-        ok = [a for a in range(lo, hi + 1) if f"{a / d:.3f}" == r]
-        if not ok:
-            return None
-        ranges.append(range(ok[0], ok[-1] + 1))
-    if not sum(x.start for x in ranges) <= accepted <= sum(x.stop - 1 for x in ranges):
-        return None
-    if all(len(x) == 1 for x in ranges):
-        pos = tuple(x.start for x in ranges)
-        return (pos, False) if _non_increasing(pos) else None
-    # Several integers print the same: take the nearest to rate*d, then fix the sum by
-    # moving the positions with the most room. Exact sums, approximate split.
-    pos_l = [min(max(round(float(r) * d), x.start), x.stop - 1) for r, x in zip(rates_printed, ranges)]
-    diff = accepted - sum(pos_l)
-    for i, x in enumerate(ranges):
-        if diff == 0:
-            break
-        room = (x.stop - 1 - pos_l[i]) if diff > 0 else (x.start - pos_l[i])
-        step = min(diff, room) if diff > 0 else max(diff, room)
-        pos_l[i] += step
-        diff -= step
-    if diff != 0 or not _non_increasing(tuple(pos_l)):
-        return None
-    return tuple(pos_l), True
-
-
-def _non_increasing(xs: tuple[int, ...]) -> bool:
-    return list(xs) == sorted(xs, reverse=True)
 
 
 _V1_CURRENT = re.compile(
@@ -297,13 +117,17 @@ def parse_v1_fields(text: str) -> dict[str, object] | None:
 
 
 def parse_v0_fields(text: str) -> dict[str, str] | None:
+    """The fields of a ``Speculative metrics:`` payload: all of V0's, or (early V1) the three
+    of ``_EARLY_V1_FIELDS``; None when neither set is complete."""
     out: dict[str, str] = {}
     for name, rx in _V0_FIELDS.items():
         m = rx.search(text)
-        if m is None:
-            return None
-        out[name] = m.group(1)
-    return out
+        if m is not None:
+            out[name] = m.group(1)
+    if len(out) == len(_V0_FIELDS) or (set(out) == set(_EARLY_V1_FIELDS)
+                                       and "System efficiency" not in text):
+        return out
+    return None
 
 
 def drafter_method(line: str) -> str | None:
@@ -370,9 +194,11 @@ class V1Table:
         self.drafts_known = np.zeros(self.capacity, dtype=bool)
         self.pos_lengths = np.zeros(self.capacity, dtype=np.intp)  # -1: no per-position counts
         self.ks = np.zeros(self.capacity, dtype=np.intp)  # -1: unknown k
+        # each entry's drafts_bounds; -1: unbounded
+        self.bounds = np.zeros((self.capacity, 2), dtype=np.int64)
         # entries added since the arrays were last brought up to date (``_sync``)
         self._new_rows: list[list[int]] = []
-        self._new_flags: list[tuple[int, bool, int, int]] = []
+        self._new_flags: list[tuple[int, bool, int, int, int, int]] = []
 
     @property
     def full(self) -> bool:
@@ -399,8 +225,9 @@ class V1Table:
         pos = p.accepted_per_position
         row = [p.drafts or 0, p.draft_tokens or 0, p.accepted_tokens or 0, *(pos or ())]
         self._new_rows.append(row)
+        bounds = p.drafts_bounds or (-1, -1)
         self._new_flags.append((len(row), p.drafts is not None, -1 if pos is None else len(pos),
-                                -1 if p.k is None else p.k))
+                                -1 if p.k is None else p.k, *bounds))
         i = len(self.profiles)
         self.profiles.append(p)
         self.fields.append(fields)
@@ -419,11 +246,13 @@ class V1Table:
         at = len(self.profiles) - len(rows)
         end = at + len(rows)
         self.rows[at:end, :width] = np.array([r + [0] * (width - len(r)) for r in rows])
-        widths, drafts_known, pos_lengths, ks = zip(*flags)
+        widths, drafts_known, pos_lengths, ks, lows, highs = zip(*flags)
         self.widths[at:end] = widths
         self.drafts_known[at:end] = drafts_known
         self.pos_lengths[at:end] = pos_lengths
         self.ks[at:end] = ks
+        self.bounds[at:end, 0] = lows
+        self.bounds[at:end, 1] = highs
         rows.clear()
         flags.clear()
 
@@ -443,8 +272,12 @@ class V1Table:
         pos_lengths, ks = self.pos_lengths[used], self.ks[used]
         known_ks = ks[ks >= 0]
         notes = sorted({n for i in used for n in self.profiles[i].notes})
+        drafts_known = bool(self.drafts_known[used].all())
+        bounded = not drafts_known and bool((self.bounds[used] >= 0).all())
+        low, high = (counts[used] @ self.bounds[used]).tolist() if bounded else (0, 0)
         return AcceptanceProfile(
-            drafts=int(sums[0]) if self.drafts_known[used].all() else None,
+            drafts=int(sums[0]) if drafts_known else None,
+            drafts_range=(int(low), int(high)) if bounded else None,
             draft_tokens=int(sums[1]),
             accepted_tokens=int(sums[2]),
             accepted_per_position=(tuple(int(x) for x in sums[3: 3 + pos_lengths.max()])
@@ -673,8 +506,16 @@ class VllmLogParser:
     def _feed_v0(self, source: str, lineno: int, line: str, text: str) -> Window | None:
         fields = parse_v0_fields(text)
         if fields is None:
-            self.skipped.add(source, lineno, "Speculative metrics line with missing fields")
+            self.skipped.add(source, lineno, "Speculative metrics line with missing fields "
+                                             "(Number of speculative / accepted / draft tokens)")
             return None
+        if "k" not in fields:  # early V1: counts of the interval, no k
+            acc, drafted = int(fields["accepted"]), int(fields["drafted"])
+            if acc > drafted:
+                self.skipped.add(source, lineno, f"{acc} accepted of only {drafted} drafted")
+                return None
+            profile = build_v1_profile(acc, drafted, None, None, self.fixed)
+            return Window(ENGINE, source, lineno, profile, _timestamp(line), printed=dict(fields))
         self.cumulative = True
         k, acc, drafted = int(fields["k"]), int(fields["accepted"]), int(fields["drafted"])
         prev = self._v0_prev or (k, 0, 0)
@@ -726,18 +567,14 @@ def build_v1_profile(
 ) -> AcceptanceProfile:
     """The counts of one V1 window from its printed figures (a pure function)."""
     rec = recover_counts(accepted, drafted, mean_printed, rates_printed, fixed)
-    notes: tuple[str, ...] = ()
-    if rec.drafts is None:
-        notes = ("draft count not recoverable from this line",)
-    elif rec.approximate_positions:
-        notes = ("per-position counts rounded from 3-decimal rates",)
     return AcceptanceProfile(
         drafts=rec.drafts,
         draft_tokens=drafted,
         accepted_tokens=accepted,
         accepted_per_position=rec.per_position,
         k=len(rates_printed) if rates_printed else None,
-        notes=notes,
+        notes=recovery_notes(rec),
+        drafts_range=rec.drafts_range,
     )
 
 
