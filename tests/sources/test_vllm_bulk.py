@@ -108,6 +108,10 @@ def line_by_line(paths: list[Path], drafter: str):
 
 
 def as_json(x) -> str:
+    """JSON text, without the wording of why an interval is unavailable (whether it is, is
+    compared through ci95)."""
+    if isinstance(x, dict):
+        x = {k: v for k, v in x.items() if k != "ci95_unavailable"}
     return json.dumps(x, sort_keys=False)
 
 

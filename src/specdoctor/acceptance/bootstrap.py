@@ -4,6 +4,11 @@ Drafts inside one request are not independent (a hard passage lowers every draft
 binomial interval on pooled counts is too narrow. Instead whole units are resampled with
 replacement and each ratio is recomputed from the resampled counter sums.
 
+Below ``MIN_UNITS`` units no interval is given: benchmarks/interval_coverage.py simulates
+profiles with a known rate and counts how often the interval covers it; with fewer units it
+covers the true value in well under 90% of trials (two units give just their range), so a
+number printed as a "95% interval" there would mislead. ``UnitBlocks.unavailable`` says why.
+
 Many units (a day of log windows) are folded, as they stream in, into between ``max_blocks``
 and ``2 * max_blocks`` blocks of consecutive units: a block bootstrap, which keeps neighbouring
 windows together, is if anything more conservative, and needs constant memory.
@@ -17,7 +22,11 @@ import numpy as np
 
 from specdoctor.acceptance.profile import AcceptanceProfile, Interval
 
-MIN_UNITS = 2
+# The fewest units with an interval: from benchmarks/results/interval_coverage.txt, the
+# smallest number from which the interval covers the true value in at least 90% of simulated
+# trials, for every figure and both simulated cases (log windows, requests).
+MIN_UNITS = 15
+COVERAGE_RESULTS = "benchmarks/results/interval_coverage.txt"
 
 
 def bootstrap_intervals(
@@ -26,6 +35,7 @@ def bootstrap_intervals(
     resamples: int = 2000,
     max_blocks: int = 500,
     seed: int = 0,
+    min_units: int | None = None,
 ) -> dict[str, Interval]:
     """Intervals for mean_acceptance_length, acceptance_rate and each per-position rate.
 
@@ -35,7 +45,7 @@ def bootstrap_intervals(
     blocks = UnitBlocks(max_blocks)
     for u in units:
         blocks.add(u)
-    return blocks.intervals(resamples=resamples, seed=seed)
+    return blocks.intervals(resamples=resamples, seed=seed, min_units=min_units)
 
 
 class UnitBlocks:
@@ -119,12 +129,24 @@ class UnitBlocks:
             self.rows = [_add_rows(a, b) for a, b in zip(self.rows[::2], self.rows[1::2])]
             self.size *= 2
 
+    def unavailable(self, unit: str = "units", min_units: int | None = None) -> str | None:
+        """Why ``intervals`` gives nothing, or None when it gives intervals."""
+        least = MIN_UNITS if min_units is None else min_units
+        if not self.usable:
+            return f"no 95% interval: some {unit} have no draft count"
+        if self.units < least:
+            return (f"no 95% interval: {self.units} {unit}, fewer than the {least} from which "
+                    f"a bootstrap interval covers the true value in at least 90% of simulated "
+                    f"trials ({COVERAGE_RESULTS})")
+        return None
+
     def all_rows(self) -> list[list[float]]:
         """The blocks, the last one possibly partial."""
         return self.rows + ([self._current] if self._current is not None else [])
 
-    def intervals(self, resamples: int = 2000, seed: int = 0) -> dict[str, Interval]:
-        if not self.usable or self.units < MIN_UNITS:
+    def intervals(self, resamples: int = 2000, seed: int = 0, min_units: int | None = None
+                  ) -> dict[str, Interval]:
+        if not self.usable or self.units < (MIN_UNITS if min_units is None else min_units):
             return {}
         return _intervals(self.all_rows(), self.has_pos, resamples, seed)
 

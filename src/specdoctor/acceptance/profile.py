@@ -67,6 +67,8 @@ class AcceptanceProfile:
     # When ``drafts`` is unknown but bounded: the lowest and highest draft counts consistent
     # with what the source printed (a range, never a guess presented as a count).
     drafts_range: tuple[int, int] | None = None
+    # Why ``intervals`` is empty, when it is (too few units, units without counts).
+    intervals_unavailable: str | None = field(default=None, compare=False)
 
     # -- derived figures -------------------------------------------------------------------
 
@@ -132,8 +134,11 @@ class AcceptanceProfile:
 
     # -- combination -----------------------------------------------------------------------
 
-    def with_intervals(self, intervals: dict[str, Interval]) -> AcceptanceProfile:
-        return replace(self, intervals=dict(intervals))
+    def with_intervals(self, intervals: dict[str, Interval], unavailable: str | None = None
+                       ) -> AcceptanceProfile:
+        """This profile with its 95% intervals, or (none) the reason there are none."""
+        return replace(self, intervals=dict(intervals),
+                       intervals_unavailable=None if intervals else unavailable)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form used by every command's ``total`` and ``windows``."""
@@ -152,6 +157,7 @@ class AcceptanceProfile:
             "acceptance_rate": _round(self.acceptance_rate),
             "count_weighted": self.count_weighted,
             "ci95": {name: iv.to_json() for name, iv in self.intervals.items()} or None,
+            "ci95_unavailable": None if self.intervals else self.intervals_unavailable,
             "notes": list(self.notes),
             "drafts_range": list(self.drafts_range) if self.drafts is None and self.drafts_range else None,
             "mean_acceptance_length_range": _round_list(self.mean_acceptance_length_range),

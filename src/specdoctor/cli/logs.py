@@ -74,4 +74,5 @@ def logs(files: tuple[str, ...], engine: str | None, drafter: str, by_file: bool
     if r.skipped.count:
         out.print(f"[yellow]skipped {r.skipped.count} malformed metrics line(s):[/yellow] "
                   + "; ".join(r.skipped.examples), highlight=False)
-    print_notes(out, r.notes + list(res.total.notes))
+    unavailable = [res.total.intervals_unavailable] if res.total.intervals_unavailable else []
+    print_notes(out, r.notes + list(res.total.notes) + unavailable)

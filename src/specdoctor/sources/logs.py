@@ -158,7 +158,7 @@ def _combine(engine: str, files: list[FileLog], collectors: list[_Collector], la
         reading.windows.extend(col.all or [])
         if len(files) > 1 and col.total.n == 0:
             reading.notes.append(f"{f.source}: no speculative-decoding window")
-        f.total = f.total.with_intervals(col.blocks.intervals())
+        f.total = f.total.with_intervals(col.blocks.intervals(), col.blocks.unavailable("windows"))
     methods = {f.reading.method for f in files}
     reading.method = methods.pop() if len(methods) == 1 else None
     if total.n == 0:
@@ -173,8 +173,8 @@ def _combine(engine: str, files: list[FileLog], collectors: list[_Collector], la
     order = sorted(range(len(files)), key=lambda i: files[i].source)
     blocks = UnitBlocks.joined([collectors[i].blocks for i in order])
     last_windows = [w for col in collectors for w in col.last][-max(last, 1):]
-    return LogTotal(reading, total.result().with_intervals(blocks.intervals()), total.n,
-                    last_windows, files)
+    result = total.result().with_intervals(blocks.intervals(), blocks.unavailable("windows"))
+    return LogTotal(reading, result, total.n, last_windows, files)
 
 
 def _same_config(files: list[FileLog]) -> None:
