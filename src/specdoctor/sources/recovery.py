@@ -73,21 +73,32 @@ def recover_counts(
         candidates = _drafts_fitting_mean(accepted, mean_printed, lo, hi)
         if candidates is None:  # too many to try one by one: the bounds the mean sets
             return Recovered(None, None, drafts_range=_mean_bounds(accepted, mean_printed, lo, hi))
-    if rates_printed is None:
-        fits = [(d, None) for d in candidates]
-    else:
-        fits = [(d, pos) for d in candidates
-                if (pos := _positions_for(d, accepted, rates_printed)) is not None]
-    if len(fits) == 1:
-        d, pos = fits[0]
+    first = _first_fit(candidates, accepted, rates_printed)
+    last = _first_fit(candidates[::-1], accepted, rates_printed) if first is not None else None
+    if first is not None and last is not None and first[0] == last[0]:
+        d, pos = first
         return Recovered(d, pos[0], pos[1]) if pos is not None else Recovered(d, None)
     if fixed_d is not None:
         # The fixed-length count is exact even if printed rates are inconsistent (a fork's
         # different rounding); keep D, drop positions.
         return Recovered(fixed_d, None)
-    if not fits:
+    if first is None or last is None:
         return Recovered(None, None)
-    return Recovered(None, None, drafts_range=(fits[0][0], fits[-1][0]))
+    return Recovered(None, None, drafts_range=(first[0], last[0]))
+
+
+def _first_fit(candidates: list[int], accepted: int,
+               rates_printed: list[str] | tuple[str, ...] | None
+               ) -> tuple[int, tuple[tuple[int, ...], bool] | None] | None:
+    """The first candidate D (in the order given) that reproduces the per-position rates too,
+    with its positions; only the ends of the set matter, so the middle is never tried."""
+    for d in candidates:
+        if rates_printed is None:
+            return d, None
+        pos = _positions_for(d, accepted, rates_printed)
+        if pos is not None:
+            return d, pos
+    return None
 
 
 def recovery_notes(rec: Recovered) -> tuple[str, ...]:
