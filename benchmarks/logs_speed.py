@@ -25,6 +25,8 @@ Each run times `grep -c -F 'SpecDecoding metrics'` and `specdoctor logs FILE` (t
 back to back on the same warm file and takes their ratio; --runs runs give min/median/max of
 the times and of the ratio. The generator adds up, as it writes, the counts it printed; the
 totals `specdoctor` reads (``read_logs``, outside the timing) must equal them exactly.
+(results/logs_speed_bulk_vs_plain.txt: the payload-table reader this replaced, against the
+plain reader, on these logs.)
 
     python benchmarks/logs_speed.py [--size-gb 0.25] [--runs 3] [--only LABEL] [--keep]
 """
@@ -236,42 +238,6 @@ def bench(path: Path, truth: Truth, label: str, runs: int) -> dict[str, object]:
     return {"label": label, "ratios": ratios}
 
 
-def compare_plain(path: Path, runs: int) -> str:
-    """CPU seconds, in this process, of the bulk path (``Source.read``: runs of current-format
-    lines through a table of distinct payloads) and of the plain path it is tested against
-    (every marked line through ``VllmLogParser.feed``), min over ``runs``."""
-    sys.path.insert(0, str(ROOT / "src"))
-    from specdoctor.sources import scan, vllm_log
-    from specdoctor.sources.base import ReadOptions
-
-    def bulk() -> int:
-        n = [0]
-        vllm_log.SOURCE.read(scan.open_input(str(path)), ReadOptions(),
-                             lambda piece: n.__setitem__(0, n[0] + len(piece)))
-        return n[0]
-
-    def plain() -> int:
-        parser = vllm_log.VllmLogParser("auto")
-        n = 0
-        for lineno, line in scan.head_lines_with(str(path), b"speculative_config"):
-            parser.feed(str(path), lineno, line)
-        for lineno, line in scan.iter_marked_lines(str(path), (b"metrics:",)):
-            n += len(parser.feed(str(path), lineno, line))
-        return n + len(parser.finish())
-
-    times = {}
-    for name, fn in (("bulk", bulk), ("plain", plain)):
-        best = math.inf
-        for _ in range(runs):
-            t0 = time.process_time()
-            count = fn()
-            best = min(best, time.process_time() - t0)
-        times[name] = (best, count)
-    assert times["bulk"][1] == times["plain"][1]
-    return (f"{'':22s} in-process CPU s (min of {runs}): bulk path {times['bulk'][0]:.2f}, "
-            f"plain path {times['plain'][0]:.2f} ({times['plain'][0] / times['bulk'][0]:.2f}x)")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-gb", type=float, default=0.25)
@@ -279,8 +245,6 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the generated logs")
     ap.add_argument("--dir", type=Path, default=None, help="where to write the logs")
     ap.add_argument("--only", action="append", help="run only this mixture (repeatable)")
-    ap.add_argument("--compare-plain", action="store_true",
-                    help="also time the bulk reader against the plain line-by-line path")
     args = ap.parse_args()
     if args.runs < 1:
         raise SystemExit("--runs must be at least 1")
@@ -303,8 +267,6 @@ def main() -> None:
             path = tmp / (re.sub(r"[^\w]+", "_", label) + ".log")
             truth = build(path, int(args.size_gb * 1e9), method, k, per_window)
             bench(path, truth, label, args.runs)
-            if args.compare_plain:
-                print(compare_plain(path, args.runs), flush=True)
             if not args.keep:
                 path.unlink()
     finally:

@@ -175,7 +175,7 @@ def test_metrics_without_spec_decode_counters_says_so():
 def test_intervals_do_not_depend_on_the_order_of_the_files(tmp_path):
     import random
 
-    from tests.sources.test_vllm_bulk import STARTUP, v1_line
+    from tests.sources.vllm_lines import STARTUP, v1_line
 
     rng = random.Random(5)
     a, b = tmp_path / "a.log", tmp_path / "b.log"

@@ -12,7 +12,7 @@ import pytest
 
 from specdoctor.sources import llamacpp, recovery
 from specdoctor.sources.logs import read_logs
-from tests.sources.test_vllm_bulk import v1_line
+from tests.sources.vllm_lines import v1_line
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 VLLM = FIX / "vllm" / "threads"

@@ -17,8 +17,7 @@ windows together, is if anything more conservative, and needs constant memory.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import numpy as np
+from typing import Any
 
 from specdoctor.acceptance.profile import AcceptanceProfile, Interval
 
@@ -91,36 +90,6 @@ class UnitBlocks:
         if self._in_current == self.size:
             self._push()
 
-    def add_rows(self, rows: np.ndarray, has_pos: bool = True, unusable_after: int = 0) -> None:
-        """Add many units at once, exactly as ``add`` one at a time would: ``rows`` holds one
-        usable unit per row (drafts, draft tokens, accepted, accepted per position..., zero
-        past a unit's own positions), ``has_pos`` whether all of them carry per-position
-        counts, and ``unusable_after`` how many units follow them, the first unusable."""
-        n = rows.shape[0]
-        self.units += n + unusable_after
-        if not self.usable:
-            return
-        if n:
-            if not has_pos:
-                self.has_pos = False
-            start = 0
-            while start < n:
-                take = min(self.size - self._in_current, n - start)
-                part = rows[start: start + take].sum(axis=0)
-                cur = self._current
-                if cur is None:
-                    cur = self._current = [0.0, 0.0, 0.0]
-                if len(cur) < len(part):
-                    cur.extend([0.0] * (len(part) - len(cur)))
-                for i, x in enumerate(part.tolist()):
-                    cur[i] += x
-                self._in_current += take
-                start += take
-                if self._in_current == self.size:
-                    self._push()
-        if unusable_after:
-            self.usable = False
-
     def _push(self) -> None:
         assert self._current is not None
         self.rows.append(self._current)
@@ -171,6 +140,8 @@ def _add_rows(a: list[float], b: list[float]) -> list[float]:
 
 def _intervals(rows_l: list[list[float]], has_pos: bool, resamples: int, seed: int
                ) -> dict[str, Interval]:
+    import numpy as np  # here: reading a log without an interval needs no numpy
+
     width = max(len(r) for r in rows_l)
     rows = np.zeros((len(rows_l), width), dtype=np.float64)
     for i, r in enumerate(rows_l):
@@ -192,7 +163,9 @@ def _intervals(rows_l: list[list[float]], has_pos: bool, resamples: int, seed: i
     return out
 
 
-def _put(out: dict[str, Interval], name: str, samples: np.ndarray) -> None:
+def _put(out: dict[str, Interval], name: str, samples: Any) -> None:
+    import numpy as np
+
     finite = samples[np.isfinite(samples)]
     if finite.size == 0:
         return

@@ -188,12 +188,9 @@ class ProfileSum:
         self._notes: set[str] = set()
         self._rate_only: list[AcceptanceProfile] = []
 
-    def add(self, p: AcceptanceProfile, windows: int = 1) -> None:
-        """Add one window, or (``windows`` > 1) the count-weighted sum of that many windows,
-        already added up by these rules (same result as adding them one at a time)."""
-        if windows != 1 and not p.count_weighted:
-            raise ValueError("only count-weighted windows can be added as a sum")
-        self.n += windows
+    def add(self, p: AcceptanceProfile) -> None:
+        """Add one window."""
+        self.n += 1
         if not p.count_weighted:
             self._rate_only.append(p)
             return

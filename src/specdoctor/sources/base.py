@@ -5,8 +5,7 @@ engine's own output into these types; nothing downstream knows which engine wrot
 
 ``Source`` declares what an engine module offers (detect its log lines, read one log input,
 read a /metrics body); each engine module exports one as ``SOURCE`` and ``sources.registry``
-lists them. Readers hand their windows to a sink as they go, in lists or, for bulk readers,
-as ``WindowRun``s that add up many windows at once.
+lists them. Readers hand their windows to a sink as they go, a list at a time.
 """
 
 from __future__ import annotations
@@ -14,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
-
-import numpy as np
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 
@@ -83,24 +80,7 @@ class LogReading:
     method: str | None = None
 
 
-class WindowRun(Protocol):
-    """Many consecutive windows read in bulk: their sum, their bootstrap rows, and the
-    windows themselves built only on request."""
-
-    def __len__(self) -> int: ...
-
-    def total(self) -> AcceptanceProfile:
-        """The count-weighted sum of the run's windows (as ``ProfileSum`` adds them)."""
-        ...
-
-    def unit_rows(self) -> tuple[np.ndarray, bool, int]:
-        """As ``UnitBlocks.add_rows`` takes them."""
-        ...
-
-    def windows(self, start: int = 0) -> list[Window]: ...
-
-
-WindowSink = Callable[["list[Window] | WindowRun"], None]
+WindowSink = Callable[[list[Window]], None]
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.errors import InputError
 from specdoctor.sources import recovery
@@ -411,6 +409,8 @@ def profile_from_prometheus(text: str) -> AcceptanceProfile:
     Series are summed (one per model in router mode). A run is the difference of two scrapes.
     """
     try:
+        from prometheus_client.parser import text_string_to_metric_families  # only for /metrics
+
         families = list(text_string_to_metric_families(text))
     except (ValueError, TypeError, IndexError) as exc:
         raise InputError(f"not Prometheus text exposition ({exc})",

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from specdoctor.acceptance.bootstrap import UnitBlocks
 from specdoctor.acceptance.profile import AcceptanceProfile, ProfileSum
 from specdoctor.errors import InputError
-from specdoctor.sources.base import LogReading, ReadOptions, Window, WindowRun
+from specdoctor.sources.base import LogReading, ReadOptions, Window
 from specdoctor.sources.registry import ENGINES, engine_of_line, source
 from specdoctor.sources.scan import LogInput, open_input
 
@@ -79,24 +79,7 @@ class _Collector:
             if self.all is not None:
                 self.all.append(w)
 
-    def add_run(self, run: WindowRun) -> None:
-        """Consecutive windows read in bulk: added up at once, with the same result as ``add``
-        on each; only the windows kept are built."""
-        self.total.add(run.total(), windows=len(run))
-        self.blocks.add_rows(*run.unit_rows())
-        keep = self.last.maxlen or 1
-        if self.all is not None:
-            kept = run.windows()
-            self.all.extend(kept)
-            self.last.extend(kept[-keep:])
-        else:
-            self.last.extend(run.windows(max(len(run) - keep, 0)))
-
-    def __call__(self, piece: list[Window] | WindowRun) -> None:
-        if isinstance(piece, list):
-            self.add(piece)
-        else:
-            self.add_run(piece)
+    __call__ = add
 
 
 def detect_engine(inp: LogInput) -> str | None:

@@ -58,7 +58,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
 
 from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
 from specdoctor.errors import InputError
@@ -374,6 +373,8 @@ def profile_from_prometheus(text: str) -> AcceptanceProfile:
     gauges: dict[str, dict[tuple[tuple[str, str], ...], tuple[int, float]]] = {}
     helps: dict[str, str] = {}
     try:
+        from prometheus_client.parser import text_string_to_metric_families  # only for /metrics
+
         families = list(text_string_to_metric_families(text))
     except (ValueError, TypeError, IndexError) as exc:
         raise InputError(f"not Prometheus text exposition ({exc})",

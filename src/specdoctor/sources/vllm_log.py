@@ -29,14 +29,9 @@ Counting rules:
 
 from __future__ import annotations
 
-import math
 import re
-from functools import lru_cache
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
-
-import numpy as np
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.sources.recovery import recover_counts, recovery_notes
@@ -138,198 +133,6 @@ def drafter_method(line: str) -> str | None:
     return m.group(1) if m else None
 
 
-# -- many lines at a time ------------------------------------------------------------------------
-#
-# A current-format V1 payload splits at its first three commas into the mean acceptance length,
-# the two throughputs (which vary from line to line and are not counted) and the rest. Lines
-# whose mean and rest were seen before share one entry: a window's counts depend on nothing
-# else (given whether drafts are fixed-length). An entry is read exactly as ``feed`` reads the
-# line; lines in any other shape, and every line while the parser's state could change, go
-# through ``feed`` itself.
-
-TABLE_CAPACITY = 1 << 10
-_ACC_THROUGHPUT = " Accepted throughput: "
-_DRAFT_THROUGHPUT = " Drafted throughput: "
-
-
-def _v1_key(payload: str) -> tuple[str, str] | None:
-    """The mean and the rest of a V1 payload when the throughputs sit between them, else None.
-    Payloads with the same key read the same (``V1Table``)."""
-    parts = payload.split(",", 3)
-    if (len(parts) == 4 and parts[1].startswith(_ACC_THROUGHPUT)
-            and parts[2].startswith(_DRAFT_THROUGHPUT)):
-        return parts[0], parts[3]
-    return None
-
-
-def _payloads(lines: list[str]) -> list[str]:
-    """Each line's text after its first V1 marker; "" for a line without one."""
-    return [line.partition(V1_MARKER)[2] for line in lines]
-
-
-def _index(items: list[int | None], value: None, start: int) -> int:
-    """Where ``value`` first occurs in ``items`` from ``start`` on; len(items) if nowhere."""
-    try:
-        return items.index(value, start)
-    except ValueError:
-        return len(items)
-
-
-class V1Table:
-    """Distinct V1 payloads (mean, rest) → their window profile, and that profile's counts as a
-    row of an integer table (drafts, draft tokens, accepted, accepted per position...) so many
-    windows add up in one numpy step. Bounded: a full table is replaced by a fresh one."""
-
-    def __init__(self, fixed: bool | None, capacity: int | None = None) -> None:
-        self.fixed = fixed
-        self.capacity = capacity or TABLE_CAPACITY
-        self.ids: dict[tuple[str, str], int] = {}
-        self.other: set[tuple[str, str]] = set()  # payloads not in the current format
-        self.exact: dict[str, int] = {}  # whole payloads seen, throughputs and all
-        self.profiles: list[AcceptanceProfile] = []
-        self.fields: list[dict[str, object]] = []
-        self._evidence: dict[int, bool | None] = {}
-        self.rows = np.zeros((self.capacity, 3 + 8), dtype=np.int64)
-        self.widths = np.zeros(self.capacity, dtype=np.intp)
-        self.drafts_known = np.zeros(self.capacity, dtype=bool)
-        self.pos_lengths = np.zeros(self.capacity, dtype=np.intp)  # -1: no per-position counts
-        self.ks = np.zeros(self.capacity, dtype=np.intp)  # -1: unknown k
-        # each entry's drafts_bounds; -1: unbounded
-        self.bounds = np.zeros((self.capacity, 2), dtype=np.int64)
-        # entries added since the arrays were last brought up to date (``_sync``)
-        self._new_rows: list[list[int]] = []
-        self._new_flags: list[tuple[int, bool, int, int, int, int]] = []
-
-    @property
-    def full(self) -> bool:
-        return len(self.ids) + len(self.other) >= self.capacity
-
-    def remember(self, payload: str, entry: int) -> None:
-        """Look this exact payload up directly next time (lines do repeat whole)."""
-        if len(self.exact) >= self.capacity:
-            self.exact.clear()
-        self.exact[payload] = entry
-
-    def add(self, key: tuple[str, str], payload: str) -> int:
-        """The entry of a payload (``key`` = its mean and rest); -1 when it is not in the
-        current V1 format (then ``feed`` reads the line)."""
-        fields = parse_v1_current(payload.rstrip("\r"))
-        if fields is None:
-            self.other.add(key)
-            return -1
-        rates = fields["per_position"]
-        assert isinstance(rates, list)
-        # the table is the cache here
-        p = build_v1_profile(int(str(fields["accepted"])), int(str(fields["drafted"])),
-                             str(fields["mean_acceptance_length"]), tuple(rates), self.fixed)
-        pos = p.accepted_per_position
-        row = [p.drafts or 0, p.draft_tokens or 0, p.accepted_tokens or 0, *(pos or ())]
-        self._new_rows.append(row)
-        bounds = p.drafts_bounds or (-1, -1)
-        self._new_flags.append((len(row), p.drafts is not None, -1 if pos is None else len(pos),
-                                -1 if p.k is None else p.k, *bounds))
-        i = len(self.profiles)
-        self.profiles.append(p)
-        self.fields.append(fields)
-        self.ids[key] = i
-        return i
-
-    def _sync(self) -> None:
-        """Copy the rows and flags of the entries added since the last call into the arrays,
-        in one step (numpy writes one element at a time slowly)."""
-        rows, flags = self._new_rows, self._new_flags
-        if not rows:
-            return
-        width = max(len(r) for r in rows)
-        if width > self.rows.shape[1]:
-            self.rows = np.pad(self.rows, ((0, 0), (0, width - self.rows.shape[1])))
-        at = len(self.profiles) - len(rows)
-        end = at + len(rows)
-        self.rows[at:end, :width] = np.array([r + [0] * (width - len(r)) for r in rows])
-        widths, drafts_known, pos_lengths, ks, lows, highs = zip(*flags)
-        self.widths[at:end] = widths
-        self.drafts_known[at:end] = drafts_known
-        self.pos_lengths[at:end] = pos_lengths
-        self.ks[at:end] = ks
-        self.bounds[at:end, 0] = lows
-        self.bounds[at:end, 1] = highs
-        rows.clear()
-        flags.clear()
-
-    def evidence(self, entry: int) -> bool | None:
-        """``fixedness_evidence`` of an entry's window (worked out once, when first asked)."""
-        if entry not in self._evidence:
-            self._evidence[entry] = fixedness_evidence(self.fields[entry])
-        return self._evidence[entry]
-
-    def total(self, ids: np.ndarray) -> AcceptanceProfile:
-        """The sum of the windows of these entries (one per window), by the rules of
-        ``ProfileSum``: counts add, and a count unknown in any window is unknown in the sum."""
-        self._sync()
-        counts = np.bincount(ids, minlength=len(self.profiles))
-        used = np.flatnonzero(counts)
-        sums = counts[used] @ self.rows[used]
-        pos_lengths, ks = self.pos_lengths[used], self.ks[used]
-        known_ks = ks[ks >= 0]
-        notes = sorted({n for i in used for n in self.profiles[i].notes})
-        drafts_known = bool(self.drafts_known[used].all())
-        bounded = not drafts_known and bool((self.bounds[used] >= 0).all())
-        low, high = (counts[used] @ self.bounds[used]).tolist() if bounded else (0, 0)
-        return AcceptanceProfile(
-            drafts=int(sums[0]) if drafts_known else None,
-            drafts_range=(int(low), int(high)) if bounded else None,
-            draft_tokens=int(sums[1]),
-            accepted_tokens=int(sums[2]),
-            accepted_per_position=(tuple(int(x) for x in sums[3: 3 + pos_lengths.max()])
-                                   if (pos_lengths >= 0).all() else None),
-            k=int(known_ks.max()) if known_ks.size else None,
-            notes=tuple(notes),
-        )
-
-    def unit_rows(self, ids: np.ndarray) -> tuple[np.ndarray, bool, int]:
-        """(rows of the leading windows usable by the bootstrap, whether all of those carry
-        per-position counts, how many windows follow the first unusable one and itself)."""
-        self._sync()
-        usable = self.drafts_known[ids]
-        n_ok = len(ids) if usable.all() else int(np.argmin(usable))
-        ok = ids[:n_ok]
-        width = int(self.widths[ok].max()) if n_ok else 3
-        return self.rows[ok, :width], bool((self.pos_lengths[ok] >= 0).all()), len(ids) - n_ok
-
-    def window(self, source: str, grep_line: str, entry: int) -> Window:
-        """The window of one "N:line" line whose payload is this entry."""
-        num, _, line = grep_line.partition(":")
-        fields = self.fields[entry]
-        rates = fields["per_position"]
-        assert isinstance(rates, list)
-        printed = {**fields, "per_position": list(rates)}
-        return Window(ENGINE, source, int(num), self.profiles[entry], _timestamp(line.rstrip("\r")),
-                      printed=printed)
-
-
-@dataclass
-class FastRun:
-    """Consecutive windows read through a ``V1Table``: entry ids and their "N:line" lines."""
-
-    source: str
-    table: V1Table
-    ids: list[int]
-    lines: list[str]
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def total(self) -> AcceptanceProfile:
-        return self.table.total(np.array(self.ids, dtype=np.intp))
-
-    def unit_rows(self) -> tuple[np.ndarray, bool, int]:
-        return self.table.unit_rows(np.array(self.ids, dtype=np.intp))
-
-    def windows(self, start: int = 0) -> list[Window]:
-        return [self.table.window(self.source, ln, i)
-                for ln, i in zip(self.lines[start:], self.ids[start:])]
-
-
 class VllmLogParser:
     """Streaming reader of vLLM log lines: ``feed`` lines in order, each call returns the
     windows it completed; ``finish()`` returns the rest. Memory stays constant.
@@ -351,7 +154,6 @@ class VllmLogParser:
         self.cumulative = False
         self._waiting: list[tuple[str, int, str | None, dict[str, object]]] = []
         self._v0_prev: tuple[int, int, int] | None = None
-        self._table: V1Table | None = None
 
     def feed(self, source: str, lineno: int, line: str) -> list[Window]:
         if self.method is None and "speculative_config" in line:
@@ -371,106 +173,6 @@ class VllmLogParser:
             w = self._feed_v0(source, lineno, line, line[i + len(V0_MARKER):])
             return [w] if w else []
         return []
-
-    def feed_text(self, source: str, text: str) -> Iterator[list[Window] | FastRun]:
-        """The windows of a block of "N:line\\n" lines (``grep -n`` output), in order: the same
-        windows as ``feed`` on each line, with current-format V1 lines gathered into
-        ``FastRun``s. A run is complete when yielded; consume it before asking for more."""
-        if self.method is None and CONFIG_NEEDLE in text:
-            for grep_line in text.split("\n")[:-1]:
-                num, _, line = grep_line.partition(":")
-                windows = self.feed(source, int(num), line.rstrip("\r"))
-                if windows:
-                    yield windows
-            return
-        lines = text.split("\n")
-        lines.pop()  # the text ends with a newline
-        payloads = _payloads(lines)
-        hints: list[int | None] = []  # each line's entry in ``hinted`` when the block came in
-        hinted: V1Table | None = None
-        start, n = 0, len(lines)
-        while start < n:
-            table = self._table_for_state()
-            ids: list[int] = []
-            if table is not None:
-                if table is not hinted:
-                    hinted = table
-                    hints = [None] * start + list(map(table.exact.get, payloads[start:]))
-                ids = self._run_from(table, payloads, hints, start)
-            if ids:
-                assert table is not None
-                yield FastRun(source, table, ids, lines[start: start + len(ids)])
-                start += len(ids)
-            if start == n:
-                break
-            if table is not None and table.full:
-                self._table = V1Table(self.fixed)
-                if _v1_key(payloads[start]) is not None:
-                    continue  # a new payload, to read through a fresh table
-            num, _, line = lines[start].partition(":")
-            windows = self.feed(source, int(num), line.rstrip("\r"))
-            if windows:
-                yield windows
-            start += 1
-
-    def _run_from(self, table: V1Table, payloads: list[str], hints: list[int | None],
-                  start: int) -> list[int]:
-        """Entries of the lines from ``start`` on, as far as they read through ``table``:
-        up to a line in another shape, a window that would change the parser's state, or a
-        new payload when the table is full. Stretches of lines whose payloads the table knew
-        whole when the block came in (``hints``) are taken at once."""
-        learning = self._learning_fixed
-        ids: list[int] = []
-        j, n = start, len(payloads)
-        while j < n:
-            if not learning:
-                stop = _index(hints, None, j)
-                ids.extend(hints[j:stop])  # type: ignore[arg-type]  # no None before stop
-                j = stop
-                if j == n:
-                    break
-            payload = payloads[j]
-            entry = table.exact.get(payload)
-            if entry is None:
-                entry = self._entry(table, payload)
-                if entry is None:
-                    break
-            if learning and table.evidence(entry) is False:
-                break
-            ids.append(entry)
-            j += 1
-        return ids
-
-    @staticmethod
-    def _entry(table: V1Table, payload: str) -> int | None:
-        """The table's entry for a payload not seen whole before, added if new; None when the
-        line is not in the current format or the table is full."""
-        key = _v1_key(payload) if payload else None
-        if key is None or key in table.other:
-            return None
-        entry = table.ids.get(key)
-        if entry is None:
-            if table.full:
-                return None
-            entry = table.add(key, payload)
-            if entry < 0:
-                return None
-        table.remember(payload, entry)
-        return entry
-
-    @property
-    def _learning_fixed(self) -> bool:
-        """Still judging drafts fixed-length from the windows: one may yet contradict it."""
-        return self.drafter == "auto" and self.method is None and self.fixed is True
-
-    def _table_for_state(self) -> V1Table | None:
-        """The table for windows read in the parser's current state; None while that state
-        may change with the next window (fixedness unknown, or windows waiting for it)."""
-        if self.fixed is None or self._waiting:
-            return None
-        if self._table is None or self._table.fixed != self.fixed:
-            self._table = V1Table(self.fixed)
-        return self._table
 
     def _v1(self, source: str, lineno: int, ts: str | None, fields: dict[str, object]) -> list[Window]:
         item = (source, lineno, ts, fields)
@@ -557,7 +259,7 @@ def _v1_window(
     rates = fields.get("per_position")
     rates_t = tuple(str(r) for r in rates) if isinstance(rates, list) else None
     mean = _str(fields.get("mean_acceptance_length"))
-    profile = v1_profile(accepted, drafted, mean, rates_t, fixed)
+    profile = build_v1_profile(accepted, drafted, mean, rates_t, fixed)
     return Window(ENGINE, source, lineno, profile, ts, printed=fields)
 
 
@@ -577,9 +279,6 @@ def build_v1_profile(
         drafts_range=rec.drafts_range,
     )
 
-
-# Windows often repeat, and profiles are immutable, so windows may share one.
-v1_profile = lru_cache(maxsize=1 << 10)(build_v1_profile)
 
 
 def fixedness_evidence(fields: dict[str, object]) -> bool | None:
@@ -609,10 +308,10 @@ def looks_like(line: str) -> bool:
 
 
 class _VllmSource:
-    """vLLM logs, read in bulk: only the lines carrying a metrics marker reach Python (grep on
-    a file; the same scan in Python on a stream), and runs of current-format lines are added up
-    through a ``V1Table``. The method comes from the start-up lines at the head of a file (a
-    stream is scanned for them throughout, in its one pass)."""
+    """vLLM logs: only the lines carrying a metrics marker reach Python (grep on a file; the
+    same scan in Python on a stream), in blocks, and each goes through ``VllmLogParser.feed``.
+    The method comes from the start-up lines at the head of a file (a stream is scanned for
+    them throughout, in its one pass)."""
 
     name = ENGINE
     metrics_prefixes = ("vllm:spec_decode",)
@@ -631,9 +330,13 @@ class _VllmSource:
                 parser.feed(inp.label, lineno, line)
         else:
             wanted = (needle, config)
+        label, feed = inp.label, parser.feed
         for text in inp.marked_text(wanted):
-            for piece in parser.feed_text(inp.label, text):
-                sink(piece)
+            windows: list[Window] = []
+            for grep_line in text.split("\n")[:-1]:
+                num, _, line = grep_line.partition(":")
+                windows += feed(label, int(num), line.rstrip("\r"))
+            sink(windows)
         sink(parser.finish())
         return LogReading(ENGINE, skipped=parser.skipped, notes=parser.notes,
                           cumulative=parser.cumulative, method=parser.method)
