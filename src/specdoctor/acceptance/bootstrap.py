@@ -149,7 +149,9 @@ def _intervals(rows_l: list[list[float]], has_pos: bool, resamples: int, seed: i
     width -= 3
     n = rows.shape[0]
     rng = np.random.default_rng(seed)
-    weights = rng.multinomial(n, np.full(n, 1.0 / n), size=resamples)
+    # how often each block is drawn in each resample: n draws with replacement per resample
+    draws = rng.integers(0, n, size=(resamples, n)) + (np.arange(resamples) * n)[:, None]
+    weights = np.bincount(draws.ravel(), minlength=resamples * n).reshape(resamples, n)
     sums = weights @ rows  # resamples x columns
     drafts, draft_tokens, accepted = sums[:, 0], sums[:, 1], sums[:, 2]
     out: dict[str, Interval] = {}

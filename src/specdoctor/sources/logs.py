@@ -87,10 +87,15 @@ def detect_engine(inp: LogInput) -> str | None:
     head = inp.head
     if b"\x00" in head[:4096]:
         raise InputError(f"{inp.label} is a binary file, not a log", "pass the server's text log")
-    for line in head.decode("utf-8", "replace").splitlines():
-        engine = engine_of_line(line)
-        if engine:
-            return engine
+    start = 0
+    while start < len(head):  # a piece at a time: the first metrics line is usually early
+        end = head.find(b"\n", start + (1 << 16))
+        end = len(head) if end < 0 else end + 1
+        for line in head[start:end].decode("utf-8", "replace").splitlines():
+            engine = engine_of_line(line)
+            if engine:
+                return engine
+        start = end
     return None
 
 
@@ -153,10 +158,14 @@ def _combine(engine: str, files: list[FileLog], collectors: list[_Collector], la
             "speculation was off, or the server logged no stats while it ran: start it with "
             "speculative decoding and keep its stats logging on",
         )
-    order = sorted(range(len(files)), key=lambda i: files[i].source)
-    blocks = UnitBlocks.joined([collectors[i].blocks for i in order])
+    result = total.result()
+    if len(files) == 1:  # the file's own intervals
+        result = result.with_intervals(files[0].total.intervals, files[0].total.intervals_unavailable)
+    else:
+        order = sorted(range(len(files)), key=lambda i: files[i].source)
+        blocks = UnitBlocks.joined([collectors[i].blocks for i in order])
+        result = result.with_intervals(blocks.intervals(), blocks.unavailable("windows"))
     last_windows = [w for col in collectors for w in col.last][-max(last, 1):]
-    result = total.result().with_intervals(blocks.intervals(), blocks.unavailable("windows"))
     return LogTotal(reading, result, total.n, last_windows, files)
 
 

@@ -74,7 +74,9 @@ def recover_counts(
         if candidates is None:  # too many to try one by one: the bounds the mean sets
             return Recovered(None, None, drafts_range=_mean_bounds(accepted, mean_printed, lo, hi))
     first = _first_fit(candidates, accepted, rates_printed)
-    last = _first_fit(candidates[::-1], accepted, rates_printed) if first is not None else None
+    last = first
+    if first is not None and len(candidates) > 1:
+        last = _first_fit(candidates[::-1], accepted, rates_printed)
     if first is not None and last is not None and first[0] == last[0]:
         d, pos = first
         return Recovered(d, pos[0], pos[1]) if pos is not None else Recovered(d, None)
