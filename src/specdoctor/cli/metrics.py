@@ -14,6 +14,7 @@ from specdoctor.errors import InputError
 from specdoctor.report.plot import write_plot
 from specdoctor.report.table import profile_table
 from specdoctor.sources import registry
+from specdoctor.sources.base import printable
 from specdoctor.sources.registry import ENGINES, engine_of_metrics
 
 
@@ -53,14 +54,23 @@ def _read(source: str) -> str:
         url = source if source.rstrip("/").endswith("/metrics") else source.rstrip("/") + "/metrics"
         return get_text(url)
     if source == "-":
-        return click.get_text_stream("stdin").read()
+        return _text(click.get_binary_stream("stdin").read(), "stdin")
     path = Path(source)
     if not path.exists() or path.is_dir():
-        raise InputError(f"{source}: no such file", "pass a saved /metrics body or a URL http://HOST:PORT")
+        raise InputError(f"{printable(source)}: no such file",
+                         "pass a saved /metrics body, - for stdin, or a URL http://HOST:PORT")
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        return _text(path.read_bytes(), source)
     except OSError as exc:
-        raise InputError(f"cannot read {source}: {exc.strerror}", "check the path") from exc
+        raise InputError(f"cannot read {printable(source)}: {exc.strerror}", "check the path") from exc
+
+
+def _text(data: bytes, name: str) -> str:
+    """The body as text; a binary file is refused without showing its bytes."""
+    if b"\x00" in data[:4096]:
+        raise InputError(f"{printable(name)} is a binary file, not a /metrics body",
+                         "pass the text a server returns on /metrics (curl -s URL/metrics > dump.txt)")
+    return data.decode("utf-8", "replace")
 
 
 def _detect(text: str, name: str) -> str:

@@ -10,6 +10,7 @@ lists them. Readers hand their windows to a sink as they go, a list at a time.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -21,6 +22,23 @@ if TYPE_CHECKING:
 
 # How many malformed lines are listed by number; the rest are only counted.
 MAX_SKIPPED_EXAMPLES = 5
+
+
+def printable(text: str, limit: int = 120) -> str:
+    """Text from the user's input made safe to show: control and undecodable characters
+    escaped, cut to ``limit`` characters."""
+    out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
+    return out + ("…" if len(text) > limit else "")
+
+
+def count_of(value: float, what: str) -> int:
+    """A counter sample as a count; InputError when it is negative, not finite or not whole."""
+    from specdoctor.errors import InputError
+
+    if not math.isfinite(value) or value < 0 or value != int(value):
+        raise InputError(f"{printable(what)} = {value!r} is not a count",
+                         "pass the /metrics body unchanged, as the server wrote it")
+    return int(value)
 
 
 @dataclass(frozen=True)

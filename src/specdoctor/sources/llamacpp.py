@@ -50,7 +50,7 @@ from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.errors import InputError
 from specdoctor.sources import recovery
 from specdoctor.sources.recovery import Recovered, recovery_notes
-from specdoctor.sources.base import LineSource, LogReading, ReadOptions, Window
+from specdoctor.sources.base import count_of, printable, LineSource, LogReading, ReadOptions, Window
 
 ENGINE = "llamacpp"
 MARKER = "draft acceptance"
@@ -413,7 +413,7 @@ def profile_from_prometheus(text: str) -> AcceptanceProfile:
 
         families = list(text_string_to_metric_families(text))
     except (ValueError, TypeError, IndexError) as exc:
-        raise InputError(f"not Prometheus text exposition ({exc})",
+        raise InputError(f"not Prometheus text exposition ({printable(str(exc))})",
                          "pass the body of llama-server's /metrics endpoint") from exc
     totals: dict[str, float] = {}
     per_pos: dict[int, float] = {}
@@ -425,10 +425,13 @@ def profile_from_prometheus(text: str) -> AcceptanceProfile:
                 continue
             base = s.name.removesuffix("_total")
             if base in _NAMES:
-                totals[_NAMES[base]] = totals.get(_NAMES[base], 0.0) + s.value
+                totals[_NAMES[base]] = totals.get(_NAMES[base], 0.0) + count_of(s.value, s.name)
             elif base == _PER_POS_NAME and "position" in s.labels:
+                if not s.labels["position"].isdigit():
+                    raise InputError(f"{s.name}: position {printable(s.labels['position'])!r} is "
+                                     "not a number", "pass the /metrics body unchanged")
                 i = int(s.labels["position"])
-                per_pos[i] = per_pos.get(i, 0.0) + s.value
+                per_pos[i] = per_pos.get(i, 0.0) + count_of(s.value, s.name)
     if not totals:
         raise InputError(
             "no llamacpp:spec_decode_* counters in this metrics text",

@@ -61,7 +61,7 @@ from typing import Any
 
 from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
 from specdoctor.errors import InputError
-from specdoctor.sources.base import LineSource, LogReading, ReadOptions, Window
+from specdoctor.sources.base import printable, LineSource, LogReading, ReadOptions, Window
 
 ENGINE = "sglang"
 MARKER = "Decode batch"
@@ -377,7 +377,7 @@ def profile_from_prometheus(text: str) -> AcceptanceProfile:
 
         families = list(text_string_to_metric_families(text))
     except (ValueError, TypeError, IndexError) as exc:
-        raise InputError(f"not Prometheus text exposition ({exc})",
+        raise InputError(f"not Prometheus text exposition ({printable(str(exc))})",
                          "pass the body of SGLang's /metrics endpoint") from exc
     for fam in families:
         name = fam.name

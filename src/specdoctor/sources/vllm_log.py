@@ -175,6 +175,10 @@ class VllmLogParser:
         return []
 
     def _v1(self, source: str, lineno: int, ts: str | None, fields: dict[str, object]) -> list[Window]:
+        accepted, drafted = int(str(fields["accepted"])), int(str(fields["drafted"]))
+        if accepted > drafted:
+            self.skipped.add(source, lineno, f"{accepted} accepted of only {drafted} drafted")
+            return []
         item = (source, lineno, ts, fields)
         if self.drafter == "auto" and self.method is None:
             self._learn_fixedness(fields)
@@ -228,6 +232,10 @@ class VllmLogParser:
             )
             prev = (k, 0, 0)
         d_acc, d_drafted = acc - prev[1], drafted - prev[2]
+        if d_acc > d_drafted:
+            self.skipped.add(source, lineno, f"running totals: {d_acc} more accepted but only "
+                                             f"{d_drafted} more drafted since the line before")
+            return None
         profile = AcceptanceProfile(
             drafts=d_drafted // k if k else None,
             draft_tokens=d_drafted,
