@@ -26,7 +26,7 @@ figures and ``count_weighted`` says whether aggregates could be weighted by coun
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -194,43 +194,35 @@ class ProfileSum:
         if not p.count_weighted:
             self._rate_only.append(p)
             return
-        self._drafts = _add(self._drafts, p.drafts)
-        bounds = p.drafts_bounds
-        self._drafts_lo = _add(self._drafts_lo, bounds[0] if bounds else None)
-        self._drafts_hi = _add(self._drafts_hi, bounds[1] if bounds else None)
-        self._draft_tokens = _add(self._draft_tokens, p.draft_tokens)
-        self._accepted = _add(self._accepted, p.accepted_tokens)
-        if p.k is not None:
-            self._k = p.k if self._k is None else max(self._k, p.k)
-        if self._per_pos is not None:
-            if p.accepted_per_position is None:
-                self._per_pos = None
-            else:
-                grow = len(p.accepted_per_position) - len(self._per_pos)
-                self._per_pos.extend([0] * max(grow, 0))
-                for i, a in enumerate(p.accepted_per_position):
-                    self._per_pos[i] += a
-        self._notes.update(p.notes)
+        bounds = p.drafts_bounds or (None, None)
+        self._accumulate(p.drafts, bounds[0], bounds[1], p.draft_tokens, p.accepted_tokens, p.k,
+                         p.accepted_per_position, p.notes)
 
     def merge(self, other: ProfileSum) -> None:
         """Add everything ``other`` holds (the same result whichever is merged into which)."""
         self.n += other.n
         self._rate_only.extend(other._rate_only)
-        self._drafts = _add(self._drafts, other._drafts)
-        self._drafts_lo = _add(self._drafts_lo, other._drafts_lo)
-        self._drafts_hi = _add(self._drafts_hi, other._drafts_hi)
-        self._draft_tokens = _add(self._draft_tokens, other._draft_tokens)
-        self._accepted = _add(self._accepted, other._accepted)
-        if other._k is not None:
-            self._k = other._k if self._k is None else max(self._k, other._k)
+        self._accumulate(other._drafts, other._drafts_lo, other._drafts_hi, other._draft_tokens,
+                         other._accepted, other._k, other._per_pos, other._notes)
+
+    def _accumulate(self, drafts: int | None, lo: int | None, hi: int | None,
+                    draft_tokens: int | None, accepted: int | None, k: int | None,
+                    per_pos: Sequence[int] | None, notes: Iterable[str]) -> None:
+        self._drafts = _add(self._drafts, drafts)
+        self._drafts_lo = _add(self._drafts_lo, lo)
+        self._drafts_hi = _add(self._drafts_hi, hi)
+        self._draft_tokens = _add(self._draft_tokens, draft_tokens)
+        self._accepted = _add(self._accepted, accepted)
+        if k is not None:
+            self._k = k if self._k is None else max(self._k, k)
         if self._per_pos is not None:
-            if other._per_pos is None:
+            if per_pos is None:
                 self._per_pos = None
             else:
-                self._per_pos.extend([0] * max(len(other._per_pos) - len(self._per_pos), 0))
-                for i, a in enumerate(other._per_pos):
+                self._per_pos.extend([0] * max(len(per_pos) - len(self._per_pos), 0))
+                for i, a in enumerate(per_pos):
                     self._per_pos[i] += a
-        self._notes.update(other._notes)
+        self._notes.update(notes)
 
     def result(self) -> AcceptanceProfile:
         if self._rate_only:
