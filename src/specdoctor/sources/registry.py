@@ -29,11 +29,17 @@ def engine_of_line(line: str) -> str | None:
 
 
 def engine_of_metrics(text: str) -> str | None:
-    """The engine whose spec-decode metric names appear first in a /metrics body."""
+    """The engine whose spec-decode metric names appear first in a /metrics body; failing
+    that, the one engine whose metric namespace (``vllm:``…) the body uses."""
     best: tuple[int, str] | None = None
     for s in SOURCES.values():
         for prefix in s.metrics_prefixes:
             at = text.find(prefix)
             if at >= 0 and (best is None or at < best[0]):
                 best = (at, s.name)
-    return best[1] if best else None
+    if best:
+        return best[1]
+    # No spec-decode metric: the engine whose namespace the body uses, if one does (its reader
+    # then says what is missing and how to turn it on).
+    found = [s.name for s in SOURCES.values() if f"{s.name}:" in text]
+    return found[0] if len(found) == 1 else None

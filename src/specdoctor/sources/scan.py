@@ -277,12 +277,17 @@ def _whole_head(head: bytes, limit: int) -> bytes:
 def open_input(name: str) -> LogInput:
     """The log called ``name``: "-" is stdin; a pipe, FIFO or ``/dev/fd/N`` is a stream."""
     if name == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise InputError("- reads the log from stdin, but stdin is a terminal",
+                             "pipe the log in: docker logs CONTAINER 2>&1 | specdoctor logs -")
         return _stream_input("-", sys.stdin.buffer)
     try:
         st = os.stat(name)
-    except OSError as exc:
-        raise InputError(f"{name}: {exc.strerror or 'no such file'}",
+    except FileNotFoundError as exc:
+        raise InputError(f"{name}: no such file",
                          "check the path, or pass - to read the log from stdin") from exc
+    except OSError as exc:
+        raise InputError(f"cannot read {name}: {exc.strerror or exc}", "check the path") from exc
     if stat.S_ISDIR(st.st_mode):
         raise InputError(f"{name} is a directory", "pass the log files inside it")
     if stat.S_ISREG(st.st_mode):
