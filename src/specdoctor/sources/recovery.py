@@ -20,6 +20,7 @@ summing to A, and flagged approximate.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -50,7 +51,7 @@ def recover_counts(
     if k == -1:
         k = len(rates_printed) if rates_printed else None
     fixed_d = drafted // k if (fixed_length and k and drafted % k == 0) else None
-    if rates_printed is not None and not all(_is_number(r) for r in rates_printed):
+    if rates_printed is not None and not rates_are_numbers(rates_printed):
         return Recovered(fixed_d, None)  # not rates as an engine prints them: nothing fits
     zeros = tuple(0 for _ in (rates_printed or ()))
     if drafted == 0:
@@ -289,6 +290,15 @@ def positions_for(d: int, accepted: int, rates_printed: list[str] | tuple[str, .
     if d <= 0 or not all(_is_number(r) for r in rates_printed):
         return None
     return _positions_for(d, accepted, rates_printed)
+
+
+_RATE = re.compile(r"nan|\d{1,9}\.\d{1,9}")
+
+
+def rates_are_numbers(rates: list[str] | tuple[str, ...]) -> bool:
+    """Whether every printed rate is "nan" or a plain decimal (as engines print them)."""
+    match = _RATE.fullmatch
+    return all(match(r) for r in rates)
 
 
 def _is_number(r: str) -> bool:
