@@ -243,38 +243,41 @@ def _positions_for(
             guess.append(a)
         pos = tuple(guess)
         return (pos, False) if sum(pos) == accepted and _non_increasing(pos) else None
-    ranges: list[range] = []
+    lows: list[int] = []
+    highs: list[int] = []
     for r in rates_printed:
         if r == "nan":
             return None
-        centre = float(r) * d
-        lo = max(0, math.floor(centre - 0.0006 * d) - 1)
-        hi = min(d, math.ceil(centre + 0.0006 * d) + 1)
         s = _printed_units(r, 3, 2000) if exact else None
         if s is not None:
+            # exactly the integers that print as r (all within rate*d +- 0.0005*d), in [0, d]
             a_lo, a_hi = _rate_fits(s, d, r)
-            a_lo, a_hi = max(a_lo, lo), min(a_hi, hi)
-            if a_lo > a_hi:
+            a_hi = min(a_hi, d)
+        else:
+            centre = float(r) * d
+            lo = max(0, math.floor(centre - 0.0006 * d) - 1)
+            hi = min(d, math.ceil(centre + 0.0006 * d) + 1)
+            ok = [a for a in range(lo, hi + 1) if f"{a / d:.3f}" == r]
+            if not ok:
                 return None
-            ranges.append(range(a_lo, a_hi + 1))
-            continue
-        ok = [a for a in range(lo, hi + 1) if f"{a / d:.3f}" == r]
-        if not ok:
+            a_lo, a_hi = ok[0], ok[-1]
+        if a_lo > a_hi:
             return None
-        ranges.append(range(ok[0], ok[-1] + 1))
-    if not sum(x.start for x in ranges) <= accepted <= sum(x.stop - 1 for x in ranges):
+        lows.append(a_lo)
+        highs.append(a_hi)
+    if not sum(lows) <= accepted <= sum(highs):
         return None
-    if all(len(x) == 1 for x in ranges):
-        pos = tuple(x.start for x in ranges)
+    if lows == highs:
+        pos = tuple(lows)
         return (pos, False) if _non_increasing(pos) else None
     # Several integers print the same: take the nearest to rate*d, then fix the sum by
     # moving the positions with the most room. Exact sums, approximate split.
-    pos_l = [min(max(round(float(r) * d), x.start), x.stop - 1) for r, x in zip(rates_printed, ranges)]
+    pos_l = [min(max(round(float(r) * d), lo), hi) for r, lo, hi in zip(rates_printed, lows, highs)]
     diff = accepted - sum(pos_l)
-    for i, x in enumerate(ranges):
+    for i in range(len(pos_l)):
         if diff == 0:
             break
-        room = (x.stop - 1 - pos_l[i]) if diff > 0 else (x.start - pos_l[i])
+        room = (highs[i] - pos_l[i]) if diff > 0 else (lows[i] - pos_l[i])
         step = min(diff, room) if diff > 0 else max(diff, room)
         pos_l[i] += step
         diff -= step
