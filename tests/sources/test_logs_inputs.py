@@ -131,6 +131,7 @@ def test_differing_configs_are_refused_and_read_apart_with_by_file():
         # each file's own bootstrap: these recordings hold 3 and 4 windows, too few for one
         assert not f.total.intervals and f"{f.window_count} windows" in f.total.intervals_unavailable
     assert [f.k for f in apart.files] == [4, 3]
+    assert any("different speculative configs" in n for n in apart.reading.notes)
     res = cli("logs", *map(str, logs), "--no-store")
     assert res.returncode != 0 and b"--by-file" in res.stderr and b"Traceback" not in res.stderr
 

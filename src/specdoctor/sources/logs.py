@@ -129,9 +129,18 @@ def read_logs(names: Sequence[str | Path], engine: str | None = None, drafter: s
         part_total = col.total.result()
         files.append(FileLog(inp.label, part, part_total, col.total.n, part_total.k))
         collectors.append(col)
-    if not by_file:
-        _same_config(files)
-    return _combine(engine, files, collectors, last_windows)
+    mixed = _differing_config(files)
+    if mixed and not by_file:
+        raise InputError(
+            f"these logs come from servers with different speculative configs ({mixed}); "
+            "one total would mix different measurements",
+            "read them apart: add --by-file, or run specdoctor logs once per server",
+        )
+    res = _combine(engine, files, collectors, last_windows)
+    if mixed:
+        res.reading.notes.append(f"the total adds logs of different speculative configs ({mixed}): "
+                                 "read each file's own total")
+    return res
 
 
 def _combine(engine: str, files: list[FileLog], collectors: list[_Collector], last: int
@@ -169,17 +178,13 @@ def _combine(engine: str, files: list[FileLog], collectors: list[_Collector], la
     return LogTotal(reading, result, total.n, last_windows, files)
 
 
-def _same_config(files: list[FileLog]) -> None:
-    """Refuse inputs whose speculative configs (method, k) differ where both are known."""
+def _differing_config(files: list[FileLog]) -> str | None:
+    """How the inputs' speculative configs (method, k) differ where both are known, if they do."""
     for attr, what in ((lambda f: f.reading.method, "method"), (lambda f: f.k, "k")):
         seen = {f.source: attr(f) for f in files if attr(f) is not None}
         if len(set(seen.values())) > 1:
-            listed = ", ".join(f"{s}: {what}={v}" for s, v in seen.items())
-            raise InputError(
-                f"these logs come from servers with different speculative configs ({listed}); "
-                "one total would mix different measurements",
-                "read them apart: add --by-file, or run specdoctor logs once per server",
-            )
+            return ", ".join(f"{s}: {what}={v}" for s, v in seen.items())
+    return None
 
 
 def _one_engine(found: dict[str, str | None]) -> str:
