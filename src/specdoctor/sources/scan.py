@@ -203,15 +203,6 @@ def _scan(data: bytes, wanted: tuple[bytes, ...], lineno: int) -> Iterator[tuple
         yield line_at + 1, data[start:end].decode("utf-8", "replace")
 
 
-def head_lines_with(path: str, needle: bytes, limit: int = 8 << 20) -> Iterator[tuple[int, str]]:
-    """(line number, line) of the lines containing ``needle`` in the first ``limit`` bytes."""
-    with open(path, "rb") as fh:
-        head = fh.read(limit)
-    if len(head) == limit:
-        head = head[: head.rfind(b"\n") + 1]
-    yield from _scan(head, (needle,), 0)
-
-
 class Readable(Protocol):
     def read(self, n: int = -1, /) -> bytes: ...
 
