@@ -1,113 +1,169 @@
 """How fast `specdoctor logs` reads a large vLLM log, beside `grep -c -F` on the same file.
 
-Builds a log of at least --size-gb GB out of real recorded lines: the lab recordings'
-server logs (tests/fixtures/vllm/*/server.log), whose SpecDecoding windows sit among the
-server's ordinary start-up, request and throughput lines. Mixtures timed:
+The logs are generated the way a production vLLM server writes them, so that no metrics line
+repeats another (a reader that caches whole payloads gains nothing it would not gain on a real
+server):
 
-- ``production``: 200 noise lines per window, what a server logging stats every 10 s (the
-  default) with access logs at ~20 requests/s writes;
-- ``recorded``: the recordings' steady-state lines in their own proportion (the lab logs stats
-  every 2 s), repeated;
-- ``dense``: one metrics line for every 4 noise lines, a harder case than any real server;
-- ``dense/4``: the same at a quarter of the size, to show memory does not grow with the file.
+- one ``SpecDecoding metrics`` line per 10 s stats interval (vLLM's default), with the
+  interval's own elapsed time (10 s plus scheduling jitter) and an advancing timestamp;
+- drafts per interval follow the load: a slow daily swing times bursts (a Poisson draw around
+  it), from tens to tens of thousands; idle intervals print nothing, as vLLM prints nothing;
+- acceptance drifts (an AR(1) walk of the per-position conditional acceptance), and each
+  interval's per-position counts are binomial draws down the prefix (position i is accepted
+  only if 0..i-1 were), so counts, rates, mean acceptance length and both throughputs differ
+  in every line; every figure is formatted as vllm/v1/spec_decode/metrics.py formats it;
+- between two metrics lines, the server's other lines (the lab recordings' own access-log,
+  engine-throughput and request lines, tests/fixtures/vllm/*/server.log) at production
+  density: 200 per interval, ~20 requests/s of access logs;
+- a start-up head naming the method (``speculative_config=SpeculativeConfig(method=...)``).
 
-- ``production, distinct`` and ``recorded, distinct``: the same mixtures, but every metrics
-  line carries its own counts and throughputs (formatted as vLLM formats them, on the
-  recorded lines' prefixes), so nothing repeats.
+Mixtures: ``eagle k=3`` (fixed-length drafts, the headline row), ``ngram k=5`` (variable-length
+drafts: the draft count is recovered, or bounded, from the printed mean and rates), and
+``eagle k=3, dense`` (4 other lines per interval: far more metrics lines than any server writes).
 
-The recordings hold only a handful of distinct windows, so in the first three mixtures lines
-repeat. specdoctor reads a window's counts once per distinct payload (the printed counts, the
-throughputs left out) and reuses them for the same payload later, so repetition flatters it
-there; the ``distinct`` rows show the cost when no window repeats.
+Each run times `grep -c -F 'SpecDecoding metrics'` and `specdoctor logs FILE` (table output)
+back to back on the same warm file and takes their ratio; --runs runs give min/median/max of
+the times and of the ratio. The generator adds up, as it writes, the counts it printed; the
+totals `specdoctor` reads (``read_logs``, outside the timing) must equal them exactly.
+(results/logs_speed_bulk_vs_plain.txt: the payload-table reader this replaced, against the
+plain reader, on these logs.)
 
-For each, the same run times `grep -c -F 'SpecDecoding metrics'` and `specdoctor logs FILE`
-(table output) on the warm file, reports the ratio, and the peak resident memory of the
-specdoctor process (it must not grow with the file: compare the two sizes).
-
-    python benchmarks/logs_speed.py [--size-gb 1.0] [--keep] [--only LABEL]
+    python benchmarks/logs_speed.py [--size-gb 0.25] [--runs 3] [--only LABEL] [--keep]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import platform
 import random
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDINGS = sorted((ROOT / "tests" / "fixtures" / "vllm").glob("lab-*/server.log"))
+INTERVAL_S = 10.0
+STARTUP = ("(EngineCore pid=101) INFO 11-29 00:00:00 [core.py:133] Initializing a V1 LLM engine "
+           "(v0.32.0) with config: model='m', speculative_config=SpeculativeConfig(method='{m}', "
+           "model='d', num_spec_tokens={k}), tokenizer='m'")
 
 
-def real_lines() -> tuple[list[str], list[str], list[str]]:
-    """(start-up lines, steady-state noise lines, metrics lines) of the recordings."""
-    startup, noise, spec = [], [], []
+def recorded_noise() -> list[str]:
+    """The recordings' lines after start-up that are not metrics lines."""
+    noise = []
     for path in RECORDINGS:
         lines = [ln for ln in path.read_text().splitlines() if not ln.startswith("# recorded")]
         ready = next((i for i, ln in enumerate(lines) if "Application startup complete" in ln), 0)
-        startup += lines[: ready + 1]
-        for ln in lines[ready + 1:]:
-            (spec if "SpecDecoding metrics" in ln else noise).append(ln)
-    if not spec or not noise:
-        raise SystemExit("no recorded lines: run scripts/record_vllm_fixtures.py first")
-    return startup, noise, spec
+        noise += [ln for ln in lines[ready + 1:] if "metrics:" not in ln]
+    if not noise:
+        raise SystemExit("no recorded lines in tests/fixtures/vllm/*/server.log")
+    return noise
 
 
-def build(path: Path, size: int, noise_per_window: int, distinct: bool = False) -> int:
-    """Write a log of at least ``size`` bytes; returns the number of metrics lines. With
-    ``distinct``, each metrics line gets fresh counts (``fresh_metrics_line``)."""
-    startup, noise, spec = real_lines()
-    block_lines: list[str] = []
-    spec_at: list[int] = []
-    for i in range(max(len(spec), 64)):
-        for j in range(noise_per_window):
-            block_lines.append(noise[(i * noise_per_window + j) % len(noise)])
-        spec_at.append(len(block_lines))
-        block_lines.append(spec[i % len(spec)])
-    rng = random.Random(0)
-    head = ("\n".join(startup) + "\n").encode()
-    written, total_windows = 0, 0
-    block = b""
-    with open(path, "wb") as fh:
-        fh.write(head)
-        written += len(head)
+@dataclass
+class Truth:
+    """What the generator printed, added up independently of specdoctor."""
+
+    windows: int = 0
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted: int = 0
+    per_position: list[int] = field(default_factory=list)
+
+
+class Server:
+    """The state of a simulated server from one stats interval to the next."""
+
+    def __init__(self, rng: random.Random, method: str, k: int) -> None:
+        self.rng, self.method, self.k = rng, method, k
+        self.t = datetime(2026, 11, 29, tzinfo=timezone.utc)
+        self.step = 0
+        self.logit = [1.2 - 0.35 * i for i in range(k)]  # conditional acceptance, per position
+
+    def _load(self) -> float:
+        """Mean drafts per interval: a daily swing, with bursts."""
+        day = 0.5 + 0.45 * math.sin(2 * math.pi * self.step / 8640)
+        burst = self.rng.lognormvariate(0, 0.6)
+        return 40 + 9000 * day * burst
+
+    def window(self, truth: Truth) -> str | None:
+        rng, k = self.rng, self.k
+        self.step += 1
+        elapsed = INTERVAL_S + abs(rng.gauss(0, 0.05))
+        self.t += timedelta(seconds=elapsed)
+        self.logit = [0.98 * x + 0.02 * (1.2 - 0.35 * i) + rng.gauss(0, 0.05)
+                      for i, x in enumerate(self.logit)]
+        if rng.random() < 0.03:
+            return None  # idle: vLLM logs nothing
+        drafts = max(1, _poisson(rng, self._load()))
+        per_pos, prev = [], drafts
+        for x in self.logit:
+            prev = _binomial(rng, prev, 1 / (1 + math.exp(-x)))
+            per_pos.append(prev)
+        accepted = sum(per_pos)
+        if self.method == "ngram":
+            # a draft carries 1..k tokens: its accepted prefix, plus the rejected token unless
+            # all k were accepted, plus any after it
+            drafted = rng.randint(accepted + drafts - per_pos[-1], k * drafts)
+        else:
+            drafted = k * drafts
+        truth.windows += 1
+        truth.drafts += drafts
+        truth.draft_tokens += drafted
+        truth.accepted += accepted
+        truth.per_position = [a + b for a, b in zip(truth.per_position or [0] * k, per_pos)]
+        rates = ", ".join(f"{a / drafts:.3f}" for a in per_pos)
+        return (f"(APIServer pid=7541) INFO {self.t:%m-%d %H:%M:%S} [metrics.py:120] "
+                "SpecDecoding metrics: Mean acceptance length: %.2f, Accepted throughput: %.2f "
+                "tokens/s, Drafted throughput: %.2f tokens/s, Accepted: %d tokens, Drafted: %d "
+                "tokens, Per-position acceptance rate: %s, Avg Draft acceptance rate: %.1f%%"
+                % (1 + accepted / drafts, accepted / elapsed, drafted / elapsed, accepted,
+                   drafted, rates, 100 * accepted / drafted))
+
+
+def _poisson(rng: random.Random, lam: float) -> int:
+    return max(0, round(rng.gauss(lam, math.sqrt(lam))))  # lam is large: normal approximation
+
+
+def _binomial(rng: random.Random, n: int, p: float) -> int:
+    if n < 50:
+        return sum(rng.random() < p for _ in range(n))
+    return min(n, max(0, round(rng.gauss(n * p, math.sqrt(n * p * (1 - p))))))
+
+
+def build(path: Path, size: int, method: str, k: int, noise_per_window: int, seed: int = 0) -> Truth:
+    """Write a log of at least ``size`` bytes; returns what its metrics lines add up to."""
+    rng = random.Random(seed)
+    noise = recorded_noise()
+    server = Server(rng, method, k)
+    truth = Truth()
+    written = 0
+    with open(path, "w", encoding="utf-8") as fh:
+        written += fh.write(STARTUP.format(m=method, k=k) + "\n")
+        at = 0
         while written < size:
-            if distinct or not block:
-                if distinct:
-                    for n, at in enumerate(spec_at):
-                        block_lines[at] = fresh_metrics_line(spec[n % len(spec)], rng)
-                block = ("\n".join(block_lines) + "\n").encode()
-            fh.write(block)
-            written += len(block)
-            total_windows += len(spec_at)
-    return total_windows
+            chunk = []
+            for _ in range(noise_per_window):
+                chunk.append(noise[at % len(noise)])
+                at += 1
+            line = server.window(truth)
+            if line is not None:
+                chunk.append(line)
+            written += fh.write("\n".join(chunk) + "\n")
+    return truth
 
 
-def fresh_metrics_line(recorded: str, rng: random.Random) -> str:
-    """The recorded line's prefix and k, with new counts, formatted as
-    vllm/v1/spec_decode/metrics.py formats them (a fixed-length drafter: k tokens per draft)."""
-    prefix = recorded[: recorded.index("SpecDecoding metrics:")]
-    k = recorded.split("Per-position acceptance rate: ")[1].count(",")  # k rates, then ", Avg"
-    drafts = rng.randint(5, 2000)
-    per_pos, prev = [], drafts
-    for _ in range(k):
-        prev = rng.randint(prev // 3, prev)
-        per_pos.append(prev)
-    accepted, drafted = sum(per_pos), drafts * k
-    return (prefix + "SpecDecoding metrics: Mean acceptance length: %.2f, Accepted throughput: "
-            "%.2f tokens/s, Drafted throughput: %.2f tokens/s, Accepted: %d tokens, Drafted: %d "
-            "tokens, Per-position acceptance rate: %s, Avg Draft acceptance rate: %.1f%%"
-            % (1 + accepted / drafts, accepted / 10 * rng.uniform(0.5, 2),
-               drafted / 10 * rng.uniform(0.5, 2), accepted, drafted, ", ".join(f"{a / drafts:.3f}" for a in per_pos),
-               accepted / drafted * 100))
-
-
-def run_measured(argv: list[str]) -> tuple[float, str, int]:
-    """Wall seconds, stdout, and the child's peak RSS in KiB (wait4's rusage of that child).
+def run_measured(argv: list[str]) -> tuple[float, float, str, int]:
+    """Wall seconds, CPU seconds (user + system), stdout, and the child's peak RSS in KiB
+    (wait4's rusage of that child). On a shared machine the CPU seconds vary less.
 
     Stdout goes to a real file: GNU grep notices a /dev/null stdout and stops at the first
     match, which would time nothing.
@@ -126,52 +182,91 @@ def run_measured(argv: list[str]) -> tuple[float, str, int]:
         text = out.read().decode(errors="replace")
     if os.waitstatus_to_exitcode(status) not in (0, 1):
         raise SystemExit(f"{' '.join(argv)} exited {os.waitstatus_to_exitcode(status)}")
-    return wall, text, usage.ru_maxrss
+    return wall, usage.ru_utime + usage.ru_stime, text, usage.ru_maxrss
 
 
-def bench(path: Path, windows: int, label: str) -> dict[str, float]:
+def check_totals(path: Path, truth: Truth) -> str:
+    """specdoctor's totals against the generator's own sums (exact), outside the timing."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from specdoctor.sources.logs import read_logs
+
+    t = read_logs([path], keep_windows=False).total
+    assert (t.draft_tokens, t.accepted_tokens) == (truth.draft_tokens, truth.accepted), t
+    # Above 1000 drafts a window's 3-decimal rate covers several counts: its per-position
+    # counts are the nearest to rate x drafts (the window says so), each within 0.0005 x drafts.
+    pos = t.accepted_per_position
+    err = max((abs(a - b) for a, b in zip(pos, truth.per_position)), default=0) if pos else None
+    if pos is not None:
+        assert err <= 0.0005 * truth.drafts + truth.windows, (pos, truth.per_position)
+        assert sum(pos) == truth.accepted
+    pos_note = "per-position " + ("not read" if pos is None else
+                                  f"within {err:,d} ({err / truth.drafts:.1e} of drafts)")
+    if t.drafts is not None:
+        assert t.drafts == truth.drafts, (t.drafts, truth.drafts)
+        return f"drafts, draft and accepted tokens exact; {pos_note}"
+    lo, hi = t.drafts_range or (None, None)
+    assert lo is not None and hi is not None and lo <= truth.drafts <= hi, (t.drafts_range, truth.drafts)
+    return (f"draft and accepted tokens exact; drafts in [{lo:,d}, {hi:,d}] "
+            f"(true {truth.drafts:,d}); {pos_note}")
+
+
+def bench(path: Path, truth: Truth, label: str, runs: int) -> dict[str, object]:
     size = path.stat().st_size
     subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)  # warm the cache
-    grep_s, grep_out, _ = run_measured(["grep", "-c", "-F", "SpecDecoding metrics", str(path)])
-    sd_s, sd_out, sd_rss = run_measured(
-        [sys.executable, "-m", "specdoctor", "logs", str(path), "--windows", "0", "--no-store"])
-    m = re.search(r"total of ([\d,]+) windows", sd_out)
-    seen = int(m.group(1).replace(",", "")) if m else -1
-    assert int(grep_out.strip()) == windows == seen, (grep_out, windows, seen)
-    row = {"size_gb": size / 1e9, "windows": windows, "windows_read": seen, "grep_s": grep_s,
-           "specdoctor_s": sd_s, "ratio": sd_s / grep_s, "peak_rss_mb": sd_rss / 1024}
-    print(f"{label:21s} {row['size_gb']:6.2f} GB  {windows:>9,d} windows  grep {grep_s:6.2f} s  "
-          f"specdoctor {sd_s:6.2f} s  ratio {row['ratio']:5.2f}x  peak RSS {row['peak_rss_mb']:6.1f} MB"
-          f"  (read {seen:,d} windows)")
-    return row
+    grep_t, sd_t, ratios, cpu_ratios, rss = [], [], [], [], []
+    for _ in range(runs):
+        g, g_cpu, g_out, _ = run_measured(["grep", "-c", "-F", "SpecDecoding metrics", str(path)])
+        s, s_cpu, s_out, s_rss = run_measured(
+            [sys.executable, "-m", "specdoctor", "logs", str(path), "--windows", "0", "--no-store"])
+        m = re.search(r"total of ([\d,]+) windows", s_out)
+        seen = int(m.group(1).replace(",", "")) if m else -1
+        assert int(g_out.strip()) == truth.windows == seen, (g_out, truth.windows, seen)
+        grep_t.append(g)
+        sd_t.append(s)
+        ratios.append(s / g)
+        cpu_ratios.append(s_cpu / max(g_cpu, 1e-3))
+        rss.append(s_rss / 1024)
+    check = check_totals(path, truth)
+
+    def mmm(xs: list[float], fmt: str) -> str:
+        return "/".join(fmt % x for x in (min(xs), statistics.median(xs), max(xs)))
+
+    print(f"{label:22s} {size / 1e9:5.2f} GB {truth.windows:>8,d} windows  "
+          f"grep {mmm(grep_t, '%.2f')} s  specdoctor {mmm(sd_t, '%.2f')} s  "
+          f"ratio {mmm(ratios, '%.2f')}x  (CPU time ratio {mmm(cpu_ratios, '%.2f')}x)  "
+          f"peak RSS {max(rss):.0f} MB\n{'':22s} totals: {check}", flush=True)
+    return {"label": label, "ratios": ratios}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size-gb", type=float, default=1.0)
+    ap.add_argument("--size-gb", type=float, default=0.25)
+    ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--keep", action="store_true", help="keep the generated logs")
     ap.add_argument("--dir", type=Path, default=None, help="where to write the logs")
     ap.add_argument("--only", action="append", help="run only this mixture (repeatable)")
     args = ap.parse_args()
+    if args.runs < 1:
+        raise SystemExit("--runs must be at least 1")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, cwd=ROOT).stdout.strip()
+    load = os.getloadavg()[0]
+    print(f"logs speed ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}, "
+          f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"load average {load:.1f} at start; min/median/max over {args.runs} runs)")
+    print("python benchmarks/logs_speed.py " + " ".join(sys.argv[1:]))
     tmp = Path(tempfile.mkdtemp(dir=args.dir))
-    _, noise, spec = real_lines()
-    recorded_ratio = max(1, round(len(noise) / len(spec)))
-    print(f"recorded lines: {len(noise)} noise, {len(spec)} metrics "
-          f"(≈{recorded_ratio} noise lines per window in the recordings)")
     try:
-        for label, per_window, size, distinct in [
-            ("production", 200, args.size_gb, False),
-            ("recorded", recorded_ratio, args.size_gb, False),
-            ("dense", 4, args.size_gb, False),
-            ("dense/4", 4, args.size_gb / 4, False),  # memory must not grow with the file
-            ("production, distinct", 200, args.size_gb, True),
-            ("recorded, distinct", recorded_ratio, args.size_gb, True),
+        for label, method, k, per_window in [
+            ("eagle k=3", "eagle", 3, 200),
+            ("ngram k=5", "ngram", 5, 200),
+            ("eagle k=3, dense", "eagle", 3, 4),
         ]:
             if args.only and label not in args.only:
                 continue
-            path = tmp / f"{label.replace('/', '_').replace(', ', '_')}.log"
-            windows = build(path, int(size * 1e9), per_window, distinct)
-            bench(path, windows, label)
+            path = tmp / (re.sub(r"[^\w]+", "_", label) + ".log")
+            truth = build(path, int(args.size_gb * 1e9), method, k, per_window)
+            bench(path, truth, label, args.runs)
             if not args.keep:
                 path.unlink()
     finally:

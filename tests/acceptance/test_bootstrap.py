@@ -2,7 +2,7 @@
 
 import pytest
 
-from specdoctor.acceptance.bootstrap import bootstrap_intervals
+from specdoctor.acceptance.bootstrap import MIN_UNITS, UnitBlocks, bootstrap_intervals
 from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
 
 
@@ -11,7 +11,7 @@ def _req(drafts: int, per_pos: tuple[int, ...]) -> AcceptanceProfile:
 
 
 def test_identical_units_give_a_zero_width_interval():
-    units = [_req(10, (10, 10, 10))] * 5
+    units = [_req(10, (10, 10, 10))] * MIN_UNITS
     iv = bootstrap_intervals(units)
     assert iv["mean_acceptance_length"].low == pytest.approx(4.0)
     assert iv["mean_acceptance_length"].high == pytest.approx(4.0)
@@ -27,9 +27,40 @@ def test_interval_contains_the_pooled_value_and_reflects_request_spread():
     assert iv["per_position[0]"].high - iv["per_position[0]"].low > 0.3
 
 
-def test_no_interval_from_fewer_than_two_units_or_missing_counts():
-    assert bootstrap_intervals([_req(10, (5, 2))]) == {}
-    assert bootstrap_intervals([_req(10, (5, 2)), AcceptanceProfile(None, 20, 7, None, 2)]) == {}
+def test_no_interval_below_the_minimum_number_of_units_and_the_reason_says_so():
+    spread = [_req(10, (i % 10, 0)) for i in range(40)]
+    assert bootstrap_intervals(spread[: MIN_UNITS - 1]) == {}
+    assert bootstrap_intervals(spread[:MIN_UNITS])["acceptance_rate"].high > 0
+    blocks = UnitBlocks()
+    for u in spread[:2]:
+        blocks.add(u)
+    reason = blocks.unavailable("windows")
+    assert reason is not None and "2 windows" in reason and f"the {MIN_UNITS} from which" in reason
+    assert "interval_coverage" in reason
+    for u in spread[2:MIN_UNITS]:
+        blocks.add(u)
+    assert blocks.unavailable("windows") is None and blocks.intervals()
+
+
+def test_no_interval_when_a_unit_has_no_draft_count():
+    units = [_req(10, (5, 2))] * MIN_UNITS + [AcceptanceProfile(None, 20, 7, None, 2)]
+    assert bootstrap_intervals(units) == {}
+    blocks = UnitBlocks()
+    for u in units:
+        blocks.add(u)
+    assert "no draft count" in (blocks.unavailable("requests") or "")
+
+
+def test_the_minimum_is_the_one_the_committed_coverage_check_supports():
+    """MIN_UNITS is the fewest units from which every simulated case covers >= 90%."""
+    import json
+    from pathlib import Path
+
+    res = json.loads((Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+                      / "interval_coverage.json").read_text())["coverage"]
+    ok_from = max(min(n for n in map(int, rows) if all(
+        min(rows[str(m)].values()) >= 0.90 for m in map(int, rows) if m >= n)) for rows in res.values())
+    assert ok_from == MIN_UNITS
 
 
 def test_many_units_are_blocked_and_still_cover():

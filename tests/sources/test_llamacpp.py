@@ -125,11 +125,13 @@ def test_orphan_trace_line_is_counted():
     assert r.windows == [] and r.skipped.count == 1
 
 
-def test_counts_are_not_recovered_when_several_fit():
+def test_counts_are_not_recovered_when_several_fit_but_bounded():
     # 5995 accepted / 9089 generated, mean len 4.30 (printed by llama-server in
-    # lemonade-sdk/llamacpp-rocm#129): 1815..1819 steps all print 4.30.
+    # lemonade-sdk/llamacpp-rocm#129): every step count from 1814 to 1819 prints 4.30.
+    fits = [d for d in range(1, 9090) if f"{1 + 5995 / d:.2f}" == "4.30"]
+    assert fits == list(range(1814, 1820))
     rec = llamacpp.recover_counts(5995, 9089, "4.30", None)
-    assert rec == llamacpp.Recovered(None, None)
+    assert (rec.drafts, rec.per_position, rec.drafts_range) == (None, None, (1814, 1819))
     assert llamacpp.recover_counts(886, 900, "4.94", None) == llamacpp.Recovered(225, None)
 
 

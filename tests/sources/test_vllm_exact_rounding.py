@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from specdoctor.sources import vllm_log
+from specdoctor.sources import recovery
 
 
 def reference_candidate_drafts(accepted: int, drafted: int, mean_printed: str, k: int) -> list[int]:
@@ -40,7 +40,7 @@ def reference_positions_for(
                 return None
             guess.append(a)
         pos = tuple(guess)
-        return (pos, False) if sum(pos) == accepted and vllm_log._non_increasing(pos) else None
+        return (pos, False) if sum(pos) == accepted and recovery._non_increasing(pos) else None
     ranges: list[range] = []
     for r in rates_printed:
         if r == "nan":
@@ -56,7 +56,7 @@ def reference_positions_for(
         return None
     if all(len(x) == 1 for x in ranges):
         pos = tuple(x.start for x in ranges)
-        return (pos, False) if vllm_log._non_increasing(pos) else None
+        return (pos, False) if recovery._non_increasing(pos) else None
     # Several integers print the same: take the nearest to rate*d, then fix the sum by
     # moving the positions with the most room. Exact sums, approximate split.
     pos_l = [min(max(round(float(r) * d), x.start), x.stop - 1) for r, x in zip(rates_printed, ranges)]
@@ -68,7 +68,7 @@ def reference_positions_for(
         step = min(diff, room) if diff > 0 else max(diff, room)
         pos_l[i] += step
         diff -= step
-    if diff != 0 or not vllm_log._non_increasing(tuple(pos_l)):
+    if diff != 0 or not recovery._non_increasing(tuple(pos_l)):
         return None
     return tuple(pos_l), True
 
@@ -86,10 +86,10 @@ def reference_recover(accepted, drafted, mean_printed, rates_printed, fixed_leng
             if (pos := reference_positions_for(d, accepted, rates_printed)) is not None]
     if len(fits) == 1:
         d, pos = fits[0]
-        return vllm_log.Recovered(d, pos[0], pos[1])
+        return recovery.Recovered(d, pos[0], pos[1])
     if fixed_d is not None:
-        return vllm_log.Recovered(fixed_d, None)
-    return vllm_log.Recovered(None, None)
+        return recovery.Recovered(fixed_d, None)
+    return recovery.Recovered(None, None)
 
 
 def _printed(drafts, per_pos):
@@ -110,16 +110,18 @@ def _window(rng, max_drafts):
 def _check(accepted, drafted, mean, rates, k):
     for fixed in (True, False):
         if accepted > 0:
-            assert (vllm_log.recover_counts(accepted, drafted, mean, rates, fixed)
-                    == reference_recover(accepted, drafted, mean, rates, fixed)), (
+            got = recovery.recover_counts(accepted, drafted, mean, rates, fixed)
+            want = reference_recover(accepted, drafted, mean, rates, fixed)
+            assert (got.drafts, got.per_position, got.approximate_positions) == (
+                want.drafts, want.per_position, want.approximate_positions), (
                 accepted, drafted, mean, rates, fixed)
     if accepted > 0:
-        assert (vllm_log._candidate_drafts(accepted, drafted, mean, k)
+        assert (recovery.candidate_drafts(accepted, drafted, mean, k)
                 == reference_candidate_drafts(accepted, drafted, mean, k))
 
 
 def _check_positions(d, accepted, rates):
-    assert (vllm_log._positions_for(d, accepted, rates)
+    assert (recovery._positions_for(d, accepted, rates)
             == reference_positions_for(d, accepted, rates)), (d, accepted, rates)
 
 
@@ -168,7 +170,7 @@ def test_rates_on_rounding_boundaries():
             a = (2 * s + 1) * d // 2000
             for x in (a - 1, a, a + 1):
                 if 0 <= x <= d:
-                    assert (vllm_log._rate_fits(s, d, r)[0] <= x <= vllm_log._rate_fits(s, d, r)[1]) == (
+                    assert (recovery._rate_fits(s, d, r)[0] <= x <= recovery._rate_fits(s, d, r)[1]) == (
                         f"{x / d:.3f}" == r)
 
 
@@ -181,7 +183,7 @@ def test_means_on_rounding_boundaries():
                     d = 200 * a // den
                     for mean in ("%.2f" % (1 + a / d), "%.2f" % (1 + a / d + 0.01)):
                         for k in (1, 2, 4):
-                            assert (vllm_log._candidate_drafts(a, d * k, mean, k)
+                            assert (recovery.candidate_drafts(a, d * k, mean, k)
                                     == reference_candidate_drafts(a, d * k, mean, k)), (a, d, mean, k)
     for d in (1, 5, 999, 1000, 1001, 123_456):
         for per_pos in ([d], [d, d, d], [d, 0], [0, 0]):
@@ -199,5 +201,5 @@ def test_large_draft_counts():
             _check_positions(d, sum(per_pos), rates)
             _check_positions(d + 1, sum(per_pos), rates)
             if sum(per_pos):
-                assert (vllm_log.recover_counts(sum(per_pos), d * len(per_pos), mean, rates, True)
+                assert (recovery.recover_counts(sum(per_pos), d * len(per_pos), mean, rates, True)
                         == reference_recover(sum(per_pos), d * len(per_pos), mean, rates, True))

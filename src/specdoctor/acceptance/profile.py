@@ -26,7 +26,7 @@ figures and ``count_weighted`` says whether aggregates could be weighted by coun
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -64,6 +64,11 @@ class AcceptanceProfile:
     count_weighted: bool = True
     intervals: dict[str, Interval] = field(default_factory=dict, compare=False)
     notes: tuple[str, ...] = ()
+    # When ``drafts`` is unknown but bounded: the lowest and highest draft counts consistent
+    # with what the source printed (a range, never a guess presented as a count).
+    drafts_range: tuple[int, int] | None = None
+    # Why ``intervals`` is empty, when it is (too few units, units without counts).
+    intervals_unavailable: str | None = field(default=None, compare=False)
 
     # -- derived figures -------------------------------------------------------------------
 
@@ -111,13 +116,29 @@ class AcceptanceProfile:
         return out
 
     @property
+    def drafts_bounds(self) -> tuple[int, int] | None:
+        """(lowest, highest) draft count: the count twice when known, else ``drafts_range``."""
+        return (self.drafts, self.drafts) if self.drafts is not None else self.drafts_range
+
+    @property
+    def mean_acceptance_length_range(self) -> tuple[float, float] | None:
+        """The mean acceptance lengths the ``drafts_range`` allows (drafts unknown only)."""
+        r = self.drafts_range
+        if self.drafts is not None or r is None or self.accepted_tokens is None or r[0] <= 0:
+            return None
+        return (1.0 + self.accepted_tokens / r[1], 1.0 + self.accepted_tokens / r[0])
+
+    @property
     def has_drafts(self) -> bool:
         return bool(self.drafts) or bool(self.draft_tokens)
 
     # -- combination -----------------------------------------------------------------------
 
-    def with_intervals(self, intervals: dict[str, Interval]) -> AcceptanceProfile:
-        return replace(self, intervals=dict(intervals))
+    def with_intervals(self, intervals: dict[str, Interval], unavailable: str | None = None
+                       ) -> AcceptanceProfile:
+        """This profile with its 95% intervals, or (none) the reason there are none."""
+        return replace(self, intervals=dict(intervals),
+                       intervals_unavailable=None if intervals else unavailable)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form used by every command's ``total`` and ``windows``."""
@@ -136,7 +157,10 @@ class AcceptanceProfile:
             "acceptance_rate": _round(self.acceptance_rate),
             "count_weighted": self.count_weighted,
             "ci95": {name: iv.to_json() for name, iv in self.intervals.items()} or None,
+            "ci95_unavailable": None if self.intervals else self.intervals_unavailable,
             "notes": list(self.notes),
+            "drafts_range": list(self.drafts_range) if self.drafts is None and self.drafts_range else None,
+            "mean_acceptance_length_range": _round_list(self.mean_acceptance_length_range),
         }
 
 
@@ -155,6 +179,8 @@ class ProfileSum:
     def __init__(self) -> None:
         self.n = 0
         self._drafts: int | None = 0
+        self._drafts_lo: int | None = 0  # sums of each window's drafts_bounds
+        self._drafts_hi: int | None = 0
         self._draft_tokens: int | None = 0
         self._accepted: int | None = 0
         self._per_pos: list[int] | None = []
@@ -162,29 +188,41 @@ class ProfileSum:
         self._notes: set[str] = set()
         self._rate_only: list[AcceptanceProfile] = []
 
-    def add(self, p: AcceptanceProfile, windows: int = 1) -> None:
-        """Add one window, or (``windows`` > 1) the count-weighted sum of that many windows,
-        already added up by these rules (same result as adding them one at a time)."""
-        if windows != 1 and not p.count_weighted:
-            raise ValueError("only count-weighted windows can be added as a sum")
-        self.n += windows
+    def add(self, p: AcceptanceProfile) -> None:
+        """Add one window."""
+        self.n += 1
         if not p.count_weighted:
             self._rate_only.append(p)
             return
-        self._drafts = _add(self._drafts, p.drafts)
-        self._draft_tokens = _add(self._draft_tokens, p.draft_tokens)
-        self._accepted = _add(self._accepted, p.accepted_tokens)
-        if p.k is not None:
-            self._k = p.k if self._k is None else max(self._k, p.k)
+        bounds = p.drafts_bounds or (None, None)
+        self._accumulate(p.drafts, bounds[0], bounds[1], p.draft_tokens, p.accepted_tokens, p.k,
+                         p.accepted_per_position, p.notes)
+
+    def merge(self, other: ProfileSum) -> None:
+        """Add everything ``other`` holds (the same result whichever is merged into which)."""
+        self.n += other.n
+        self._rate_only.extend(other._rate_only)
+        self._accumulate(other._drafts, other._drafts_lo, other._drafts_hi, other._draft_tokens,
+                         other._accepted, other._k, other._per_pos, other._notes)
+
+    def _accumulate(self, drafts: int | None, lo: int | None, hi: int | None,
+                    draft_tokens: int | None, accepted: int | None, k: int | None,
+                    per_pos: Sequence[int] | None, notes: Iterable[str]) -> None:
+        self._drafts = _add(self._drafts, drafts)
+        self._drafts_lo = _add(self._drafts_lo, lo)
+        self._drafts_hi = _add(self._drafts_hi, hi)
+        self._draft_tokens = _add(self._draft_tokens, draft_tokens)
+        self._accepted = _add(self._accepted, accepted)
+        if k is not None:
+            self._k = k if self._k is None else max(self._k, k)
         if self._per_pos is not None:
-            if p.accepted_per_position is None:
+            if per_pos is None:
                 self._per_pos = None
             else:
-                grow = len(p.accepted_per_position) - len(self._per_pos)
-                self._per_pos.extend([0] * max(grow, 0))
-                for i, a in enumerate(p.accepted_per_position):
+                self._per_pos.extend([0] * max(len(per_pos) - len(self._per_pos), 0))
+                for i, a in enumerate(per_pos):
                     self._per_pos[i] += a
-        self._notes.update(p.notes)
+        self._notes.update(notes)
 
     def result(self) -> AcceptanceProfile:
         if self._rate_only:
@@ -199,6 +237,8 @@ class ProfileSum:
             accepted_per_position=tuple(self._per_pos) if self._per_pos is not None else None,
             k=self._k,
             notes=tuple(sorted(self._notes)),
+            drafts_range=(None if self._drafts is not None or self._drafts_lo is None
+                          or self._drafts_hi is None else (self._drafts_lo, self._drafts_hi)),
         )
 
 

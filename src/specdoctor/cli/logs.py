@@ -16,40 +16,48 @@ from specdoctor.sources.logs import ENGINES, read_logs
 
 
 @click.command()
-@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("files", nargs=-1)
 @click.option("--engine", type=click.Choice(ENGINES), default=None,
               help="Engine that wrote the logs (default: detected from the metrics lines).")
 @click.option("--drafter", type=click.Choice(["auto", "fixed", "variable"]), default="auto",
               show_default=True,
               help="vLLM only: whether drafts have a fixed length k (draft_model, EAGLE, MTP, "
                    "DFlash) or vary (ngram). Decides the draft count of windows that accepted "
-                   "nothing; auto reads the method from the log's start-up lines.")
+                   "nothing; auto reads the method from each log's start-up lines.")
+@click.option("--by-file", is_flag=True,
+              help="Report each file apart (needed when the servers' speculative configs "
+                   "differ: method or k).")
 @click.option("--windows", "show_windows", type=int, default=20, show_default=True,
               help="How many of the last windows the table shows.")
 @store_options
 @plot_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-def logs(files: tuple[Path, ...], engine: str | None, drafter: str, show_windows: int,
-         db: Path | None, no_store: bool, plot: Path | None,
+def logs(files: tuple[str, ...], engine: str | None, drafter: str, by_file: bool,
+         show_windows: int, db: Path | None, no_store: bool, plot: Path | None,
          as_json: bool) -> None:
-    """Read the speculative-decoding metrics lines of one or more log files (in the order
-    given): every window, and the total obtained by adding the windows' counts — never by
-    averaging their averages. Malformed metrics lines are skipped and counted."""
+    """Read the speculative-decoding metrics lines of one or more logs: files, or - for stdin
+    (docker logs c 2>&1 | specdoctor logs -), or a pipe such as <(kubectl logs pod). Each
+    file is read on its own (its own method and k) and its windows are labelled with it; the
+    total adds the windows' counts — never averages their averages — and does not depend on
+    the order of the files. Malformed metrics lines are skipped and counted."""
     console = err_console()
     with console.status(f"reading {len(files)} log file(s)…") if console.is_terminal else nullcontext():
-        res = read_logs(list(files), engine, drafter,  # type: ignore[arg-type]
-                        keep_windows=as_json, last_windows=show_windows)
+        res = read_logs(list(files), engine, drafter, keep_windows=as_json,
+                        last_windows=show_windows, by_file=by_file)
     r = res.reading
     summary = {"engine": r.engine, "total": res.total.to_json(), "window_count": res.window_count,
-               "skipped_lines": r.skipped.to_json(), "notes": r.notes}
+               "skipped_lines": r.skipped.to_json(), "notes": r.notes,
+               "files": [f.to_json() for f in res.files]}
     # The store keeps the total and counts, not every window: re-read the files for those.
     run_id = record(db, no_store, kind="logs", engine=r.engine,
-                    target=" ".join(str(f) for f in files), params={"drafter": drafter},
+                    target=" ".join(files), params={"drafter": drafter, "by_file": by_file},
                     result=summary, profile=res.total.to_json())
     if plot is not None:
         from specdoctor.report.plot import write_plot  # only when asked: keeps start-up short
 
-        write_plot(plot, {"log windows": res.total}, f"{r.engine} · {res.window_count} windows")
+        curves = ({f.source: f.total for f in res.files if f.window_count} if by_file
+                  else {"log windows": res.total})
+        write_plot(plot, curves, f"{r.engine} · {res.window_count} windows")
     if as_json:
         click.echo(json.dumps({**summary, "windows": [w.to_json() for w in r.windows],
                                "run_id": run_id}))
@@ -57,8 +65,14 @@ def logs(files: tuple[Path, ...], engine: str | None, drafter: str, show_windows
     out = Console()
     if res.last_windows and show_windows > 0:
         out.print(windows_table(res.last_windows, res.window_count, show_windows))
-    out.print(profile_table(res.total, f"{r.engine} · total of {res.window_count} windows"))
+    if by_file:
+        for f in res.files:
+            out.print(profile_table(f.total, f"{f.source} · {f.reading.method or 'method ?'} · "
+                                             f"k={f.k} · {f.window_count} windows"))
+    else:
+        out.print(profile_table(res.total, f"{r.engine} · total of {res.window_count} windows"))
     if r.skipped.count:
         out.print(f"[yellow]skipped {r.skipped.count} malformed metrics line(s):[/yellow] "
                   + "; ".join(r.skipped.examples), highlight=False)
-    print_notes(out, r.notes + list(res.total.notes))
+    unavailable = [res.total.intervals_unavailable] if res.total.intervals_unavailable else []
+    print_notes(out, r.notes + list(res.total.notes) + unavailable)

@@ -13,17 +13,19 @@ from specdoctor.cli.options import plot_option, record, store_options
 from specdoctor.errors import InputError
 from specdoctor.report.plot import write_plot
 from specdoctor.report.table import profile_table
-from specdoctor.sources import prometheus
+from specdoctor.sources import registry
+from specdoctor.sources.base import printable
+from specdoctor.sources.registry import ENGINES, engine_of_metrics
 
 
 @click.command()
 @click.argument("source")
-@click.option("--engine", type=click.Choice(["vllm", "sglang", "llamacpp"]), default="vllm",
-              show_default=True)
+@click.option("--engine", type=click.Choice(ENGINES), default=None,
+              help="Engine that serves the metrics (default: detected from the metric names).")
 @store_options
 @plot_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-def metrics(source: str, engine: str, db: Path | None, no_store: bool, plot: Path | None,
+def metrics(source: str, engine: str | None, db: Path | None, no_store: bool, plot: Path | None,
             as_json: bool) -> None:
     """Read one Prometheus exposition: a file, - for stdin, or a server URL (its /metrics is
     fetched).
@@ -32,6 +34,7 @@ def metrics(source: str, engine: str, db: Path | None, no_store: bool, plot: Pat
     import time
 
     text = _read(source)
+    engine = engine or _detect(text, source)
     profile = _parse(text, engine)
     result: dict[str, object] = {"engine": engine, "source": source, "total": profile.to_json()}
     run_id = record(db, no_store, kind="metrics", engine=engine, target=source, params={},
@@ -51,20 +54,36 @@ def _read(source: str) -> str:
         url = source if source.rstrip("/").endswith("/metrics") else source.rstrip("/") + "/metrics"
         return get_text(url)
     if source == "-":
-        return click.get_text_stream("stdin").read()
+        return _text(click.get_binary_stream("stdin").read(), "stdin")
     path = Path(source)
     if not path.exists() or path.is_dir():
-        raise InputError(f"{source}: no such file", "pass a saved /metrics body or a URL http://HOST:PORT")
+        raise InputError(f"{printable(source)}: no such file",
+                         "pass a saved /metrics body, - for stdin, or a URL http://HOST:PORT")
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        return _text(path.read_bytes(), source)
     except OSError as exc:
-        raise InputError(f"cannot read {source}: {exc.strerror}", "check the path") from exc
+        raise InputError(f"cannot read {printable(source)}: {exc.strerror}", "check the path") from exc
+
+
+def _text(data: bytes, name: str) -> str:
+    """The body as text; a binary file is refused without showing its bytes."""
+    if b"\x00" in data[:4096]:
+        raise InputError(f"{printable(name)} is a binary file, not a /metrics body",
+                         "pass the text a server returns on /metrics (curl -s URL/metrics > dump.txt)")
+    return data.decode("utf-8", "replace")
+
+
+def _detect(text: str, name: str) -> str:
+    engine = engine_of_metrics(text)
+    if engine is None:
+        raise InputError(
+            f"no speculative-decoding metrics in {name} (none of vllm:spec_decode_*, "
+            "sglang:spec_*, llamacpp:spec_decode_*)",
+            "pass the /metrics body of a server running with speculative decoding (llama-server "
+            "needs --metrics), or name the engine with --engine",
+        )
+    return engine
 
 
 def _parse(text: str, engine: str) -> AcceptanceProfile:
-    if engine == "vllm":
-        return prometheus.parse_text(text).profile
-    import importlib
-
-    mod = importlib.import_module(f"specdoctor.sources.{engine}")
-    return mod.profile_from_prometheus(text)
+    return registry.source(engine).profile_from_prometheus(text)

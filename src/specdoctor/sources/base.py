@@ -2,17 +2,43 @@
 
 One module per engine format (``vllm_log``, ``prometheus``, ``sglang``, ``llamacpp``) turns the
 engine's own output into these types; nothing downstream knows which engine wrote them.
+
+``Source`` declares what an engine module offers (detect its log lines, read one log input,
+read a /metrics body); each engine module exports one as ``SOURCE`` and ``sources.registry``
+lists them. Readers hand their windows to a sink as they go, a list at a time.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 
+if TYPE_CHECKING:
+    from specdoctor.sources.scan import LogInput
+
 # How many malformed lines are listed by number; the rest are only counted.
 MAX_SKIPPED_EXAMPLES = 5
+
+
+def printable(text: str, limit: int = 120) -> str:
+    """Text from the user's input made safe to show: control and undecodable characters
+    escaped, cut to ``limit`` characters."""
+    out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
+    return out + ("…" if len(text) > limit else "")
+
+
+def count_of(value: float, what: str) -> int:
+    """A counter sample as a count; InputError when it is negative, not finite or not whole."""
+    from specdoctor.errors import InputError
+
+    if not math.isfinite(value) or value < 0 or value != int(value):
+        raise InputError(f"{printable(what)} = {value!r} is not a count",
+                         "pass the /metrics body unchanged, as the server wrote it")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -68,3 +94,54 @@ class LogReading:
     # For cumulative formats (vLLM V0): the windows are differences of consecutive lines and
     # the total is the last line (or last minus first), never a sum of lines.
     cumulative: bool = False
+    # The speculative method named by the log's start-up lines, when it names one.
+    method: str | None = None
+
+
+WindowSink = Callable[[list[Window]], None]
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """What a user may tell a reader that the log does not say."""
+
+    drafter: str = "auto"  # vLLM: "fixed", "variable" or "auto" (from the start-up lines)
+    k: int | None = None  # SGLang: draft tokens per step when no server_args line is logged
+
+
+class Source(Protocol):
+    """One engine's reader: what ``sources.logs`` and ``specdoctor metrics`` call."""
+
+    name: str
+    # Metric name prefixes that only this engine's /metrics body carries.
+    metrics_prefixes: tuple[str, ...]
+
+    def looks_like(self, line: str) -> bool:
+        """Whether a log line is one of this engine's speculative-decoding lines."""
+        ...
+
+    def read(self, inp: LogInput, options: ReadOptions, sink: WindowSink) -> LogReading:
+        """Read one input once, front to back; windows go to ``sink`` in order, and the
+        returned reading carries the rest (skipped lines, notes, method), no windows."""
+        ...
+
+    def profile_from_prometheus(self, text: str) -> AcceptanceProfile:
+        """The cumulative profile of one /metrics body (InputError when it has none)."""
+        ...
+
+
+@dataclass(frozen=True)
+class LineSource:
+    """A ``Source`` for formats read line by line in Python (small logs: SGLang, llama.cpp)."""
+
+    name: str
+    metrics_prefixes: tuple[str, ...]
+    looks_like: Callable[[str], bool]
+    parse_log: Callable[[Iterable[str], str, ReadOptions], LogReading]
+    profile_from_prometheus: Callable[[str], AcceptanceProfile]
+
+    def read(self, inp: LogInput, options: ReadOptions, sink: WindowSink) -> LogReading:
+        reading = self.parse_log(inp.lines(), inp.label, options)
+        sink(reading.windows)
+        reading.windows = []
+        return reading

@@ -43,14 +43,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.errors import InputError
-from specdoctor.sources.base import LogReading, Window
+from specdoctor.sources import recovery
+from specdoctor.sources.recovery import Recovered, recovery_notes
+from specdoctor.sources.base import count_of, printable, LineSource, LogReading, ReadOptions, Window
 
 ENGINE = "llamacpp"
 MARKER = "draft acceptance"
@@ -80,83 +80,26 @@ _STATS_FIELDS = {
 # -- recovering counts from printed rates --------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Recovered:
-    drafts: int | None
-    per_position: tuple[int, ...] | None
-
-
 def recover_counts(accepted: int, generated: int, mean_printed: str | None,
                    rates_printed: list[str] | None) -> Recovered:
-    """Verification steps (and per-position counts) that reproduce the printed figures exactly.
-
-    llama.cpp prints mean len as ``%.2f`` of 1 + accepted/steps and each position as ``%.3f`` of
-    accepted_i/steps (a double, formatted as Python formats it). A count is returned only when
-    exactly one integer fits; per-position counts must also sum to ``accepted`` and not increase.
-    """
-    if mean_printed is None or accepted == 0:
-        return Recovered(None, None)
-    try:
-        m = float(mean_printed)
-    except ValueError:
-        return Recovered(None, None)
-    if not math.isfinite(m) or m <= 1.0:
-        return Recovered(None, None)
-    lo = max(1, math.floor(accepted / (m - 1 + 0.0051)) - 1)
-    hi = generated
-    if m - 1 - 0.0051 > 0:
-        hi = min(generated, math.ceil(accepted / (m - 1 - 0.0051)) + 1)
-    if hi - lo > 100_000:
-        return Recovered(None, None)
-    fits: list[tuple[int, tuple[range, ...] | None]] = []
-    for d in range(lo, hi + 1):
-        if f"{1 + accepted / d:.2f}" != mean_printed:
-            continue
-        if rates_printed is None:
-            fits.append((d, None))
-            continue
-        ranges = _position_ranges(d, accepted, rates_printed)
-        if ranges is not None:
-            fits.append((d, ranges))
-    if len(fits) != 1:
-        return Recovered(None, None)
-    d, ranges = fits[0]
-    if ranges is None or not all(len(r) == 1 for r in ranges):
-        return Recovered(d, None)
-    return Recovered(d, tuple(r.start for r in ranges))
-
-
-def _position_ranges(d: int, accepted: int, rates_printed: list[str]
-                     ) -> tuple[range, ...] | None:
-    """Integers a_i with f"{a_i/d:.3f}" == printed, or None if no consistent choice exists."""
-    ranges: list[range] = []
-    for r in rates_printed:
-        try:
-            centre = float(r) * d
-        except ValueError:
-            return None
-        ok = [a for a in range(max(0, math.floor(centre - 0.0006 * d) - 1),
-                               min(d, math.ceil(centre + 0.0006 * d) + 1) + 1)
-              if f"{a / d:.3f}" == r]
-        if not ok:
-            return None
-        ranges.append(range(ok[0], ok[-1] + 1))
-    if not sum(x.start for x in ranges) <= accepted <= sum(x.stop - 1 for x in ranges):
-        return None
-    # acceptance is prefix-closed: a position can never be accepted more often than the one before
-    if any(a.stop - 1 < b.start for a, b in zip(ranges, ranges[1:])):
-        return None
-    if all(len(x) == 1 for x in ranges) and sum(x.start for x in ranges) != accepted:
-        return None
-    return tuple(ranges)
+    """Verification steps (and per-position counts) from the printed figures, by the recovery
+    vLLM's reader uses (``sources.recovery``: llama.cpp formats mean len and per-position rates
+    as vLLM does). The most tokens a draft carries is not printed (k unknown); per-position
+    counts are kept only when exact."""
+    rec = recovery.recover_counts(accepted, generated, mean_printed, rates_printed, None, k=None)
+    if rec.approximate_positions:
+        return replace(rec, per_position=None, approximate_positions=False)
+    return rec
 
 
 # -- log lines -----------------------------------------------------------------------------------
 
 
 def looks_like(line: str) -> bool:
-    """A llama-server speculative line: per-request acceptance, or drafter statistics."""
-    return (MARKER in line and "accepted" in line and "generated" in line) or STATS_MARKER in line
+    """A llama.cpp speculative line: per-request acceptance, drafter statistics, or the
+    ``speculative`` example's ``n_drafted =`` summary line."""
+    return ((MARKER in line and "accepted" in line and "generated" in line) or STATS_MARKER in line
+            or _SUMMARY_DRAFTED.match(line) is not None)
 
 
 @dataclass
@@ -170,23 +113,45 @@ class _Entry:
 
 
 def parse_log(lines: Iterable[str], source: str) -> LogReading:
-    """One window per finished request (line numbers 1-based); malformed lines are counted.
+    """Windows of one llama.cpp log (line numbers 1-based); malformed lines are counted.
 
-    ``statistics`` lines (cumulative per drafter) are summarised in the notes; read them as
-    profiles with ``statistics_totals``.
+    - Per-request ``draft acceptance`` lines: one window each.
+    - ``statistics <impl>:`` lines count the same drafts again, cumulatively since the server
+      started, per drafter implementation: beside per-request lines they are only summarised in
+      the notes (never added: that would count every draft twice). In a log without per-request
+      lines, each implementation's lines become windows, the differences of its consecutive
+      lines (cumulative, like vLLM V0); a drop means a restart and starts from zero again.
+    - The ``speculative`` example's summary (``n_draft``, ``n_predict``, ``n_drafted``,
+      ``n_accept``, ``accept``): one window per run.
     """
     reading = LogReading(engine=ENGINE)
     entries: list[_Entry] = []
     open_by_slot: dict[tuple[str, str], _Entry] = {}
-    stats: dict[str, tuple[int, AcceptanceProfile]] = {}
+    stats: list[tuple[int, str | None, str, AcceptanceProfile, dict[str, int]]] = []
+    summary: dict[str, str] = {}  # the speculative example's summary being read
+    summary_line = 0
+    summaries: list[Window] = []
     for lineno, line in enumerate(lines, start=1):
         if STATS_MARKER in line:
             parsed = _parse_statistics(line)
             if parsed is None:
-                reading.skipped.add(source, lineno, "statistics line without #gen/#acc counts")
+                reading.skipped.add(source, lineno, "statistics line without #gen/#acc drafts and "
+                                                    "tokens (or more accepted than generated)")
             else:
-                stats[parsed[0]] = (lineno, parsed[1])
+                stats.append((lineno, _timestamp(line), *parsed))
             continue
+        field_m = _SUMMARY_FIELD.match(line)
+        if field_m:
+            name, value = field_m.group(1), field_m.group(2)
+            if name == "n_draft" and summary:
+                _flush_summary(source, summary, summaries, reading, summary_line)
+            summary[name] = value
+            summary_line = lineno
+            if name == "accept":
+                _flush_summary(source, summary, summaries, reading, summary_line)
+            continue
+        if summary:
+            _flush_summary(source, summary, summaries, reading, summary_line)
         slot_m = _SLOT.search(line)
         slot = (slot_m.group(1), slot_m.group(2)) if slot_m else None
         if MARKER not in line:
@@ -225,19 +190,91 @@ def parse_log(lines: Iterable[str], source: str) -> LogReading:
         entries.append(entry)
         if slot:
             open_by_slot[slot] = entry
+    if summary:
+        _flush_summary(source, summary, summaries, reading, summary_line)
     for e in entries:
         reading.windows.append(_window(source, e))
     if entries and any(w.profile.drafts is None for w in reading.windows):
         reading.notes.append(
-            "verification steps (drafts) are not printed; recovered only where the mean length "
-            "and per-position rates allow exactly one count, else unknown"
+            "verification steps (drafts) are not printed; recovered where the mean length and "
+            "per-position rates allow exactly one count, else given as the range they allow"
         )
-    for name, (lineno, p) in sorted(stats.items()):
-        reading.notes.append(
-            f"statistics {name} (cumulative since server start, {source}:{lineno}): "
-            f"{p.drafts} drafts, {p.draft_tokens} draft tokens, {p.accepted_tokens} accepted"
-        )
+    reading.windows.extend(summaries)
+    if summaries:
+        reading.notes.append(SUMMARY_NOTE)
+    if stats and not entries and not summaries:
+        reading.windows.extend(_statistics_windows(source, stats, reading.notes))
+        reading.cumulative = True
+    else:
+        last = {name: (lineno, p) for lineno, _, name, p, _ in stats}
+        for name, (lineno, p) in sorted(last.items()):
+            reading.notes.append(
+                f"statistics {name} (cumulative since server start, {source}:{lineno}; not added "
+                f"to the per-request windows, which count the same drafts): {p.drafts} drafts, "
+                f"{p.draft_tokens} draft tokens, {p.accepted_tokens} accepted"
+            )
+    reading.windows.sort(key=lambda w: w.line)
     return reading
+
+
+SUMMARY_NOTE = ("speculative example summary: n_draft is the longest draft allowed (--draft, or "
+                "where its heuristic left it), not a count of drafts; drafts are not printed")
+_SUMMARY_FIELD = re.compile(r"^\s*(n_draft|n_predict|n_drafted|n_accept|accept)\s*=\s*(\S+?)%?\s*$")
+_SUMMARY_DRAFTED = re.compile(r"^\s*n_drafted\s*=\s*\d+\s*$")
+
+
+def _flush_summary(source: str, block: dict[str, str], out: list[Window], reading: LogReading,
+                   lineno: int = 0) -> None:
+    """The window of the summary read so far (emptied), or the skipped line saying why not;
+    lines such as a lone ``n_draft = 16`` (a setting, not a summary) are dropped."""
+    if "n_drafted" not in block and "n_accept" not in block:
+        block.clear()
+        return
+    w = _summary_window(source, lineno, block)
+    if isinstance(w, str):
+        reading.skipped.add(source, lineno, w)
+    else:
+        out.append(w)
+    block.clear()
+
+
+def _summary_window(source: str, lineno: int, block: dict[str, str]) -> Window | str:
+    """The window of one ``speculative`` example summary, or why it cannot be read."""
+    try:
+        drafted, accepted = int(block["n_drafted"]), int(block["n_accept"])
+    except (KeyError, ValueError):
+        return "speculative summary without integer n_drafted and n_accept"
+    if accepted > drafted:
+        return f"speculative summary: {accepted} accepted of only {drafted} drafted"
+    profile = AcceptanceProfile(drafts=None, draft_tokens=drafted, accepted_tokens=accepted,
+                                notes=("drafts not printed by the speculative example",))
+    return Window(ENGINE, source, lineno, profile, None, printed=dict(block))
+
+
+def _statistics_windows(source: str, stats: list[tuple[int, str | None, str, AcceptanceProfile,
+                                                          dict[str, int]]],
+                        notes: list[str]) -> list[Window]:
+    """Each implementation's consecutive ``statistics`` lines as differences (cumulative)."""
+    prev: dict[str, dict[str, int]] = {}
+    out: list[Window] = []
+    for lineno, ts, name, _, values in stats:
+        before = prev.get(name)
+        if before is not None and any(values[key] < before[key] for key in values):
+            notes.append(f"{source}:{lineno}: statistics {name} went down: the server restarted; "
+                         "counting from zero again")
+            before = None
+        base = before or dict.fromkeys(values, 0)
+        d = {key: values[key] - base[key] for key in values}
+        prev[name] = values
+        if d["drafts"] == 0 and d["draft_tokens"] == 0:
+            continue  # this implementation drafted nothing since its previous line
+        profile = AcceptanceProfile(drafts=d["drafts"], draft_tokens=d["draft_tokens"],
+                                    accepted_tokens=d["accepted"])
+        out.append(Window(ENGINE, source, lineno, profile, ts,
+                          printed={"implementation": name, **values}))
+    notes.append("no per-request lines: windows are the differences of each drafter's "
+                 "cumulative statistics lines (" + ", ".join(sorted(prev)) + ")")
+    return out
 
 
 def _window(source: str, e: _Entry) -> Window:
@@ -251,14 +288,15 @@ def _window(source: str, e: _Entry) -> Window:
         accepted_tokens=acc,
         accepted_per_position=rec.per_position,
         k=len(e.rates) if e.rates else None,
-        notes=tuple(e.notes),
+        notes=tuple(e.notes) + recovery_notes(rec),
+        drafts_range=rec.drafts_range,
     )
     if e.slot:
         e.printed["slot"], e.printed["task"] = int(e.slot[0]), int(e.slot[1])
     return Window(ENGINE, source, e.lineno, profile, e.timestamp, printed=e.printed)
 
 
-def _parse_statistics(line: str) -> tuple[str, AcceptanceProfile] | None:
+def _parse_statistics(line: str) -> tuple[str, AcceptanceProfile, dict[str, int]] | None:
     name = _STATS_NAME.search(line)
     values: dict[str, int] = {}
     for key, rx in _STATS_FIELDS.items():
@@ -271,10 +309,9 @@ def _parse_statistics(line: str) -> tuple[str, AcceptanceProfile] | None:
     per_pos: tuple[int, ...] | None = None
     pos = _PER_POS.search(line)
     if pos and values["drafts"]:
-        ranges = _position_ranges(values["drafts"], values["accepted"], _rates(pos.group("pos")))
-        exact = ranges is not None and all(len(r) == 1 for r in ranges)
-        if ranges and exact and ranges[0].start == values["drafts_accepted"]:
-            per_pos = tuple(r.start for r in ranges)
+        fit = recovery.positions_for(values["drafts"], values["accepted"], _rates(pos.group("pos")))
+        if fit is not None and not fit[1] and fit[0] and fit[0][0] == values["drafts_accepted"]:
+            per_pos = fit[0]
     profile = AcceptanceProfile(
         drafts=values["drafts"],
         draft_tokens=values["draft_tokens"],
@@ -283,7 +320,7 @@ def _parse_statistics(line: str) -> tuple[str, AcceptanceProfile] | None:
         k=len(per_pos) if per_pos else None,
         notes=(f"drafts with at least one token accepted: {values['drafts_accepted']}",),
     )
-    return name.group(1), profile
+    return name.group(1), profile, values
 
 
 def statistics_totals(lines: Iterable[str]) -> dict[str, AcceptanceProfile]:
@@ -372,9 +409,11 @@ def profile_from_prometheus(text: str) -> AcceptanceProfile:
     Series are summed (one per model in router mode). A run is the difference of two scrapes.
     """
     try:
+        from prometheus_client.parser import text_string_to_metric_families  # only for /metrics
+
         families = list(text_string_to_metric_families(text))
     except (ValueError, TypeError, IndexError) as exc:
-        raise InputError(f"not Prometheus text exposition ({exc})",
+        raise InputError(f"not Prometheus text exposition ({printable(str(exc))})",
                          "pass the body of llama-server's /metrics endpoint") from exc
     totals: dict[str, float] = {}
     per_pos: dict[int, float] = {}
@@ -386,10 +425,13 @@ def profile_from_prometheus(text: str) -> AcceptanceProfile:
                 continue
             base = s.name.removesuffix("_total")
             if base in _NAMES:
-                totals[_NAMES[base]] = totals.get(_NAMES[base], 0.0) + s.value
+                totals[_NAMES[base]] = totals.get(_NAMES[base], 0.0) + count_of(s.value, s.name)
             elif base == _PER_POS_NAME and "position" in s.labels:
+                if not s.labels["position"].isdigit():
+                    raise InputError(f"{s.name}: position {printable(s.labels['position'])!r} is "
+                                     "not a number", "pass the /metrics body unchanged")
                 i = int(s.labels["position"])
-                per_pos[i] = per_pos.get(i, 0.0) + s.value
+                per_pos[i] = per_pos.get(i, 0.0) + count_of(s.value, s.name)
     if not totals:
         raise InputError(
             "no llamacpp:spec_decode_* counters in this metrics text",
@@ -413,3 +455,11 @@ def profile_from_prometheus(text: str) -> AcceptanceProfile:
 
 def _int(x: float | None) -> int | None:
     return None if x is None else int(x)
+
+
+def _parse(lines: Iterable[str], source: str, options: ReadOptions) -> LogReading:
+    return parse_log(lines, source)
+
+
+SOURCE = LineSource(ENGINE, ("llamacpp:spec_decode",), looks_like, _parse,
+                    profile_from_prometheus)

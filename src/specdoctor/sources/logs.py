@@ -1,48 +1,69 @@
-"""Read log files of any supported engine: detect the engine, collect windows, total them.
+"""Read log inputs of any supported engine: detect the engine, collect windows, total them.
 
-vLLM logs are pre-filtered (``scan.iter_marked_text``: grep, or large binary chunks): only
-lines that carry a metrics marker reach Python, in blocks, and memory stays flat. Lines in
-the current V1 format are read once per distinct payload (``vllm_log.V1Table``) and added up
-in bulk (``vllm_log.FastRun``): the same totals and intervals as adding the windows one by
-one. The speculative method is read from the start-up lines in each file's first 8 MiB.
-SGLang and llama.cpp logs go line by line through their own modules.
+Each input (a file, or a stream such as stdin or a pipe, read once) is read on its own, by the
+engine's ``Source`` (``sources.registry``) with its own method and k from its own start-up
+lines: so a file's windows never depend on which files came before it. Totals add counts over
+every window of every input, so they do not depend on the order the inputs are named in; the
+bootstrap resamples blocks of consecutive windows that never span two inputs, taken in the
+order of the inputs' names, so the intervals do not either.
+
+Inputs whose speculative configs differ (method, or draft length k) are refused together:
+their windows measure different things. ``by_file=True`` reads them apart instead, one total
+per input.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Iterator
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
-
-import numpy as np
+from dataclasses import dataclass, field
 
 from specdoctor.acceptance.bootstrap import UnitBlocks
 from specdoctor.acceptance.profile import AcceptanceProfile, ProfileSum
 from specdoctor.errors import InputError
-from specdoctor.sources import vllm_log
-from specdoctor.sources.base import LogReading, Window
-from specdoctor.sources.scan import head_lines_with, iter_marked_text
+from specdoctor.sources.base import LogReading, ReadOptions, Window
+from specdoctor.sources.registry import ENGINES, engine_of_line, source
+from specdoctor.sources.scan import LogInput, open_input
 
-ENGINES = ("vllm", "sglang", "llamacpp")
-_DETECT_BYTES = 8 << 20
+__all__ = ["ENGINES", "FileLog", "LogTotal", "detect_engine", "read_logs"]
+
+
+@dataclass
+class FileLog:
+    """One input's own reading: its config, its windows' total and what was skipped."""
+
+    source: str
+    reading: LogReading
+    total: AcceptanceProfile
+    window_count: int
+    k: int | None
+
+    def config(self) -> tuple[str | None, int | None]:
+        return self.reading.method, self.k
+
+    def to_json(self) -> dict[str, object]:
+        return {"source": self.source, "method": self.reading.method, "k": self.k,
+                "window_count": self.window_count, "total": self.total.to_json(),
+                "skipped_lines": self.reading.skipped.to_json(), "notes": self.reading.notes}
 
 
 @dataclass
 class LogTotal:
-    """What ``read_logs`` returns: every window (when kept), the last few, and the total."""
+    """What ``read_logs`` returns: every window (when kept), the last few, and the total;
+    ``files`` holds each input's own reading, in the order given."""
 
     reading: LogReading
     total: AcceptanceProfile
     window_count: int = 0
     last_windows: list[Window] = field(default_factory=list)
+    files: list[FileLog] = field(default_factory=list)
 
 
 class _Collector:
-    """Consumes windows as they stream: running total, bootstrap blocks, the last few windows,
-    and (only when asked) the full list. Memory is constant unless the full list is kept."""
+    """Consumes one input's windows as they stream: running total, bootstrap blocks, the last
+    few windows, and (only when asked) the full list. Memory is constant unless the full list
+    is kept."""
 
     def __init__(self, keep_all: bool, last: int) -> None:
         self.total = ProfileSum()
@@ -58,120 +79,124 @@ class _Collector:
             if self.all is not None:
                 self.all.append(w)
 
-    def add_run(self, run: vllm_log.FastRun) -> None:
-        """Consecutive windows read through a table: added up in bulk, with the same result
-        as ``add`` on each; only the windows kept are built."""
-        ids = np.array(run.ids, dtype=np.intp)
-        self.total.add(run.table.total(ids), windows=len(ids))
-        rows, has_pos, unusable_after = run.table.unit_rows(ids)
-        self.blocks.add_rows(rows, has_pos, unusable_after)
-        keep = self.last.maxlen or 1
-        if self.all is not None:
-            kept = run.windows()
-            self.all.extend(kept)
-            self.last.extend(kept[-keep:])
-        else:
-            self.last.extend(run.windows(max(len(ids) - keep, 0)))
-
-    def add_any(self, piece: list[Window] | vllm_log.FastRun) -> None:
-        if isinstance(piece, vllm_log.FastRun):
-            self.add_run(piece)
-        else:
-            self.add(piece)
+    __call__ = add
 
 
-def _module(engine: str) -> ModuleType:
-    return importlib.import_module(f"specdoctor.sources.{engine}" if engine != "vllm"
-                                   else "specdoctor.sources.vllm_log")
-
-
-def detect_engine(path: Path) -> str | None:
-    """The engine whose metrics lines appear first in the file's first 8 MiB."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(_DETECT_BYTES).decode("utf-8", "replace")
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}", "check the path") from exc
-    if "\x00" in head[:4096]:
-        raise InputError(f"{path} is a binary file, not a log", "pass the server's text log")
-    for line in head.splitlines():
-        for engine in ENGINES:
-            try:
-                if _module(engine).looks_like(line):
-                    return engine
-            except ModuleNotFoundError:
-                continue
+def detect_engine(inp: LogInput) -> str | None:
+    """The engine whose metrics lines appear first in the input's head (first 8 MiB)."""
+    head = inp.head
+    if b"\x00" in head[:4096]:
+        raise InputError(f"{inp.label} is a binary file, not a log", "pass the server's text log")
+    start = 0
+    while start < len(head):  # a piece at a time: the first metrics line is usually early
+        end = head.find(b"\n", start + (1 << 16))
+        end = len(head) if end < 0 else end + 1
+        for line in head[start:end].decode("utf-8", "replace").splitlines():
+            engine = engine_of_line(line)
+            if engine:
+                return engine
+        start = end
     return None
 
 
-def read_logs(paths: list[Path], engine: str | None = None,
-              drafter: vllm_log.DrafterKind = "auto", keep_windows: bool = True,
-              last_windows: int = 20) -> LogTotal:
-    """Windows of all files (in the order given) and their total.
+def read_logs(names: Sequence[str | Path], engine: str | None = None, drafter: str = "auto",
+              keep_windows: bool = True, last_windows: int = 20, *, by_file: bool = False,
+              k: int | None = None) -> LogTotal:
+    """Windows of all inputs (files, "-" for stdin, pipes) and their total.
 
-    With ``keep_windows=False`` only the total and the last ``last_windows`` windows are kept,
-    so memory does not grow with the logs (vLLM; the other engines read line by line too).
+    With ``keep_windows=False`` only the totals and the last ``last_windows`` windows are kept,
+    so memory does not grow with the logs. Raises InputError when the inputs' speculative
+    configs differ, unless ``by_file`` (then ``total`` is still the sum, and each ``files``
+    entry carries its own).
     """
-    if not paths:
-        raise InputError("no log file given", "pass one or more files: specdoctor logs server.log")
-    for p in paths:
-        if not p.exists():
-            raise InputError(f"{p}: no such file", "check the path")
-        if p.is_dir():
-            raise InputError(f"{p} is a directory", "pass the log files inside it")
-    engine = engine or _detect_all(paths)
-    col = _Collector(keep_windows, last_windows)
+    if not names:
+        raise InputError("no log file given",
+                         "pass one or more files, or - for stdin: specdoctor logs server.log")
+    labels = [str(n) for n in names]
+    if len(set(labels)) != len(labels):
+        raise InputError(f"the same input named twice: {', '.join(labels)}",
+                         "name each log once (its windows would be counted twice)")
+    inputs = [open_input(name) for name in labels]
+    engines = {inp.label: engine or detect_engine(inp) for inp in inputs}
+    engine = engine or _one_engine(engines)
+    reader = source(engine)
+    options = ReadOptions(drafter=drafter, k=k)
+    files: list[FileLog] = []
+    collectors: list[_Collector] = []
+    for inp in inputs:
+        col = _Collector(keep_windows, last_windows)
+        part = reader.read(inp, options, col)
+        part_total = col.total.result()
+        files.append(FileLog(inp.label, part, part_total, col.total.n, part_total.k))
+        collectors.append(col)
+    mixed = _differing_config(files)
+    if mixed and not by_file:
+        raise InputError(
+            f"these logs come from servers with different speculative configs ({mixed}); "
+            "one total would mix different measurements",
+            "read them apart: add --by-file, or run specdoctor logs once per server",
+        )
+    res = _combine(engine, files, collectors, last_windows)
+    if mixed:
+        res.reading.notes.append(f"the total adds logs of different speculative configs ({mixed}): "
+                                 "read each file's own total")
+    return res
+
+
+def _combine(engine: str, files: list[FileLog], collectors: list[_Collector], last: int
+             ) -> LogTotal:
     reading = LogReading(engine=engine)
-    if engine == "vllm":
-        parser = vllm_log.VllmLogParser(drafter)
-        config, needle = vllm_log.CONFIG_NEEDLE.encode(), vllm_log.METRICS_NEEDLE.encode()
-        for p in paths:
-            # The method comes from the start-up lines at the head of each file; the windows
-            # from every line the pre-filter lets through.
-            for lineno, line in head_lines_with(str(p), config):
-                parser.feed(str(p), lineno, line)
-            for text in iter_marked_text(str(p), (needle,)):
-                for piece in parser.feed_text(str(p), text):
-                    col.add_any(piece)
-        col.add(parser.finish())
-        reading.skipped, reading.notes, reading.cumulative = parser.skipped, parser.notes, parser.cumulative
-    else:
-        mod = _module(engine)
-        for p in paths:
-            part = mod.parse_log(_lines(p), str(p))
-            col.add(part.windows)
-            reading.skipped.merge(part.skipped)
-            reading.notes.extend(part.notes)
-            reading.cumulative = reading.cumulative or part.cumulative
-    reading.windows = col.all or []
-    # For cumulative formats (vLLM V0) the windows are already differences of consecutive
-    # lines, so their sum is the last line's totals (each restart's segment counted once).
-    if col.total.n == 0:
+    total = ProfileSum()
+    for f, col in zip(files, collectors):
+        total.merge(col.total)
+        reading.skipped.merge(f.reading.skipped)
+        reading.notes.extend(f"{f.source}: {n}" if len(files) > 1 else n for n in f.reading.notes)
+        reading.cumulative = reading.cumulative or f.reading.cumulative
+        reading.windows.extend(col.all or [])
+        if len(files) > 1 and col.total.n == 0:
+            reading.notes.append(f"{f.source}: no speculative-decoding window")
+        f.total = f.total.with_intervals(col.blocks.intervals(), col.blocks.unavailable("windows"))
+    methods = {f.reading.method for f in files}
+    reading.method = methods.pop() if len(methods) == 1 else None
+    if total.n == 0:
         raise InputError(
             f"{engine} log lines found, but no speculative-decoding window in "
-            f"{', '.join(map(str, paths))}",
+            f"{', '.join(f.source for f in files)}"
+            + (f" ({reading.skipped.count} malformed metrics line(s) skipped: "
+               + "; ".join(reading.skipped.examples) + ")" if reading.skipped.count else ""),
             "speculation was off, or the server logged no stats while it ran: start it with "
             "speculative decoding and keep its stats logging on",
         )
-    total = col.total.result()
-    return LogTotal(reading, total.with_intervals(col.blocks.intervals()), col.total.n, list(col.last))
+    result = total.result()
+    if len(files) == 1:  # the file's own intervals
+        result = result.with_intervals(files[0].total.intervals, files[0].total.intervals_unavailable)
+    else:
+        order = sorted(range(len(files)), key=lambda i: files[i].source)
+        blocks = UnitBlocks.joined([collectors[i].blocks for i in order])
+        result = result.with_intervals(blocks.intervals(), blocks.unavailable("windows"))
+    last_windows = [w for col in collectors for w in col.last][-max(last, 1):]
+    return LogTotal(reading, result, total.n, last_windows, files)
 
 
-def _detect_all(paths: list[Path]) -> str:
-    found = {p: detect_engine(p) for p in paths}
+def _differing_config(files: list[FileLog]) -> str | None:
+    """How the inputs' speculative configs (method, k) differ where both are known, if they do."""
+    for attr, what in ((lambda f: f.reading.method, "method"), (lambda f: f.k, "k")):
+        seen = {f.source: attr(f) for f in files if attr(f) is not None}
+        if len(set(seen.values())) > 1:
+            return ", ".join(f"{s}: {what}={v}" for s, v in seen.items())
+    return None
+
+
+def _one_engine(found: dict[str, str | None]) -> str:
     engines = {e for e in found.values() if e}
     if not engines:
         raise InputError(
-            f"no speculative-decoding metrics lines in {', '.join(map(str, paths))}",
+            f"no speculative-decoding metrics lines in {', '.join(found)}",
             "is this the server's log with speculation on? vLLM prints 'SpecDecoding metrics:' "
             "every VLLM_LOG_STATS_INTERVAL s (not with --disable-log-stats); or pass --engine",
         )
     if len(engines) > 1:
-        raise InputError(f"files from different engines: {sorted(engines)}",
+        listed = ", ".join(f"{s}: {e or 'none'}" for s, e in found.items())
+        raise InputError(f"files from different engines ({listed})",
                          "read each engine's logs separately, or force one with --engine")
     return engines.pop()
-
-
-def _lines(path: Path) -> Iterator[str]:
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        yield from fh

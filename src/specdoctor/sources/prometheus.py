@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from specdoctor.acceptance.profile import AcceptanceProfile, difference
 from specdoctor.errors import InputError, TargetError
+from specdoctor.sources.base import count_of, printable
 
 ENGINE = "vllm"
 PREFIX = "vllm:spec_decode_"
@@ -54,7 +55,7 @@ def parse_text(text: str) -> CounterReading:
         families = list(text_string_to_metric_families(text))
     except (ValueError, TypeError, IndexError) as exc:
         raise InputError(
-            f"not Prometheus text exposition ({exc})",
+            f"not Prometheus text exposition ({printable(str(exc))})",
             "pass the body of a server's /metrics endpoint (curl -s URL/metrics > dump.txt)",
         ) from exc
     for fam in families:
@@ -70,9 +71,9 @@ def parse_text(text: str) -> CounterReading:
                 models.add(s.labels["model_name"])
             base = s.name.removesuffix("_total")
             if base in _NAMES:
-                totals[_NAMES[base]] += s.value
+                totals[_NAMES[base]] += count_of(s.value, series)
             elif base == _PER_POS and "position" in s.labels:
-                per_pos[int(s.labels["position"])] += s.value
+                per_pos[_position(s.labels["position"], series)] += count_of(s.value, series)
     if not found:
         raise InputError(
             "no vllm:spec_decode_* counters in this metrics text",
@@ -88,6 +89,13 @@ def parse_text(text: str) -> CounterReading:
         k=k,
     )
     return CounterReading(profile, created, tuple(sorted(models)))
+
+
+def _position(label: str, series: str) -> int:
+    if not label.isdigit():
+        raise InputError(f"{printable(series)}: position {printable(label)!r} is not a number",
+                         "pass the /metrics body unchanged, as the server wrote it")
+    return int(label)
 
 
 def _label_key(labels: dict[str, str]) -> str:

@@ -7,14 +7,27 @@ whatever the file's size.
 
 ``iter_marked_text`` yields the same lines in blocks of ``grep -n`` text ("N:line\n" each),
 decoded once per block, for readers that parse many lines per call.
+
+``LogInput`` is one log as the user named it: a regular file (read by path, so grep can scan
+it), or a stream (``-`` for stdin, a pipe, a process substitution such as ``<(docker logs c)``)
+that is read exactly once, front to back: its head is kept for engine detection and the rest
+streams through the same line scanner.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
+import sys
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from specdoctor.errors import InputError
+
+HEAD_BYTES = 8 << 20  # how much of a log is read to detect its engine and its start-up lines
 
 
 def iter_marked_lines(path: str, wanted: tuple[bytes, ...], chunk_size: int = 1 << 24
@@ -137,23 +150,34 @@ def _grep_lines(grep: str, path: str, wanted: tuple[bytes, ...]) -> Iterator[tup
 
 
 def _python_scan(path: str, wanted: tuple[bytes, ...], chunk_size: int) -> Iterator[tuple[int, str]]:
+    with open(path, "rb") as fh:
+        yield from _scan_chunks(_chunks(fh, chunk_size), wanted)
+
+
+def _chunks(fh: Readable, chunk_size: int, head: bytes = b"") -> Iterator[bytes]:
+    if head:
+        yield head
+    while True:
+        block = fh.read(chunk_size)
+        if not block:
+            return
+        yield block
+
+
+def _scan_chunks(chunks: Iterator[bytes], wanted: tuple[bytes, ...]) -> Iterator[tuple[int, str]]:
     lineno = 0
     carry = b""
-    with open(path, "rb") as fh:
-        while True:
-            block = fh.read(chunk_size)
-            if not block:
-                break
-            buf = carry + block
-            cut = buf.rfind(b"\n")
-            if cut < 0:
-                carry = buf
-                continue
-            data, carry = buf[: cut + 1], buf[cut + 1:]
-            yield from _scan(data, wanted, lineno)
-            lineno += data.count(b"\n")
-        if carry:
-            yield from _scan(carry + b"\n", wanted, lineno)
+    for block in chunks:
+        buf = carry + block
+        cut = buf.rfind(b"\n")
+        if cut < 0:
+            carry = buf
+            continue
+        data, carry = buf[: cut + 1], buf[cut + 1:]
+        yield from _scan(data, wanted, lineno)
+        lineno += data.count(b"\n")
+    if carry:
+        yield from _scan(carry + b"\n", wanted, lineno)
 
 
 def _scan(data: bytes, wanted: tuple[bytes, ...], lineno: int) -> Iterator[tuple[int, str]]:
@@ -179,10 +203,117 @@ def _scan(data: bytes, wanted: tuple[bytes, ...], lineno: int) -> Iterator[tuple
         yield line_at + 1, data[start:end].decode("utf-8", "replace")
 
 
-def head_lines_with(path: str, needle: bytes, limit: int = 8 << 20) -> Iterator[tuple[int, str]]:
-    """(line number, line) of the lines containing ``needle`` in the first ``limit`` bytes."""
-    with open(path, "rb") as fh:
-        head = fh.read(limit)
-    if len(head) == limit:
-        head = head[: head.rfind(b"\n") + 1]
-    yield from _scan(head, (needle,), 0)
+class Readable(Protocol):
+    def read(self, n: int = -1, /) -> bytes: ...
+
+
+@dataclass
+class LogInput:
+    """One log named on the command line: a regular file read by path, or a stream read once.
+
+    ``label`` names it in windows and messages ("-" for stdin). ``head`` holds the first
+    ``HEAD_BYTES`` (cut at the last newline when there is more): for a stream they are already
+    consumed, and ``marked_text`` and ``lines`` start from them.
+    """
+
+    label: str
+    path: str | None
+    stream: Readable | None = None
+    _head: bytes | None = field(default=None, repr=False)
+
+    @property
+    def head(self) -> bytes:
+        if self._head is None:
+            assert self.path is not None
+            with open(self.path, "rb") as fh:
+                self._head = _whole_head(fh.read(HEAD_BYTES), HEAD_BYTES)
+        return self._head
+
+    def head_lines_with(self, needle: bytes) -> Iterator[tuple[int, str]]:
+        """(line number, line) of the head's lines containing ``needle``."""
+        yield from _scan(self.head, (needle,), 0)
+
+    def marked_text(self, wanted: tuple[bytes, ...]) -> Iterator[str]:
+        """``iter_marked_text`` of the whole input (for a stream: head, then the rest)."""
+        if self.path is not None:
+            yield from iter_marked_text(self.path, wanted)
+            return
+        assert self.stream is not None
+        lines = _scan_chunks(_chunks(self.stream, 1 << 20, self.head), wanted)
+        for batch in _batched(lines, 1 << 14):
+            yield "".join(f"{n}:{line}\n" for n, line in batch)
+
+    def lines(self) -> Iterator[str]:
+        """Every line, decoded as UTF-8 with replacement."""
+        if self.path is not None:
+            with open(self.path, encoding="utf-8", errors="replace") as fh:
+                yield from fh
+            return
+        assert self.stream is not None
+        carry = b""
+        for block in _chunks(self.stream, 1 << 20, self.head):
+            buf = carry + block
+            cut = buf.rfind(b"\n") + 1
+            if cut:
+                yield from buf[:cut].decode("utf-8", "replace").splitlines(keepends=True)
+            carry = buf[cut:]
+        if carry:
+            yield carry.decode("utf-8", "replace")
+
+
+def _whole_head(head: bytes, limit: int) -> bytes:
+    return head[: head.rfind(b"\n") + 1] if len(head) >= limit else head
+
+
+def open_input(name: str) -> LogInput:
+    """The log called ``name``: "-" is stdin; a pipe, FIFO or ``/dev/fd/N`` is a stream."""
+    if name == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise InputError("- reads the log from stdin, but stdin is a terminal",
+                             "pipe the log in: docker logs CONTAINER 2>&1 | specdoctor logs -")
+        return _stream_input("-", sys.stdin.buffer)
+    try:
+        st = os.stat(name)
+    except FileNotFoundError as exc:
+        raise InputError(f"{name}: no such file",
+                         "check the path, or pass - to read the log from stdin") from exc
+    except OSError as exc:
+        raise InputError(f"cannot read {name}: {exc.strerror or exc}", "check the path") from exc
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{name} is a directory", "pass the log files inside it")
+    if stat.S_ISREG(st.st_mode):
+        return LogInput(name, name)
+    try:
+        fh = open(name, "rb")  # noqa: SIM115  (a stream: closed when the process ends)
+    except OSError as exc:
+        raise InputError(f"cannot read {name}: {exc.strerror or exc}", "check the path") from exc
+    return _stream_input(name, fh)
+
+
+def _stream_input(label: str, fh: Readable) -> LogInput:
+    """A stream whose head is read now (a pipe returns what it has: read until full or EOF)."""
+    parts: list[bytes] = []
+    size = 0
+    while size < HEAD_BYTES:
+        data = fh.read(HEAD_BYTES - size)
+        if not data:
+            break
+        parts.append(data)
+        size += len(data)
+    head = b"".join(parts)
+    cut = _whole_head(head, HEAD_BYTES)
+    return LogInput(label, None, _Prefixed(head[len(cut):], fh), cut)
+
+
+class _Prefixed:
+    """A binary stream that first returns ``prefix`` (the part of the head after its last
+    newline), then the rest of ``fh``."""
+
+    def __init__(self, prefix: bytes, fh: Readable) -> None:
+        self.prefix, self.fh = prefix, fh
+
+    def read(self, n: int = -1) -> bytes:
+        if self.prefix:
+            out, self.prefix = self.prefix, b""
+            return out
+        return self.fh.read(n)

@@ -58,11 +58,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
 
 from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
 from specdoctor.errors import InputError
-from specdoctor.sources.base import LogReading, Window
+from specdoctor.sources.base import printable, LineSource, LogReading, ReadOptions, Window
 
 ENGINE = "sglang"
 MARKER = "Decode batch"
@@ -374,9 +373,11 @@ def profile_from_prometheus(text: str) -> AcceptanceProfile:
     gauges: dict[str, dict[tuple[tuple[str, str], ...], tuple[int, float]]] = {}
     helps: dict[str, str] = {}
     try:
+        from prometheus_client.parser import text_string_to_metric_families  # only for /metrics
+
         families = list(text_string_to_metric_families(text))
     except (ValueError, TypeError, IndexError) as exc:
-        raise InputError(f"not Prometheus text exposition ({exc})",
+        raise InputError(f"not Prometheus text exposition ({printable(str(exc))})",
                          "pass the body of SGLang's /metrics endpoint") from exc
     for fam in families:
         name = fam.name
@@ -439,3 +440,11 @@ def _gauge_int(gauges: dict[str, dict[Any, tuple[int, float]]], name: str, group
     if held is None or not _whole(held[1]):
         return None
     return int(held[1])
+
+
+def _parse(lines: Iterable[str], source: str, options: ReadOptions) -> LogReading:
+    return parse_log(lines, source, k=options.k)
+
+
+SOURCE = LineSource(ENGINE, ("sglang:spec_", "sglang_spec_"), looks_like, _parse,
+                    profile_from_prometheus)

@@ -8,38 +8,37 @@ Formats read (vllm/v1/spec_decode/metrics.py and its history):
   Each line covers the interval since the previous one (``SpecDecodingLogging.log`` resets).
   Forks that add fields are read too: fields are found by name, not by position.
 - early V1: ``SpecDecoding metrics: Draft acceptance rate: 36.8%, Accepted: N tokens, Drafted:
-  N tokens`` (per-interval; no draft count, no per-position rates).
+  N tokens`` (per-interval; no draft count, no per-position rates), and before vLLM #15902
+  ``Speculative metrics: Draft acceptance rate: 1.000, Number of accepted tokens: N, Number of
+  draft tokens: N, `` (per-interval too: no k, no system efficiency, no emitted tokens).
 - V0 (<= 0.9): ``Speculative metrics: Draft acceptance rate: 0.642, System efficiency: 0.510,
   Number of speculative tokens: 3, Number of accepted tokens: N, Number of draft tokens: N,
-  Number of emitted tokens: N.`` Running totals since the server started
+  Number of emitted tokens: N.`` (older: ``Number of draft tokens tokens:``, ``Number of
+  emitted tokens tokens:``). Running totals since the server started
   (vllm/spec_decode/metrics.py, ``AsyncMetricsCollector`` keeps ``self._aggregate_*``): a
   log's figures are its last line; a window is the difference of two consecutive lines.
 
 Counting rules:
 
-- V1 lines carry no draft count. It is recovered as the integer D that reproduces the printed
-  mean acceptance length (``%.2f`` of 1 + A/D) and every per-position rate (``%.3f`` of a_i/D)
-  with integer a_i summing to A — by formatting candidates exactly as vLLM does. When several
-  D fit, or nothing was accepted, D is taken as draft_tokens / k only for fixed-length
-  drafters (draft_model, EAGLE, MTP, DFlash); otherwise it is reported unknown (null).
-- Per-position counts are exact when one integer a_i reproduces each rate; for large windows
-  (D > 1000) they are the nearest integers to rate × D, and the window says so.
+- V1 lines carry no draft count: ``sources.recovery`` recovers it from the printed mean
+  acceptance length and per-position rates, or bounds it (``drafts_range``) when several counts
+  print the same figures; draft_tokens / k for fixed-length drafters (draft_model, EAGLE, MTP,
+  DFlash), where k is the length of the per-position list.
 - A window whose drafts are zero (vLLM then prints ``nan``) is kept, with zero counts.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from functools import lru_cache
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import Literal
-
-import numpy as np
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Literal
 
 from specdoctor.acceptance.profile import AcceptanceProfile
-from specdoctor.sources.base import LogReading, SkippedLines, Window
+from specdoctor.sources.recovery import recover_counts, recovery_notes
+from specdoctor.sources.base import LogReading, ReadOptions, SkippedLines, Window, WindowSink
+
+if TYPE_CHECKING:
+    from specdoctor.sources.scan import LogInput
 
 ENGINE = "vllm"
 V1_MARKER = "SpecDecoding metrics:"
@@ -66,196 +65,15 @@ _V0_FIELDS = {
     "acceptance_rate": re.compile(r"Draft acceptance rate: " + _NUM),
     "k": re.compile(r"Number of speculative tokens: (\d+)"),
     "accepted": re.compile(r"Number of accepted tokens: (\d+)"),
-    "drafted": re.compile(r"Number of draft tokens: (\d+)"),
-    "emitted": re.compile(r"Number of emitted tokens: (\d+)"),
+    "drafted": re.compile(r"Number of draft tokens(?: tokens)?: (\d+)"),
+    "emitted": re.compile(r"Number of emitted tokens(?: tokens)?: (\d+)"),
 }
+# The per-interval "Speculative metrics:" of early V1 (before vLLM #15902) has only these.
+_EARLY_V1_FIELDS = ("acceptance_rate", "accepted", "drafted")
 # "INFO 11-29 08:50:01 [loggers.py:257]" (optionally "(APIServer pid=1) " before it)
 _TIMESTAMP = re.compile(r"(?:DEBUG|INFO|WARNING)\s+(\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)")
 _METHOD = re.compile(r"speculative_config=SpeculativeConfig\(method='?([\w-]+)'?")
 _METHOD_ARG = re.compile(r"""["']method["']\s*:\s*["']([\w-]+)["']""")
-
-
-@dataclass(frozen=True)
-class Recovered:
-    drafts: int | None
-    per_position: tuple[int, ...] | None
-    approximate_positions: bool = False
-
-
-def recover_counts(
-    accepted: int,
-    drafted: int,
-    mean_printed: str | None,
-    rates_printed: list[str] | tuple[str, ...] | None,
-    fixed_length: bool | None,
-) -> Recovered:
-    """Recover the draft count and per-position counts of one V1 window (see module doc)."""
-    k = len(rates_printed) if rates_printed else None
-    fixed_d = drafted // k if (fixed_length and k and drafted % k == 0) else None
-    if accepted == 0 or mean_printed is None or rates_printed is None:
-        if accepted == 0 and rates_printed is not None and fixed_d is not None:
-            return Recovered(fixed_d, tuple(0 for _ in rates_printed))
-        if accepted == 0 and drafted == 0:
-            return Recovered(0, tuple(0 for _ in (rates_printed or ())))
-        return Recovered(fixed_d, None)
-    candidates = [fixed_d] if fixed_d is not None else _candidate_drafts(accepted, drafted, mean_printed, k or 1)
-    fits = [(d, pos) for d in candidates if (pos := _positions_for(d, accepted, rates_printed)) is not None]
-    if len(fits) == 1:
-        d, pos = fits[0]
-        return Recovered(d, pos[0], pos[1])
-    if fixed_d is not None:
-        # The fixed-length count is exact even if printed rates are inconsistent (a fork's
-        # different rounding); keep D, drop positions.
-        return Recovered(fixed_d, None)
-    return Recovered(None, None)
-
-
-def _candidate_drafts(accepted: int, drafted: int, mean_printed: str, k: int) -> list[int]:
-    m = float(mean_printed)
-    lo_ratio, hi_ratio = m - 1 - 0.0051, m - 1 + 0.0051
-    d_min = max(1, -(-drafted // k))
-    d_max = drafted
-    if hi_ratio > 0:
-        d_min = max(d_min, int(accepted / hi_ratio))
-    if lo_ratio > 0:
-        d_max = min(d_max, int(accepted / lo_ratio) + 1)
-    if d_max - d_min > 100_000:
-        return []
-    fits = _mean_fits(accepted, mean_printed, d_min, d_max)
-    if fits is not None:
-        return fits
-    return [d for d in range(d_min, d_max + 1) if "%.2f" % (1 + accepted / d) == mean_printed]
-
-
-# Exact shortcuts for vLLM's formatting. A float a/d printed with n decimals is a/d rounded
-# to n decimals (Python prints the double exactly, halves to even). The double differs from
-# the real a/d by under 1e-15 when a/d < 1000, and a real a/d that is not on a rounding
-# boundary (2j+1)/(2*10^n) stays at least 1/(2*10^n*d) from it (> 2e-13 while d < 2^31): so
-# the double rounds as the real quotient does, which integer arithmetic decides. Quotients
-# exactly on a boundary (rare) are formatted as vLLM formats them. Outside these bounds, or
-# for a printed figure not in the form Python prints, the callers format every candidate.
-_EXACT_MAX_D = 1 << 31
-
-
-@lru_cache(maxsize=1 << 12)
-def _printed_units(printed: str, decimals: int, max_units: int) -> int | None:
-    """The printed figure in units of 10^-decimals, if it is written as Python writes a
-    non-negative float with that many decimals and is at most max_units; else None."""
-    whole, dot, frac = printed.partition(".")
-    if (not dot or len(frac) != decimals or not whole.isdigit() or not frac.isdigit()
-            or not whole.isascii() or not frac.isascii() or (len(whole) > 1 and whole[0] == "0")):
-        return None
-    units = int(whole + frac)
-    return units if units <= max_units else None
-
-
-def _rate_fits(s: int, d: int, r: str) -> tuple[int, int]:
-    """[lowest, highest] integer a with f"{a/d:.3f}" == r, r printing s thousandths (empty
-    when lowest > highest); 0 < d < 2^31, s <= 2000."""
-    # a fits iff (2s-1)d < 2000a < (2s+1)d, boundaries decided by formatting.
-    lo_num, hi_num = (2 * s - 1) * d, (2 * s + 1) * d
-    a_lo = lo_num // 2000 + 1
-    if lo_num % 2000 == 0 and a_lo - 1 >= 0 and f"{(a_lo - 1) / d:.3f}" == r:
-        a_lo -= 1
-    a_hi = -(-hi_num // 2000) - 1
-    if hi_num % 2000 == 0 and f"{(a_hi + 1) / d:.3f}" == r:
-        a_hi += 1
-    return max(a_lo, 0), a_hi
-
-
-def _mean_fits(accepted: int, mean_printed: str, d_min: int, d_max: int) -> list[int] | None:
-    """The d in [d_min, d_max] with "%.2f" % (1 + accepted / d) == mean_printed, or None when
-    the exact shortcut does not apply (see above)."""
-    units = _printed_units(mean_printed, 2, 100_000)
-    if units is None:
-        return None if mean_printed.isascii() and mean_printed[:1].isdigit() else []
-    if d_max >= _EXACT_MAX_D or accepted >= _EXACT_MAX_D or d_min < 1:
-        return None
-    c = units - 100  # hundredths of accepted / d
-    # d fits iff (2c-1)d < 200a < (2c+1)d, boundaries decided by formatting.
-    a200 = 200 * accepted
-    if 2 * c + 1 <= 0:
-        return []
-    lo, hi = d_min, d_max
-    lo = max(lo, a200 // (2 * c + 1) + (1 if a200 % (2 * c + 1) else 0))
-    if 2 * c - 1 > 0:
-        hi = min(hi, -(-a200 // (2 * c - 1)) - 1 + (0 if a200 % (2 * c - 1) else 1))
-    fits = list(range(lo, hi + 1))
-    # exact ties sit at the ends: keep them only if they print as vLLM prints them
-    if fits and a200 % (2 * c + 1) == 0 and fits[0] == a200 // (2 * c + 1):
-        if "%.2f" % (1 + accepted / fits[0]) != mean_printed:
-            fits.pop(0)
-    if fits and 2 * c - 1 > 0 and a200 % (2 * c - 1) == 0 and fits[-1] == a200 // (2 * c - 1):
-        if "%.2f" % (1 + accepted / fits[-1]) != mean_printed:
-            fits.pop()
-    return fits
-
-
-def _positions_for(
-    d: int, accepted: int, rates_printed: list[str] | tuple[str, ...]
-) -> tuple[tuple[int, ...], bool] | None:
-    """Integer a_i with f"{a_i/d:.3f}" == printed, non-increasing, summing to accepted."""
-    exact = 0 < d < _EXACT_MAX_D
-    if d < 1000:
-        # Below 1000 drafts a printed rate covers less than one integer (0.001 * d < 1), so
-        # the only candidate is the nearest to rate*d: it fits, or no integer does.
-        guess = []
-        for r in rates_printed:
-            if r == "nan":
-                return None
-            a = round(float(r) * d)
-            s = _printed_units(r, 3, 2000) if exact else None
-            if s is not None:
-                a_lo, a_hi = _rate_fits(s, d, r)
-                if not a_lo <= a <= a_hi:
-                    return None
-            elif f"{a / d:.3f}" != r:
-                return None
-            guess.append(a)
-        pos = tuple(guess)
-        return (pos, False) if sum(pos) == accepted and _non_increasing(pos) else None
-    ranges: list[range] = []
-    for r in rates_printed:
-        if r == "nan":
-            return None
-        centre = float(r) * d
-        lo = max(0, math.floor(centre - 0.0006 * d) - 1)
-        hi = min(d, math.ceil(centre + 0.0006 * d) + 1)
-        s = _printed_units(r, 3, 2000) if exact else None
-        if s is not None:
-            a_lo, a_hi = _rate_fits(s, d, r)
-            a_lo, a_hi = max(a_lo, lo), min(a_hi, hi)
-            if a_lo > a_hi:
-                return None
-            ranges.append(range(a_lo, a_hi + 1))
-            continue
-        ok = [a for a in range(lo, hi + 1) if f"{a / d:.3f}" == r]
-        if not ok:
-            return None
-        ranges.append(range(ok[0], ok[-1] + 1))
-    if not sum(x.start for x in ranges) <= accepted <= sum(x.stop - 1 for x in ranges):
-        return None
-    if all(len(x) == 1 for x in ranges):
-        pos = tuple(x.start for x in ranges)
-        return (pos, False) if _non_increasing(pos) else None
-    # Several integers print the same: take the nearest to rate*d, then fix the sum by
-    # moving the positions with the most room. Exact sums, approximate split.
-    pos_l = [min(max(round(float(r) * d), x.start), x.stop - 1) for r, x in zip(rates_printed, ranges)]
-    diff = accepted - sum(pos_l)
-    for i, x in enumerate(ranges):
-        if diff == 0:
-            break
-        room = (x.stop - 1 - pos_l[i]) if diff > 0 else (x.start - pos_l[i])
-        step = min(diff, room) if diff > 0 else max(diff, room)
-        pos_l[i] += step
-        diff -= step
-    if diff != 0 or not _non_increasing(tuple(pos_l)):
-        return None
-    return tuple(pos_l), True
-
-
-def _non_increasing(xs: tuple[int, ...]) -> bool:
-    return list(xs) == sorted(xs, reverse=True)
 
 
 _V1_CURRENT = re.compile(
@@ -294,13 +112,17 @@ def parse_v1_fields(text: str) -> dict[str, object] | None:
 
 
 def parse_v0_fields(text: str) -> dict[str, str] | None:
+    """The fields of a ``Speculative metrics:`` payload: all of V0's, or (early V1) the three
+    of ``_EARLY_V1_FIELDS``; None when neither set is complete."""
     out: dict[str, str] = {}
     for name, rx in _V0_FIELDS.items():
         m = rx.search(text)
-        if m is None:
-            return None
-        out[name] = m.group(1)
-    return out
+        if m is not None:
+            out[name] = m.group(1)
+    if len(out) == len(_V0_FIELDS) or (set(out) == set(_EARLY_V1_FIELDS)
+                                       and "System efficiency" not in text):
+        return out
+    return None
 
 
 def drafter_method(line: str) -> str | None:
@@ -309,180 +131,6 @@ def drafter_method(line: str) -> str | None:
     if m is None and "speculative_config" in line:
         m = _METHOD_ARG.search(line)
     return m.group(1) if m else None
-
-
-# -- many lines at a time ------------------------------------------------------------------------
-#
-# A current-format V1 payload splits at its first three commas into the mean acceptance length,
-# the two throughputs (which vary from line to line and are not counted) and the rest. Lines
-# whose mean and rest were seen before share one entry: a window's counts depend on nothing
-# else (given whether drafts are fixed-length). An entry is read exactly as ``feed`` reads the
-# line; lines in any other shape, and every line while the parser's state could change, go
-# through ``feed`` itself.
-
-TABLE_CAPACITY = 1 << 10
-_ACC_THROUGHPUT = " Accepted throughput: "
-_DRAFT_THROUGHPUT = " Drafted throughput: "
-
-
-def _v1_key(payload: str) -> tuple[str, str] | None:
-    """The mean and the rest of a V1 payload when the throughputs sit between them, else None.
-    Payloads with the same key read the same (``V1Table``)."""
-    parts = payload.split(",", 3)
-    if (len(parts) == 4 and parts[1].startswith(_ACC_THROUGHPUT)
-            and parts[2].startswith(_DRAFT_THROUGHPUT)):
-        return parts[0], parts[3]
-    return None
-
-
-def _payloads(lines: list[str]) -> list[str]:
-    """Each line's text after its first V1 marker; "" for a line without one."""
-    return [line.partition(V1_MARKER)[2] for line in lines]
-
-
-def _index(items: list[int | None], value: None, start: int) -> int:
-    """Where ``value`` first occurs in ``items`` from ``start`` on; len(items) if nowhere."""
-    try:
-        return items.index(value, start)
-    except ValueError:
-        return len(items)
-
-
-class V1Table:
-    """Distinct V1 payloads (mean, rest) → their window profile, and that profile's counts as a
-    row of an integer table (drafts, draft tokens, accepted, accepted per position...) so many
-    windows add up in one numpy step. Bounded: a full table is replaced by a fresh one."""
-
-    def __init__(self, fixed: bool | None, capacity: int | None = None) -> None:
-        self.fixed = fixed
-        self.capacity = capacity or TABLE_CAPACITY
-        self.ids: dict[tuple[str, str], int] = {}
-        self.other: set[tuple[str, str]] = set()  # payloads not in the current format
-        self.exact: dict[str, int] = {}  # whole payloads seen, throughputs and all
-        self.profiles: list[AcceptanceProfile] = []
-        self.fields: list[dict[str, object]] = []
-        self._evidence: dict[int, bool | None] = {}
-        self.rows = np.zeros((self.capacity, 3 + 8), dtype=np.int64)
-        self.widths = np.zeros(self.capacity, dtype=np.intp)
-        self.drafts_known = np.zeros(self.capacity, dtype=bool)
-        self.pos_lengths = np.zeros(self.capacity, dtype=np.intp)  # -1: no per-position counts
-        self.ks = np.zeros(self.capacity, dtype=np.intp)  # -1: unknown k
-        # entries added since the arrays were last brought up to date (``_sync``)
-        self._new_rows: list[list[int]] = []
-        self._new_flags: list[tuple[int, bool, int, int]] = []
-
-    @property
-    def full(self) -> bool:
-        return len(self.ids) + len(self.other) >= self.capacity
-
-    def remember(self, payload: str, entry: int) -> None:
-        """Look this exact payload up directly next time (lines do repeat whole)."""
-        if len(self.exact) >= self.capacity:
-            self.exact.clear()
-        self.exact[payload] = entry
-
-    def add(self, key: tuple[str, str], payload: str) -> int:
-        """The entry of a payload (``key`` = its mean and rest); -1 when it is not in the
-        current V1 format (then ``feed`` reads the line)."""
-        fields = parse_v1_current(payload.rstrip("\r"))
-        if fields is None:
-            self.other.add(key)
-            return -1
-        rates = fields["per_position"]
-        assert isinstance(rates, list)
-        # the table is the cache here
-        p = build_v1_profile(int(str(fields["accepted"])), int(str(fields["drafted"])),
-                             str(fields["mean_acceptance_length"]), tuple(rates), self.fixed)
-        pos = p.accepted_per_position
-        row = [p.drafts or 0, p.draft_tokens or 0, p.accepted_tokens or 0, *(pos or ())]
-        self._new_rows.append(row)
-        self._new_flags.append((len(row), p.drafts is not None, -1 if pos is None else len(pos),
-                                -1 if p.k is None else p.k))
-        i = len(self.profiles)
-        self.profiles.append(p)
-        self.fields.append(fields)
-        self.ids[key] = i
-        return i
-
-    def _sync(self) -> None:
-        """Copy the rows and flags of the entries added since the last call into the arrays,
-        in one step (numpy writes one element at a time slowly)."""
-        rows, flags = self._new_rows, self._new_flags
-        if not rows:
-            return
-        width = max(len(r) for r in rows)
-        if width > self.rows.shape[1]:
-            self.rows = np.pad(self.rows, ((0, 0), (0, width - self.rows.shape[1])))
-        at = len(self.profiles) - len(rows)
-        end = at + len(rows)
-        self.rows[at:end, :width] = np.array([r + [0] * (width - len(r)) for r in rows])
-        widths, drafts_known, pos_lengths, ks = zip(*flags)
-        self.widths[at:end] = widths
-        self.drafts_known[at:end] = drafts_known
-        self.pos_lengths[at:end] = pos_lengths
-        self.ks[at:end] = ks
-        rows.clear()
-        flags.clear()
-
-    def evidence(self, entry: int) -> bool | None:
-        """``fixedness_evidence`` of an entry's window (worked out once, when first asked)."""
-        if entry not in self._evidence:
-            self._evidence[entry] = fixedness_evidence(self.fields[entry])
-        return self._evidence[entry]
-
-    def total(self, ids: np.ndarray) -> AcceptanceProfile:
-        """The sum of the windows of these entries (one per window), by the rules of
-        ``ProfileSum``: counts add, and a count unknown in any window is unknown in the sum."""
-        self._sync()
-        counts = np.bincount(ids, minlength=len(self.profiles))
-        used = np.flatnonzero(counts)
-        sums = counts[used] @ self.rows[used]
-        pos_lengths, ks = self.pos_lengths[used], self.ks[used]
-        known_ks = ks[ks >= 0]
-        notes = sorted({n for i in used for n in self.profiles[i].notes})
-        return AcceptanceProfile(
-            drafts=int(sums[0]) if self.drafts_known[used].all() else None,
-            draft_tokens=int(sums[1]),
-            accepted_tokens=int(sums[2]),
-            accepted_per_position=(tuple(int(x) for x in sums[3: 3 + pos_lengths.max()])
-                                   if (pos_lengths >= 0).all() else None),
-            k=int(known_ks.max()) if known_ks.size else None,
-            notes=tuple(notes),
-        )
-
-    def unit_rows(self, ids: np.ndarray) -> tuple[np.ndarray, bool, int]:
-        """(rows of the leading windows usable by the bootstrap, whether all of those carry
-        per-position counts, how many windows follow the first unusable one and itself)."""
-        self._sync()
-        usable = self.drafts_known[ids]
-        n_ok = len(ids) if usable.all() else int(np.argmin(usable))
-        ok = ids[:n_ok]
-        width = int(self.widths[ok].max()) if n_ok else 3
-        return self.rows[ok, :width], bool((self.pos_lengths[ok] >= 0).all()), len(ids) - n_ok
-
-    def window(self, source: str, grep_line: str, entry: int) -> Window:
-        """The window of one "N:line" line whose payload is this entry."""
-        num, _, line = grep_line.partition(":")
-        fields = self.fields[entry]
-        rates = fields["per_position"]
-        assert isinstance(rates, list)
-        printed = {**fields, "per_position": list(rates)}
-        return Window(ENGINE, source, int(num), self.profiles[entry], _timestamp(line.rstrip("\r")),
-                      printed=printed)
-
-
-@dataclass
-class FastRun:
-    """Consecutive windows read through a ``V1Table``: entry ids and their "N:line" lines."""
-
-    source: str
-    table: V1Table
-    ids: list[int]
-    lines: list[str]
-
-    def windows(self, start: int = 0) -> list[Window]:
-        return [self.table.window(self.source, ln, i)
-                for ln, i in zip(self.lines[start:], self.ids[start:])]
 
 
 class VllmLogParser:
@@ -506,7 +154,6 @@ class VllmLogParser:
         self.cumulative = False
         self._waiting: list[tuple[str, int, str | None, dict[str, object]]] = []
         self._v0_prev: tuple[int, int, int] | None = None
-        self._table: V1Table | None = None
 
     def feed(self, source: str, lineno: int, line: str) -> list[Window]:
         if self.method is None and "speculative_config" in line:
@@ -527,107 +174,11 @@ class VllmLogParser:
             return [w] if w else []
         return []
 
-    def feed_text(self, source: str, text: str) -> Iterator[list[Window] | FastRun]:
-        """The windows of a block of "N:line\\n" lines (``grep -n`` output), in order: the same
-        windows as ``feed`` on each line, with current-format V1 lines gathered into
-        ``FastRun``s. A run is complete when yielded; consume it before asking for more."""
-        if self.method is None and CONFIG_NEEDLE in text:
-            for grep_line in text.split("\n")[:-1]:
-                num, _, line = grep_line.partition(":")
-                windows = self.feed(source, int(num), line.rstrip("\r"))
-                if windows:
-                    yield windows
-            return
-        lines = text.split("\n")
-        lines.pop()  # the text ends with a newline
-        payloads = _payloads(lines)
-        hints: list[int | None] = []  # each line's entry in ``hinted`` when the block came in
-        hinted: V1Table | None = None
-        start, n = 0, len(lines)
-        while start < n:
-            table = self._table_for_state()
-            ids: list[int] = []
-            if table is not None:
-                if table is not hinted:
-                    hinted = table
-                    hints = [None] * start + list(map(table.exact.get, payloads[start:]))
-                ids = self._run_from(table, payloads, hints, start)
-            if ids:
-                assert table is not None
-                yield FastRun(source, table, ids, lines[start: start + len(ids)])
-                start += len(ids)
-            if start == n:
-                break
-            if table is not None and table.full:
-                self._table = V1Table(self.fixed)
-                if _v1_key(payloads[start]) is not None:
-                    continue  # a new payload, to read through a fresh table
-            num, _, line = lines[start].partition(":")
-            windows = self.feed(source, int(num), line.rstrip("\r"))
-            if windows:
-                yield windows
-            start += 1
-
-    def _run_from(self, table: V1Table, payloads: list[str], hints: list[int | None],
-                  start: int) -> list[int]:
-        """Entries of the lines from ``start`` on, as far as they read through ``table``:
-        up to a line in another shape, a window that would change the parser's state, or a
-        new payload when the table is full. Stretches of lines whose payloads the table knew
-        whole when the block came in (``hints``) are taken at once."""
-        learning = self._learning_fixed
-        ids: list[int] = []
-        j, n = start, len(payloads)
-        while j < n:
-            if not learning:
-                stop = _index(hints, None, j)
-                ids.extend(hints[j:stop])  # type: ignore[arg-type]  # no None before stop
-                j = stop
-                if j == n:
-                    break
-            payload = payloads[j]
-            entry = table.exact.get(payload)
-            if entry is None:
-                entry = self._entry(table, payload)
-                if entry is None:
-                    break
-            if learning and table.evidence(entry) is False:
-                break
-            ids.append(entry)
-            j += 1
-        return ids
-
-    @staticmethod
-    def _entry(table: V1Table, payload: str) -> int | None:
-        """The table's entry for a payload not seen whole before, added if new; None when the
-        line is not in the current format or the table is full."""
-        key = _v1_key(payload) if payload else None
-        if key is None or key in table.other:
-            return None
-        entry = table.ids.get(key)
-        if entry is None:
-            if table.full:
-                return None
-            entry = table.add(key, payload)
-            if entry < 0:
-                return None
-        table.remember(payload, entry)
-        return entry
-
-    @property
-    def _learning_fixed(self) -> bool:
-        """Still judging drafts fixed-length from the windows: one may yet contradict it."""
-        return self.drafter == "auto" and self.method is None and self.fixed is True
-
-    def _table_for_state(self) -> V1Table | None:
-        """The table for windows read in the parser's current state; None while that state
-        may change with the next window (fixedness unknown, or windows waiting for it)."""
-        if self.fixed is None or self._waiting:
-            return None
-        if self._table is None or self._table.fixed != self.fixed:
-            self._table = V1Table(self.fixed)
-        return self._table
-
     def _v1(self, source: str, lineno: int, ts: str | None, fields: dict[str, object]) -> list[Window]:
+        accepted, drafted = int(str(fields["accepted"])), int(str(fields["drafted"]))
+        if accepted > drafted:
+            self.skipped.add(source, lineno, f"{accepted} accepted of only {drafted} drafted")
+            return []
         item = (source, lineno, ts, fields)
         if self.drafter == "auto" and self.method is None:
             self._learn_fixedness(fields)
@@ -661,8 +212,16 @@ class VllmLogParser:
     def _feed_v0(self, source: str, lineno: int, line: str, text: str) -> Window | None:
         fields = parse_v0_fields(text)
         if fields is None:
-            self.skipped.add(source, lineno, "Speculative metrics line with missing fields")
+            self.skipped.add(source, lineno, "Speculative metrics line with missing fields "
+                                             "(Number of speculative / accepted / draft tokens)")
             return None
+        if "k" not in fields:  # early V1: counts of the interval, no k
+            acc, drafted = int(fields["accepted"]), int(fields["drafted"])
+            if acc > drafted:
+                self.skipped.add(source, lineno, f"{acc} accepted of only {drafted} drafted")
+                return None
+            profile = build_v1_profile(acc, drafted, None, None, self.fixed)
+            return Window(ENGINE, source, lineno, profile, _timestamp(line), printed=dict(fields))
         self.cumulative = True
         k, acc, drafted = int(fields["k"]), int(fields["accepted"]), int(fields["drafted"])
         prev = self._v0_prev or (k, 0, 0)
@@ -673,6 +232,10 @@ class VllmLogParser:
             )
             prev = (k, 0, 0)
         d_acc, d_drafted = acc - prev[1], drafted - prev[2]
+        if d_acc > d_drafted:
+            self.skipped.add(source, lineno, f"running totals: {d_acc} more accepted but only "
+                                             f"{d_drafted} more drafted since the line before")
+            return None
         profile = AcceptanceProfile(
             drafts=d_drafted // k if k else None,
             draft_tokens=d_drafted,
@@ -704,7 +267,7 @@ def _v1_window(
     rates = fields.get("per_position")
     rates_t = tuple(str(r) for r in rates) if isinstance(rates, list) else None
     mean = _str(fields.get("mean_acceptance_length"))
-    profile = v1_profile(accepted, drafted, mean, rates_t, fixed)
+    profile = build_v1_profile(accepted, drafted, mean, rates_t, fixed)
     return Window(ENGINE, source, lineno, profile, ts, printed=fields)
 
 
@@ -714,23 +277,16 @@ def build_v1_profile(
 ) -> AcceptanceProfile:
     """The counts of one V1 window from its printed figures (a pure function)."""
     rec = recover_counts(accepted, drafted, mean_printed, rates_printed, fixed)
-    notes: tuple[str, ...] = ()
-    if rec.drafts is None:
-        notes = ("draft count not recoverable from this line",)
-    elif rec.approximate_positions:
-        notes = ("per-position counts rounded from 3-decimal rates",)
     return AcceptanceProfile(
         drafts=rec.drafts,
         draft_tokens=drafted,
         accepted_tokens=accepted,
         accepted_per_position=rec.per_position,
         k=len(rates_printed) if rates_printed else None,
-        notes=notes,
+        notes=recovery_notes(rec),
+        drafts_range=rec.drafts_range,
     )
 
-
-# Windows often repeat, and profiles are immutable, so windows may share one.
-v1_profile = lru_cache(maxsize=1 << 10)(build_v1_profile)
 
 
 def fixedness_evidence(fields: dict[str, object]) -> bool | None:
@@ -757,3 +313,47 @@ def _timestamp(line: str) -> str | None:
 
 def looks_like(line: str) -> bool:
     return V1_MARKER in line or V0_MARKER in line
+
+
+class _VllmSource:
+    """vLLM logs: only the lines carrying a metrics marker reach Python (grep on a file; the
+    same scan in Python on a stream), in blocks, and each goes through ``VllmLogParser.feed``.
+    The method comes from the start-up lines at the head of a file (a stream is scanned for
+    them throughout, in its one pass)."""
+
+    name = ENGINE
+    metrics_prefixes = ("vllm:spec_decode",)
+
+    @staticmethod
+    def looks_like(line: str) -> bool:
+        return looks_like(line)
+
+    @staticmethod
+    def read(inp: LogInput, options: ReadOptions, sink: WindowSink) -> LogReading:
+        parser = VllmLogParser(options.drafter)  # type: ignore[arg-type]
+        config, needle = CONFIG_NEEDLE.encode(), METRICS_NEEDLE.encode()
+        wanted: tuple[bytes, ...] = (needle,)
+        if inp.path is not None:
+            for lineno, line in inp.head_lines_with(config):
+                parser.feed(inp.label, lineno, line)
+        else:
+            wanted = (needle, config)
+        label, feed = inp.label, parser.feed
+        for text in inp.marked_text(wanted):
+            windows: list[Window] = []
+            for grep_line in text.split("\n")[:-1]:
+                num, _, line = grep_line.partition(":")
+                windows += feed(label, int(num), line.rstrip("\r"))
+            sink(windows)
+        sink(parser.finish())
+        return LogReading(ENGINE, skipped=parser.skipped, notes=parser.notes,
+                          cumulative=parser.cumulative, method=parser.method)
+
+    @staticmethod
+    def profile_from_prometheus(text: str) -> AcceptanceProfile:
+        from specdoctor.sources import prometheus
+
+        return prometheus.parse_text(text).profile
+
+
+SOURCE = _VllmSource()
