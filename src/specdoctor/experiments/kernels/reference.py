@@ -26,17 +26,17 @@ def attention(q: Any, k: Any, v: Any, mask: Any, scale: float) -> Any:
     return torch.einsum("hnl,lhd->nhd", probs, vh)
 
 
-def reference_dtype(device: str) -> Any:
+def reference_dtype(device: str, name: str = "float64") -> Any:
     import torch
 
-    return torch.float32 if device == "mps" else torch.float64
+    return torch.float32 if device == "mps" else getattr(torch, name)
 
 
-def paged_reference(p: Any, masks: list[Any], device: str) -> Any:
+def paged_reference(p: Any, masks: list[Any], device: str, dtype: str = "float64") -> Any:
     """(total_q, H_q, D) reference for a `Paged` call; masks[s] is sequence s's (n, L) bit mask."""
     import torch
 
-    dt = reference_dtype(device)
+    dt = reference_dtype(device, dtype)
     q = p.q.to(dt)
     cu = p.cu_seqlens_q.tolist()
     out = torch.empty_like(q)

@@ -128,7 +128,8 @@ def _call(a: Adapter, p: Paged) -> Any:
 
 def check(cases: list[Case], adapters: list[Adapter], device: str, suite: str = "",
           tolerances: dict[str, float] | None = None,
-          progress: Callable[[str], None] = lambda _: None) -> Report:
+          progress: Callable[[str], None] = lambda _: None,
+          reference_dtype: str = "float64") -> Report:
     import torch
 
     tols = {**TOLERANCES, **(tolerances or {})}
@@ -151,7 +152,7 @@ def check(cases: list[Case], adapters: list[Adapter], device: str, suite: str = 
             key = b"".join(m.tobytes() for m in masks)
             if key not in refs:
                 t = time.perf_counter()
-                refs[key] = paged_reference(p, masks, device)
+                refs[key] = paged_reference(p, masks, device, reference_dtype)
                 _sync(device)
                 report.reference_seconds += time.perf_counter() - t
             return refs[key]
