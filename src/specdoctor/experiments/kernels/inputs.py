@@ -96,6 +96,7 @@ def build(case: Case, device: str = "cpu") -> Paged:
 
 def _queries(case: Case, k: Any, ctx: int, n: int, gen: Any) -> Any:
     """(n, H_q, D) fp64 queries; in "edge" data each aims at a visible/hidden key pair."""
+    import numpy as np
     import torch
 
     q = torch.randn(n, case.heads_q, case.head_dim, generator=gen, dtype=torch.float64)
@@ -108,7 +109,7 @@ def _queries(case: Case, k: Any, ctx: int, n: int, gen: Any) -> Any:
     q = q * 0.1
     for i in range(n):
         row = rows[i]
-        edges = [j for j in range(len(row) - 1) if row[j] != row[j + 1]]
+        edges = np.nonzero(row[:-1] != row[1:])[0].tolist()
         if edges:
             j = edges[(i + ctx) % len(edges)]
             a, b = j, j + 1
