@@ -92,3 +92,10 @@ def test_reference_follows_the_mask_model_not_the_adapter():
     wrong = Adapter("sdpa-as-is_causal", "sdpa", "test", sdpa_paged)
     r = check([Case("c", ((21, 3),), data="edge")], [wrong], "cpu")
     assert not r.results[0].ok
+
+
+def test_flex_with_transcribed_mask_mods_as_on_a_gpu_without_vllm():
+    from specdoctor.experiments.kernels.adapters import flex_paged
+
+    r = check(load_suite("smoke"), [Adapter("flex-own", "flex", "test", flex_paged)], "cpu")
+    assert r.ok and len(r.results) == 4

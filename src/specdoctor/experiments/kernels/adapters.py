@@ -12,7 +12,8 @@ tuple, -1 for none, a mask_mod), so a convention error shows up as a numeric fai
 
     sdpa       torch SDPA per sequence over pages gathered through the block table
     flex       FlexAttention over the whole physical cache, mask_mod mapping physical
-               slots to logical positions through the block table (as vLLM's flex backend)
+               slots to logical positions through the block table (as vLLM's flex backend),
+               then vLLM's own logical mask_mods (a transcription where vLLM is absent)
     vllm-cpu   vLLM's CPU paged attention op, called as cpu_attn.py calls it
     flash-attn vllm_flash_attn / flash_attn varlen with block_table (CUDA only)
     MOD:FN     a user function with the signature above; optional attribute
@@ -87,11 +88,40 @@ def sdpa_paged(q: Any, k_cache: Any, v_cache: Any, *, cu_seqlens_q: Any, seqused
     return out
 
 
+def _vllm_mask_mods(causal: bool, window: int | None) -> tuple[Fn, Fn | None]:
+    """vLLM's own logical mask_mods (flex_attention.py), composed as its get_mask_mod does."""
+    from types import SimpleNamespace
+
+    from vllm.v1.attention.backends import flex_attention as vflex
+
+    base = vflex.causal_mask_mod if causal else vflex.bidirectional_mask_mod
+    win = None
+    if window is not None:
+        meta = SimpleNamespace(sliding_window=window, uses_paged_kv=False)
+        win = vflex.FlexAttentionMetadata.get_sliding_window_mask_mod(meta)
+    return base, win
+
+
+def _own_mask_mods(causal: bool, window: int | None) -> tuple[Fn, Fn | None]:
+    """The same conventions transcribed (causal q >= kv, window |q - kv| < W), for machines
+    without vLLM."""
+    import torch
+
+    def base(b: Any, h: Any, q: Any, kv: Any) -> Any:
+        return q >= kv if causal else q >= 0
+
+    def win(b: Any, h: Any, q: Any, kv: Any) -> Any:
+        return torch.abs(q - kv) < window
+
+    return base, (win if window is not None else None)
+
+
 def flex_paged(q: Any, k_cache: Any, v_cache: Any, *, cu_seqlens_q: Any, seqused_k: Any,
-               block_table: Any, scale: float, causal: bool, window: int | None) -> Any:
+               block_table: Any, scale: float, causal: bool, window: int | None,
+               mask_mods: Callable[[bool, int | None], tuple[Fn, Fn | None]] = _own_mask_mods) -> Any:
     """The whole physical cache is the key sequence; mask_mod maps a physical slot to its
     sequence's logical position through the block table (-1: not this sequence's), then
-    applies vLLM's flex conventions: causal q >= kv, window |q - kv| < W."""
+    applies the logical mask_mods (vLLM's own when installed)."""
     import torch
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
@@ -109,16 +139,14 @@ def flex_paged(q: Any, k_cache: Any, v_cache: Any, *, cu_seqlens_q: Any, seqused
     used = seqused_k.long()
     q_abs = torch.arange(q.shape[0], device=dev) - cu_seqlens_q[:-1].long()[doc] + (used - counts)[doc]
 
+    base, win = mask_mods(causal, window)
+
     def mask_mod(b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
         s = doc[q_idx]
         kv = phys_to_logical[s, kv_idx]
         qa = q_abs[q_idx]
-        ok = (kv >= 0) & (kv < used[s])
-        if causal:
-            ok = ok & (qa >= kv)
-        if window is not None:
-            ok = ok & (torch.abs(qa - kv) < window)
-        return ok
+        ok = (kv >= 0) & (kv < used[s]) & base(b, h, qa, kv)
+        return ok & win(b, h, qa, kv) if win is not None else ok
 
     block = create_block_mask(mask_mod, 1, 1, q.shape[0], kv_len, device=dev)
     k = k_cache.reshape(kv_len, hk, d).transpose(0, 1)[None]
@@ -190,8 +218,11 @@ def _sdpa(device: str) -> Adapter:
 
 def _flex(device: str) -> Adapter:
     why = _has("torch.nn.attention.flex_attention")
-    return Adapter("flex", "flex", "FlexAttention (eager) over the physical cache, paged mask_mod",
-                   flex_paged, why)
+    if _has("vllm.v1.attention.backends.flex_attention") is None:
+        return Adapter("flex", "flex", "FlexAttention (eager) over the physical cache, vLLM's mask_mods "
+                       "on logical positions", partial(flex_paged, mask_mods=_vllm_mask_mods), why)
+    return Adapter("flex", "flex", "FlexAttention (eager) over the physical cache, transcribed mask_mods "
+                   "(vLLM not installed)", flex_paged, why)
 
 
 def _vllm_cpu(device: str) -> Adapter:
