@@ -17,13 +17,6 @@ from specdoctor.experiments.taps.check import check_dir  # noqa: E402
 CASE = Case("t", ((30, 4), (9, 1)), window=16, causal=False, dtype="float32", data="edge")
 
 
-@pytest.fixture(autouse=True)
-def tapdir(tmp_path, monkeypatch):
-    monkeypatch.setenv(taps.ENV_DIR, str(tmp_path))
-    taps.reset()
-    yield tmp_path
-    taps.reset()
-
 
 def _call(p, shift=0, k=None, v=None):
     return sdpa_paged(p.q, p.k_cache if k is None else k, p.v_cache if v is None else v,

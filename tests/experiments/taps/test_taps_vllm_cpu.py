@@ -14,16 +14,8 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason
 torch = pytest.importorskip("torch")
 
 from specdoctor.experiments.kernels.inputs import build  # noqa: E402
-from specdoctor.experiments.taps import tap as taps  # noqa: E402
 from specdoctor.experiments.taps.check import check_dir  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def tapdir(tmp_path, monkeypatch):
-    monkeypatch.setenv(taps.ENV_DIR, str(tmp_path))
-    taps.reset()
-    yield tmp_path
-    taps.reset()
 
 
 def _forward(case: Case, kv_cache_dtype: str = "auto", window_shift: int = 0):
