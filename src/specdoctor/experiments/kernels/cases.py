@@ -49,7 +49,7 @@ class Case:
         problems = validate_case(self)
         if problems:
             raise InputError(f"case {self.name!r}: " + "; ".join(problems),
-                             "fix the case description (see docs/kernels.md, 'Your own shapes')")
+                             "fix the case description (fields: docs/kernels.md, Suites)")
 
     @property
     def mask(self) -> str:

@@ -30,7 +30,7 @@ class Record:
         if missing:
             raise InputError(f"{self.path.name} ({self.label}) has no tensor {', '.join(missing)} "
                              f"(it has {', '.join(sorted(self.tensors))})",
-                             "tap every tensor the check needs (see docs/kernels.md, 'Taps')")
+                             "tap every tensor the check needs (docs/kernels.md, Tensor taps)")
         return [self.tensors[n] for n in names]
 
 
