@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "recon": ("specdoctor.cli.recon", "recon", "Static reconnaissance: engine source out of images, wheels, envs."),
     "astexec": ("specdoctor.cli.astexec", "astexec", "Run real engine functions with stubs, without the engine."),
     "masks": ("specdoctor.cli.masks", "masks", "Model attention masks per backend and diff them bit by bit."),
+    "kernels": ("specdoctor.cli.kernels", "kernels", "Attention kernels vs an fp64 reference on paged KV caches."),
+    "taps": ("specdoctor.cli.taps", "taps", "Tensor taps: dumps from a server, fp64 recompute, cross-rank checks."),
     "oracle": ("specdoctor.cli.oracle", "oracle", "The acceptance a correct engine must reach with these weights."),
 }
 
