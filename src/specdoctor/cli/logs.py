@@ -68,9 +68,10 @@ def logs(files: tuple[str, ...], engine: str | None, drafter: str, by_file: bool
     if by_file:
         for f in res.files:
             out.print(profile_table(f.total, f"{f.source} · {f.reading.method or 'method ?'} · "
-                                             f"k={f.k} · {f.window_count} windows"))
+                                             f"k={f.k} · {f.window_count} windows", engine=r.engine))
     else:
-        out.print(profile_table(res.total, f"{r.engine} · total of {res.window_count} windows"))
+        out.print(profile_table(res.total, f"{r.engine} · total of {res.window_count} windows",
+                                engine=r.engine))
     if r.skipped.count:
         out.print(f"[yellow]skipped {r.skipped.count} malformed metrics line(s):[/yellow] "
                   + "; ".join(r.skipped.examples), highlight=False)

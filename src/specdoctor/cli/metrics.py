@@ -44,7 +44,8 @@ def metrics(source: str, engine: str | None, db: Path | None, no_store: bool, pl
     if as_json:
         click.echo(json.dumps({**result, "run_id": run_id}))
         return
-    Console().print(profile_table(profile, f"{engine} · {source} (cumulative since start)"))
+    Console().print(profile_table(profile, f"{engine} · {source} (cumulative since start)",
+                                    engine=engine))
 
 
 def _read(source: str) -> str:
