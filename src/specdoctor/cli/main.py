@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "astexec": ("specdoctor.cli.astexec", "astexec", "Run real engine functions with stubs, without the engine."),
     "masks": ("specdoctor.cli.masks", "masks", "Model attention masks per backend and diff them bit by bit."),
     "oracle": ("specdoctor.cli.oracle", "oracle", "The acceptance a correct engine must reach with these weights."),
+    "probe": ("specdoctor.cli.probe", "probe", "Probe packs: log what the engine really built and did."),
 }
 
 
