@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "masks": ("specdoctor.cli.masks", "masks", "Model attention masks per backend and diff them bit by bit."),
     "oracle": ("specdoctor.cli.oracle", "oracle", "The acceptance a correct engine must reach with these weights."),
     "probe": ("specdoctor.cli.probe", "probe", "Probe packs: log what the engine really built and did."),
+    "audit": ("specdoctor.cli.audit", "audit", "Draft-vs-target config audits: parallel, models, launch."),
 }
 
 

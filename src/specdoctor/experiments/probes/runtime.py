@@ -358,10 +358,22 @@ class _Finder:
     def __init__(self, probes: list[Probe]) -> None:
         self.probes = probes
         self.watch = {m for p in probes for m, _ in p.splits}
+        self.busy = threading.local()
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
         if name not in self.watch:
             return None
+        # Another pack's finder asks the others too, us included: answer it once per lookup.
+        busy = self.busy.__dict__.setdefault("names", set())
+        if name in busy:
+            return None
+        busy.add(name)
+        try:
+            return self._find(name, path, target)
+        finally:
+            busy.discard(name)
+
+    def _find(self, name: str, path: Any, target: Any) -> Any:
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
