@@ -54,7 +54,8 @@ def parallel(model_dir: Path | None, as_json: bool) -> None:
             if m.error:
                 click.echo(f"  {m.method}: {m.error}")
                 continue
-            state = "shares the target's object" if m.shares_target else (
+            state = "runs with the target's own object (inherits every field)" if (
+                m.shares_target) else (
                 f"loses {len(m.lost)}" if m.lost else "inherits every field")
             extra = f"; restores {', '.join(m.restored)}" if m.restored else ""
             click.echo(f"  {m.method}: {state}{extra}")

@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "oracle": ("specdoctor.cli.oracle", "oracle", "The acceptance a correct engine must reach with these weights."),
     "probe": ("specdoctor.cli.probe", "probe", "Probe packs: log what the engine really built and did."),
     "audit": ("specdoctor.cli.audit", "audit", "Draft-vs-target config audits: parallel, models, launch."),
+    "cache": ("specdoctor.cli.cache", "cache", "vLLM's compile cache: scan it, A/B it against a fresh one."),
 }
 
 

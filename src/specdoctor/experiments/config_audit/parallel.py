@@ -228,8 +228,9 @@ def _method(method: str, target: Any, draft: Any, vllm_config: Any, model_config
     mod_name, cls_name = where
     code = f"{mod_name}.{cls_name}._create_draft_vllm_config"
     if vllm_config is None or draft is None:
-        return MethodResult(method, code, error="not run: needs the target's VllmConfig "
-                                                "(pass a model directory) and step 1")
+        why = ("vLLM refused this target layout (above)" if model_config is not None else
+               "needs the target's VllmConfig: pass a model directory")
+        return MethodResult(method, code, error=f"not run: {why}")
     try:
         import importlib
 
@@ -250,5 +251,6 @@ def _method(method: str, target: Any, draft: Any, vllm_config: Any, model_config
         return MethodResult(method, code, error=f"vLLM's code failed on the stand-in: {exc!r}"[:400])
     lost = diff(names, target, effective)
     lost_names = {d.field for d in lost}
-    return MethodResult(method, code, lost, sorted(dropped - lost_names),
-                        shares_target=effective is target)
+    shares = effective is target
+    return MethodResult(method, code, lost, [] if shares else sorted(dropped - lost_names),
+                        shares_target=shares)
