@@ -287,3 +287,13 @@ def test_shipped_packs_parse():
     assert {"startup", "dflash", "raise-everywhere"} <= set(names)
     for p in names.values():
         assert spec.load(p).probes
+
+
+def test_a_pack_whose_runtime_is_missing_says_so_and_stays_out_of_the_way(tmp_path):
+    pack = build.build(spec.load(_spec(tmp_path, GOOD)), tmp_path / "pack",
+                       runtime="no_such_runtime.py")
+    proc = _child(tmp_path, pack.dir, {"T_PROBES": "1"})
+    assert proc.returncode == 0 and "USER-OK" in proc.stdout, proc.stderr
+    lines = run.collect(proc.stderr)
+    assert [ln.probe for ln in lines] == ["t"]
+    assert lines[0].data["error"].startswith("pack not installed")

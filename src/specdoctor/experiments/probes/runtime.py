@@ -417,3 +417,40 @@ def install(config: dict[str, Any], pack_dir: str) -> list[Probe]:
     if pending:
         sys.meta_path.insert(0, _Finder(pending))
     return probes
+
+
+def boot(config: dict[str, Any], pack_dir: str) -> None:
+    """What a pack's ``sitecustomize`` runs: install the probes if the gate is set, then run
+    the next ``sitecustomize`` on sys.path (the user's, or another pack's) in any case."""
+    if os.environ.get(config.get("gate") or ""):
+        try:
+            install(config, pack_dir)
+        except Exception as exc:  # noqa: BLE001 - a pack never stops the server
+            _Sink(None).write(str(config.get("name")), {"error": f"pack not installed: "
+                                                                 f"{_text(exc, 300)}"})
+    chain(pack_dir)
+
+
+def chain(pack_dir: str) -> None:
+    """Execute the first ``sitecustomize.py`` on sys.path after ``pack_dir``."""
+    here = os.path.normcase(os.path.abspath(pack_dir))
+    seen_here = False
+    for entry in list(sys.path):
+        try:
+            d = os.path.normcase(os.path.abspath(entry or os.getcwd()))
+        except Exception:  # noqa: BLE001
+            continue
+        if d == here:
+            seen_here = True
+            continue
+        if not seen_here:
+            continue
+        path = os.path.join(d, "sitecustomize.py")
+        if os.path.isfile(path):
+            name = "_sitecustomize_chained_%x" % (hash(path) & 0xFFFFFFFF)
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+            return
+
