@@ -4,6 +4,8 @@ own root, and the user's cache lost nothing."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from specdoctor.experiments.compile_cache import ab, scan
@@ -15,8 +17,8 @@ pytestmark = pytest.mark.lab
 
 def test_clean_cache_ab_is_no_effect(tmp_path):
     spec = labmod.lab_spec("draft_model", 4, free_port())
-    user_root = scan.default_root() if "VLLM_CACHE_ROOT" not in spec.env else None
-    root = user_root or __import__("pathlib").Path(spec.env["VLLM_CACHE_ROOT"])
+    root = Path(spec.env["VLLM_CACHE_ROOT"]) if "VLLM_CACHE_ROOT" in spec.env else (
+        scan.default_root())
     before = {p for p in root.rglob("*")} if root.exists() else set()
     res = ab.ab(spec, ab.protocol_measure(4, 24), workdir=tmp_path, timeout_s=1200,
                 keep_isolated=False)
