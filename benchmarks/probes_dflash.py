@@ -69,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         out["servers"].append(one(args.control, fault))
         print(json.dumps(out["servers"][-1]), file=sys.stderr)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "probes_dflash.json").write_text(json.dumps(out, indent=2) + "\n")
+    from specdoctor.paths import home
+
+    text = json.dumps(out, indent=2).replace(str(home()), "$SPECDOCTOR_HOME")
+    (RESULTS / "probes_dflash.json").write_text(text + "\n")
     print(json.dumps(out, indent=2))
     return 0
 
