@@ -3,8 +3,9 @@
 vLLM's per-request spec-decode metrics (``--per-request-spec-decode-metrics detailed``) carry
 how many drafts each step accepted, not which tokens were drafted. The hook in ``hook/``
 (the ``draft-trace`` probe pack, a ``sitecustomize`` put on PYTHONPATH) records, per verify
-step, the draft ids the scheduler sent and the tokens the step emitted. ``hook_env`` gives the environment that turns it on;
-``read`` parses its log; ``agreement`` walks engine and oracle side by side.
+step, the draft ids the scheduler sent and the tokens the step emitted. ``hook_env`` gives the
+environment that turns it on; ``read`` parses its log; ``agreement`` walks engine and oracle
+side by side.
 
 Greedy only: a sampled trajectory is random, so it is compared by profile, not by token.
 """
