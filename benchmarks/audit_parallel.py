@@ -24,7 +24,7 @@ def main() -> int:
 
     res = parallel.audit_parallel(target_model()).to_json()
     res["fields"] = len(res["fields"])
-    res["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+    res["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True,
                                    text=True, cwd=ROOT).stdout.strip()
     res["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     out = ROOT / "benchmarks" / "results" / "audit_parallel.json"

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--control", default="pos0")
     args = ap.parse_args(argv)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True,
                             text=True, cwd=ROOT).stdout.strip()
     out: dict[str, Any] = {"commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC",
                                                                     time.gmtime()),

@@ -86,7 +86,7 @@ def _child(tmp: Path, pack_dir: Path | None, env: dict[str, str], extra_path: st
     (lib / "fakereg.py").write_text(REGISTRY)
     path = [str(pack_dir)] if pack_dir else []
     path += [str(lib)] + ([extra_path] if extra_path else [])
-    return subprocess.run([sys.executable, "-c", USER], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-c", USER], check=False, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(path), **env},
                           timeout=60)
 

@@ -17,7 +17,6 @@ import pytest
 from specdoctor.bench import measure as proto
 from specdoctor.bench.prompts import take
 from specdoctor.experiments.probes import run
-from specdoctor.lab.drafters import dflash
 from specdoctor.sources import prometheus
 from tests.lab.serve import lab_server
 

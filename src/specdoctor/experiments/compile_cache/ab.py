@@ -94,8 +94,8 @@ def decide(found: AcceptanceProfile | None, isolated: AcceptanceProfile | None
     z = (p2 - p1) / se if se > 0 else (math.inf if p2 > p1 else -math.inf)
     ev.append(f"difference isolated − as found {p2 - p1:+.3f} (z {z:+.1f})")
     if z > 3:
-        return "recovered", ev + ["a fresh cache restores acceptance: the cache as found "
-                                  "changes what the server computes"]
+        return "recovered", ev + [("a fresh cache restores acceptance: the cache as found "
+                                   "changes what the server computes")]
     if abs(z) <= 2:
         return "no effect", ev
     if z < -3:

@@ -48,8 +48,8 @@ try:
     _module.boot(_PACK, _DIR)
 except Exception as _exc:  # noqa: BLE001 - a probe pack never stops the server
     if _os.environ.get(_PACK["gate"]):
-        _sys.stderr.write("[probe] %s {{\\"error\\": \\"pack not installed: %s\\"}}\\n"
-                          % (_PACK["name"], type(_exc).__name__))
+        _sys.stderr.write("[probe] " + _PACK["name"] + ' {{"error": "pack not installed: '
+                          + type(_exc).__name__ + '"}}\\n')
 '''
 
 

@@ -162,6 +162,5 @@ def finish(pack: BuiltPack, argv: list[str], rc: int | None, run_dir: Path, log_
         text += "\n" + sink.read_text(errors="replace")
     lines = collect(text)
     with open(run_dir / "lines.jsonl", "w") as fh:
-        for ln in lines:
-            fh.write(json.dumps(ln.to_json()) + "\n")
+        fh.writelines(json.dumps(ln.to_json()) + "\n" for ln in lines)
     return ProbeRun(pack.name, argv, rc, run_dir, log_path, lines)

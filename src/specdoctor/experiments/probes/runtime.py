@@ -52,7 +52,7 @@ class _Sink:
             else:
                 sys.stderr.write(line)
                 sys.stderr.flush()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001, S110
             pass
 
 
@@ -84,7 +84,7 @@ def render(x: Any, limit: int = 400, depth: int = 3) -> Any:
             return {str(k): render(v, limit, depth - 1) for k, v in list(x.items())[:64]}
         if hasattr(x, "item") and callable(x.item) and type(x).__module__.startswith("numpy"):
             return x.item()
-    except Exception:  # noqa: BLE001 - fall through to repr
+    except Exception:  # noqa: BLE001, S110 - fall through to repr
         pass
     return _text(x, limit)
 
@@ -379,7 +379,7 @@ class _Finder:
                 continue
             try:
                 spec = finder.find_spec(name, path, target)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001, S112
                 continue
             if spec is not None:
                 break
@@ -396,12 +396,12 @@ class _Finder:
             for p in probes:
                 try:
                     p.try_resolve(module.__name__)
-                except Exception:  # noqa: BLE001
+                except Exception:  # noqa: BLE001, S110
                     pass
 
         try:
             loader.exec_module = exec_and_wrap
-        except Exception:  # noqa: BLE001 - a loader that refuses attributes: leave it be
+        except Exception:  # noqa: BLE001, S110 - a loader refusing attributes: leave it
             pass
         return spec
 
@@ -438,7 +438,7 @@ def chain(pack_dir: str) -> None:
     for entry in list(sys.path):
         try:
             d = os.path.normcase(os.path.abspath(entry or os.getcwd()))
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001, S112
             continue
         if d == here:
             seen_here = True

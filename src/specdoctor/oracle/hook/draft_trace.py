@@ -8,7 +8,7 @@ rows with neither drafts nor output are skipped.
 _seen = set()
 
 
-def rows(call):  # noqa: ANN001, ANN201 - runs inside the engine, standard library only
+def rows(call):  # runs inside the engine: standard library only
     scheduler, scheduler_output, model_runner_output = call.args[:3]
     spec = scheduler_output.scheduled_spec_decode_tokens or {}
     sampled = model_runner_output.sampled_token_ids or []

@@ -25,8 +25,8 @@ calls ``expand(original, *args)`` in place of the original.
 import torch
 
 
-def expand(original, output, input_val, cu_num_tokens, replace_from, replace_to,  # noqa: ANN001, ANN201
-           MAX_NUM_TOKENS=None):  # noqa: N803 - the kernel's own parameter name
+def expand(original, output, input_val, cu_num_tokens, replace_from, replace_to,
+           MAX_NUM_TOKENS=None):
     cu = cu_num_tokens.to(torch.int64)
     counts = torch.diff(cu, prepend=cu.new_zeros(1))
     values = torch.where(input_val == replace_from,

@@ -6,9 +6,9 @@ class Unprintable:
         raise RuntimeError("this object refuses to be printed")
 
 
-def boom(call):  # noqa: ANN001, ANN201
+def boom(call):
     raise RuntimeError("this probe handler raises on every call")
 
 
-def unprintable(call):  # noqa: ANN001, ANN201
+def unprintable(call):
     return [{"value": Unprintable()}, Unprintable()]
