@@ -44,12 +44,15 @@ def lab() -> None:
               help="eagle3/dflash/mtp: serve with one fault of the lab's catalogue: "
                    + ", ".join(f"{f.id} ({f.root_cause})" for f in labfaults.FAULTS.values())
                    + " (docs/lab.md).")
+@click.option("--patch", "patches", multiple=True, metavar="NAME",
+              help="Serve with a probe pack or patch on (repeatable): a name from "
+                   "`specdoctor probe list` or a spec .toml; its [probe] lines go to the log.")
 @click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True,
               help="Seconds to wait for readiness (boot takes ~100 s on 2 cores).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def up(method: str, k: int | None, port: int, target_kind: str, draft_kind: str,
-       train_budget: str, control: str | None, fault: str | None, timeout_s: float,
-       as_json: bool) -> None:
+       train_budget: str, control: str | None, fault: str | None, patches: tuple[str, ...],
+       timeout_s: float, as_json: bool) -> None:
     """Build the tiny models (once), start vLLM with speculative decoding, wait until ready."""
     with build_progress():  # first use builds (and trains) the models: minutes, say so
         if method in labmod.DRAFTER_METHODS:
@@ -68,12 +71,13 @@ def up(method: str, k: int | None, port: int, target_kind: str, draft_kind: str,
             k = k if k is not None else labmod.DEFAULT_K
             spec = labmod.lab_spec(method, k, port, target=target, draft=draft,
                                    control=control, fault=fault)
+    spec = labmod.with_packs(spec, patches)
     with progress_waiter(f"starting vLLM ({spec.label})") as tick:
         handle = labmod.up(spec, timeout_s, tick)
     info = {"url": spec.url, "port": port, "pid": handle.pid, "log": str(handle.log_path),
             "command": spec.shell_command(), "method": method, "k": k,
             "target": str(target) if target else None, "draft": str(draft) if draft else None,
-            "control": control, "fault": fault}
+            "control": control, "fault": fault, "patches": list(patches)}
     if as_json:
         click.echo(json.dumps(info))
         return

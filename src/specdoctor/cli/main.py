@@ -29,6 +29,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "kernels": ("specdoctor.cli.kernels", "kernels", "Attention kernels vs an fp64 reference on paged KV caches."),
     "taps": ("specdoctor.cli.taps", "taps", "Tensor taps: dumps from a server, fp64 recompute, cross-rank checks."),
     "oracle": ("specdoctor.cli.oracle", "oracle", "The acceptance a correct engine must reach with these weights."),
+    "probe": ("specdoctor.cli.probe", "probe", "Probe packs: log what the engine really built and did."),
+    "audit": ("specdoctor.cli.audit", "audit", "Draft-vs-target config audits: parallel, models, launch."),
+    "cache": ("specdoctor.cli.cache", "cache", "vLLM's compile cache: scan it, A/B it against a fresh one."),
 }
 
 

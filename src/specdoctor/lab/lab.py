@@ -136,6 +136,17 @@ def lab_spec(method: str = DEFAULT_METHOD, k: int | None = DEFAULT_K, port: int 
     return LaunchSpec(argv=argv, env=lab_env(cache_root), port=port, label=label)
 
 
+def with_packs(spec: LaunchSpec, names: tuple[str, ...]) -> LaunchSpec:
+    """The launch with probe packs on (``lab up --patch NAME``): shipped packs
+    (``specdoctor probe list``) or spec files; their [probe] lines go to the server's log."""
+    from specdoctor.experiments.probes import run as probes
+
+    for name in names:
+        pack, _ = probes.prepare(name, lab_dir() / "packs" / f"{spec.port}-{Path(name).stem}")
+        spec = probes.with_pack(spec, pack, lab_dir() / "logs" / f"{pack.name}-{spec.port}.log")
+    return spec
+
+
 def state_path(port: int) -> Path:
     return lab_dir() / "servers" / f"{port}.json"
 

@@ -2,9 +2,10 @@
 
 vLLM's per-request spec-decode metrics (``--per-request-spec-decode-metrics detailed``) carry
 how many drafts each step accepted, not which tokens were drafted. The hook in ``hook/``
-(a ``sitecustomize`` put on PYTHONPATH) records, per verify step, the draft ids the scheduler
-sent and the tokens the step emitted. ``hook_env`` gives the environment that turns it on;
-``read`` parses its log; ``agreement`` walks engine and oracle side by side.
+(the ``draft-trace`` probe pack, a ``sitecustomize`` put on PYTHONPATH) records, per verify
+step, the draft ids the scheduler sent and the tokens the step emitted. ``hook_env`` gives the
+environment that turns it on; ``read`` parses its log; ``agreement`` walks engine and oracle
+side by side.
 
 Greedy only: a sampled trajectory is random, so it is compared by profile, not by token.
 """
@@ -49,7 +50,9 @@ def read(log_path: Path) -> list[EngineRequest]:
     for line in log_path.read_text().splitlines():
         if not line.strip():
             continue
-        row: dict[str, Any] = json.loads(line)
+        # the draft-trace probe pack writes "[probe] draft-trace {row}"
+        row: dict[str, Any] = json.loads(line.split(" ", 2)[2] if line.startswith("[probe]")
+                                         else line)
         if "error" in row:
             errors.append(str(row["error"]))
             continue

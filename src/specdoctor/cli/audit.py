@@ -1,0 +1,136 @@
+"""`specdoctor audit parallel|models|launch`: draft-vs-target configuration, without a server.
+
+    specdoctor audit parallel --model TARGET_DIR
+    specdoctor audit models TARGET_DIR DRAFT_DIR --method dflash
+    specdoctor audit launch --k 4 --max-cudagraph 4 --log server.log
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from specdoctor.errors import InputError
+from specdoctor.experiments.config_audit import lints as lintmod
+from specdoctor.experiments.config_audit import models as modelmod
+from specdoctor.report.console import err_console
+
+_DIR = click.Path(exists=True, file_okay=False, path_type=Path)
+
+
+@click.group()
+def audit() -> None:
+    """Draft-vs-target configuration audits (no server needed)."""
+
+
+@audit.command()
+@click.option("--model", "model_dir", type=_DIR, default=None,
+              help="The target's model directory: needed to run each method's own proposer "
+                   "code (vLLM validates the layout against the model).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def parallel(model_dir: Path | None, as_json: bool) -> None:
+    """Fields of ParallelConfig the draft does not inherit, per target layout and method."""
+    from specdoctor.experiments.config_audit import parallel as par
+
+    _need_vllm()
+    err = err_console()
+    res = par.audit_parallel(model_dir, on_progress=lambda m: err.print(f"audit: {m}"))
+    if as_json:
+        click.echo(json.dumps(res.to_json()))
+        return
+    click.echo(f"vLLM {res.vllm_version}: {len(res.fields)} ParallelConfig fields compared")
+    for note in res.notes:
+        click.echo(f"note: {note}")
+    for v in res.variations:
+        click.echo(f"\ntarget {v.name} {v.target_args}")
+        if v.error:
+            click.echo(f"  {v.error.splitlines()[0]}")
+        for d in v.dropped_by_create:
+            click.echo(f"  create_draft_parallel_config drops {d.field}: target {d.target}, "
+                       f"draft {d.draft}")
+        for m in v.methods:
+            if m.error:
+                click.echo(f"  {m.method}: {m.error}")
+                continue
+            state = "runs with the target's own object (inherits every field)" if (
+                m.shares_target) else (
+                f"loses {len(m.lost)}" if m.lost else "inherits every field")
+            extra = f"; restores {', '.join(m.restored)}" if m.restored else ""
+            click.echo(f"  {m.method}: {state}{extra}")
+            for d in m.lost:
+                click.echo(f"    {d.field}: target {d.target}, draft {d.draft}")
+
+
+@audit.command()
+@click.argument("target_dir", type=_DIR)
+@click.argument("draft_dir", type=_DIR)
+@click.option("--method", type=click.Choice(modelmod.METHODS), default="draft_model",
+              show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def models(target_dir: Path, draft_dir: Path, method: str, as_json: bool) -> None:
+    """Compare a drafter with its target by what METHOD needs (suspects, not verdicts)."""
+    res = modelmod.audit_models(target_dir, draft_dir, method)
+    if as_json:
+        click.echo(json.dumps(res.to_json(), default=str))
+        return
+    for f in res.findings:
+        vals = "" if f.target is None and f.draft is None else (
+            f"  (target {f.target}, draft {f.draft})")
+        click.echo(f"{f.level:8s} {f.check}: {f.detail}{vals}")
+    click.echo(f"worst: {res.worst()}")
+
+
+@audit.command()
+@click.option("--k", type=int, required=True, help="num_speculative_tokens.")
+@click.option("--method", default="dflash", show_default=True)
+@click.option("--cudagraph-sizes", default=None, metavar="N,N,…",
+              help="cudagraph_capture_sizes of the launch.")
+@click.option("--max-cudagraph", type=int, default=None, help="max_cudagraph_capture_size.")
+@click.option("--max-num-seqs", type=int, default=None)
+@click.option("--block-size", type=int, default=None,
+              help="The drafter's trained block size (default: read from --draft).")
+@click.option("--draft", "draft_dir", type=_DIR, default=None,
+              help="Drafter directory (its config's block_size).")
+@click.option("--log", "log_path", type=click.Path(path_type=Path), default=None,
+              help="A start-up log to scan for feature-disabling warnings.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def launch(k: int, method: str, cudagraph_sizes: str | None, max_cudagraph: int | None,
+           max_num_seqs: int | None, block_size: int | None, draft_dir: Path | None,
+           log_path: Path | None, as_json: bool) -> None:
+    """Launch lints: cudagraph sizes vs k+1, k vs the trained block, start-up warnings."""
+    if k < 1:
+        raise InputError(f"--k {k}", "k is at least 1")
+    sizes = None
+    if cudagraph_sizes:
+        try:
+            sizes = [int(x) for x in cudagraph_sizes.split(",") if x.strip()]
+        except ValueError:
+            raise InputError(f"--cudagraph-sizes {cudagraph_sizes!r}", "write N,N,…") from None
+    if block_size is None and draft_dir is not None:
+        block_size = modelmod.read_config(draft_dir).get("block_size")
+    found = lintmod.lint_cudagraph(k, sizes, max_cudagraph, max_num_seqs)
+    found += lintmod.lint_block_size(k, block_size, method)
+    if log_path is not None:
+        try:
+            found += lintmod.lint_log(log_path.read_bytes().decode("utf-8", "replace"))
+        except OSError as exc:
+            raise InputError(f"cannot read {log_path}: {exc.strerror}", "pass the log file") from exc
+    if as_json:
+        click.echo(json.dumps({"lints": [x.to_json() for x in found]}))
+        return
+    if not found:
+        click.echo("no launch lint")
+    for x in found:
+        click.echo(f"{x.level:8s} {x.check}: {x.detail}")
+        if x.evidence:
+            click.echo(f"         {x.evidence}")
+
+
+def _need_vllm() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        raise InputError("this audit runs vLLM's own code, and vLLM is not installed",
+                         "run it in the server's Python environment")

@@ -1,0 +1,109 @@
+"""`specdoctor cache scan|ab`: vLLM's compile cache, read-only scan and the clean-cache A/B.
+
+    specdoctor cache scan [ROOT] --log server.log …
+    specdoctor cache ab --port 8000 -- python -m vllm.entrypoints.openai.api_server --port 8000 …
+    specdoctor cache ab --lab dflash --control pos0
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+
+from specdoctor.errors import InputError
+from specdoctor.experiments.compile_cache import ab as abmod
+from specdoctor.experiments.compile_cache import scan as scanmod
+from specdoctor.report.console import err_console
+
+
+@click.group()
+def cache() -> None:
+    """vLLM's compile cache: what is in it, and does a fresh one change acceptance?"""
+
+
+@cache.command()
+@click.argument("root", type=click.Path(path_type=Path), required=False)
+@click.option("--log", "logs", multiple=True, type=click.Path(exists=True, path_type=Path),
+              help="A server start-up log (repeatable): which launch saved or loaded what.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def scan(root: Path | None, logs: tuple[Path, ...], as_json: bool) -> None:
+    """Every compile-cache entry under ROOT (default $VLLM_CACHE_ROOT or ~/.cache/vllm)."""
+    root = root or scanmod.default_root()
+    if not root.exists():
+        raise InputError(f"no cache at {root}", "pass the VLLM_CACHE_ROOT the server used")
+    res = scanmod.scan(root, logs)
+    if as_json:
+        click.echo(json.dumps(res.to_json()))
+        return
+    if not res.entries:
+        click.echo(f"no compile-cache entries under {root}")
+    for e in res.entries:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.mtime))
+        click.echo(f"{e.layout:12s} {e.key[:16]}  rank {e.rank}/{e.dp_rank}  "
+                   f"{e.tag or '?':12s} {e.size_bytes / 1e6:7.2f} MB  {when}")
+        for u in e.uses:
+            extra = f" ({u.reason})" if u.reason else ""
+            click.echo(f"    {u.action}{extra} by {u.log}: {u.spec or 'spec config not logged'}")
+    shared = res.shared_keys()
+    for e in shared:
+        click.echo(f"SHARED KEY {e.key[:16]} ({e.tag}): used by launches with different "
+                   f"speculative configs: {sorted(e.specs())}")
+    if res.unmatched_uses:
+        err_console().print(f"{len(res.unmatched_uses)} logged cache paths are not on disk "
+                            "(another root, or deleted)")
+
+
+@cache.command("ab", context_settings={"ignore_unknown_options": True})
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.option("--port", type=int, default=None, help="The port COMMAND serves on.")
+@click.option("--lab", "lab_method", default=None, metavar="METHOD",
+              help="Instead of COMMAND: a lab server of this method (see specdoctor lab up).")
+@click.option("--control", default=None, help="With --lab: a control drafter.")
+@click.option("--fault", default=None, help="With --lab: a fault of the catalogue.")
+@click.option("-n", "--num-prompts", type=int, default=8, show_default=True)
+@click.option("--max-tokens", type=int, default=32, show_default=True)
+@click.option("--timeout", "timeout_s", type=float, default=900.0, show_default=True)
+@click.option("--keep", is_flag=True, help="Keep the isolated cache root afterwards.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def ab_(command: tuple[str, ...], port: int | None, lab_method: str | None,
+        control: str | None, fault: str | None, num_prompts: int, max_tokens: int,
+        timeout_s: float, keep: bool, as_json: bool) -> None:
+    """The same launch with the cache as found and with a fresh isolated cache; verdict."""
+    spec = _spec(command, port, lab_method, control, fault)
+    err = err_console()
+    res = abmod.ab(spec, abmod.protocol_measure(num_prompts, max_tokens), timeout_s=timeout_s,
+                   keep_isolated=keep, on_progress=lambda m: err.print(f"cache ab: {m}"))
+    if as_json:
+        click.echo(json.dumps(res.to_json()))
+        return
+    click.echo(f"verdict: {res.verdict}")
+    for line in res.evidence:
+        click.echo(f"  {line}")
+    for arm in (res.found, res.isolated):
+        if arm.error:
+            click.echo(f"{arm.name} failed; last log lines:\n{arm.log_tail}")
+
+
+def _spec(command: tuple[str, ...], port: int | None, lab_method: str | None,
+          control: str | None, fault: str | None):
+    from specdoctor.lab.launch import LaunchSpec, free_port
+
+    if lab_method:
+        from specdoctor.lab import lab as labmod
+
+        return labmod.lab_spec(lab_method, None, port or free_port(), control=control,
+                               fault=fault)
+    if not command:
+        raise InputError("no launch to run", "write the server command after --, or --lab METHOD")
+    argv = list(command)
+    if port is None and "--port" in argv[:-1]:
+        try:
+            port = int(argv[argv.index("--port") + 1])
+        except ValueError:
+            port = None
+    if port is None:
+        raise InputError("cannot tell which port the server listens on", "pass --port N")
+    return LaunchSpec(tuple(argv), {}, port, label="cache-ab")
