@@ -11,8 +11,8 @@ measurement stands the offline prediction from the drafter's reference forward (
 so a gap between the two is visible too.
 
 Writes benchmarks/results/drafters_faults.json, .txt and .md (the tables of docs/lab.md;
---render rewrites it from the .json alone), and the recorded profiles that the
-fault catalogue carries (src/specdoctor/lab/faults_recorded.json). Per-position rates are
+--render rewrites it from the .json alone), and the recorded profiles of every fault and
+healthy drafter (benchmarks/results/faults_recorded.json; nothing in the package reads them). Per-position rates are
 unconditional (accepted at position j / drafts); mean acceptance length counts the bonus token.
 Not a test: it boots 8 servers (13 with --controls), about two minutes each on 2 cores.
 """
@@ -30,7 +30,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-RECORDED = ROOT / "src" / "specdoctor" / "lab" / "faults_recorded.json"
+RECORDED = RESULTS / "faults_recorded.json"
 
 
 def cases(methods: list[str], controls: bool) -> list[dict[str, Any]]:
@@ -201,7 +201,7 @@ def markdown(rows: list[dict[str, Any]], refs: list[dict[str, Any]]) -> str:
 
 
 def recorded(rows: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"_about": "written by benchmarks/drafters_faults.py; see lab/faults.py",
+    out: dict[str, Any] = {"_about": "written by benchmarks/drafters_faults.py; the faults are in lab/faults.py",
                            "_protocol": meta["protocol"]}
     for r in rows:
         if r["control"] or not r.get("measured"):

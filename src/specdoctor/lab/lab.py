@@ -96,6 +96,9 @@ def lab_spec(method: str = DEFAULT_METHOD, k: int | None = DEFAULT_K, port: int 
         k = default_k(method, control, fault)
     if k < 1:
         raise LabError(f"--k must be at least 1, got {k}", "pass --k 1..8")
+    # The server reads published copies: named by content, without the lab's build records.
+    from specdoctor.lab.drafters.cache import published
+
     label = f"lab:{method}:k={k}"
     cache_root = lab_dir() / "vllm-cache"
     if method in DRAFTER_METHODS:
@@ -105,12 +108,8 @@ def lab_spec(method: str = DEFAULT_METHOD, k: int | None = DEFAULT_K, port: int 
                                 target=target, draft=draft)
         target, draft = served.target, served.draft
         # Qwen-typed targets would get a Qwen2 tokenizer class: name the lab tokenizer.
-        extra_args = ("--tokenizer", str(served.tokenizer), *extra_args)
-        label += "".join(f":{x}" for x in served.tags)
-        # One compile cache per served pair and k: vLLM's AOT cache key does not cover the
-        # draft's shape or k (ENGINES.md), and a shared stale cache is itself a known fault.
-        key = hashlib.sha256(f"{target}|{draft}|{k}".encode()).hexdigest()[:10]
-        cache_root = cache_root / f"{method}-{key}"
+        extra_args = ("--tokenizer", str(published(served.tokenizer)), *extra_args)
+        label += "".join(f":{x}" for x in served.tags)  # never the fault: see drafters.Served
     elif control is not None or fault is not None:
         raise LabError(f"{method} has no controls or faults",
                        f"controls and faults exist for: {', '.join(DRAFTER_METHODS)}")
@@ -118,6 +117,13 @@ def lab_spec(method: str = DEFAULT_METHOD, k: int | None = DEFAULT_K, port: int 
         from specdoctor.lab.models import target_model
 
         target = target_model()
+    target = published(target)
+    draft = published(draft) if draft is not None else None
+    if method in DRAFTER_METHODS:
+        # One compile cache per served pair and k: vLLM's AOT cache key does not cover the
+        # draft's shape or k (ENGINES.md), and a shared stale cache is itself a known fault.
+        key = hashlib.sha256(f"{target}|{draft}|{k}".encode()).hexdigest()[:10]
+        cache_root = cache_root / f"{method}-{key}"
     argv = (
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(target),
