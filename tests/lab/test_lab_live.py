@@ -37,6 +37,12 @@ def scrape_text(url: str) -> str:
         return r.read().decode()
 
 
+def finished_requests(url: str) -> float:
+    """The server's own count of finished requests (all finish reasons)."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in scrape_text(url).splitlines()
+               if line.startswith("vllm:request_success_total{"))
+
+
 def wait_for_last_window() -> None:
     time.sleep(2 * float(labmod.STATS_INTERVAL_S) + 1.5)
 
@@ -142,11 +148,16 @@ def test_server_dying_midway_keeps_what_was_measured(server, isolated_store):
     """Last test of each server: kill it while `measure` runs."""
     import os
 
+    done_before = finished_requests(server["url"])
     proc = subprocess.Popen(
         [sys.executable, "-m", "specdoctor", "measure", "--url", server["url"], "-n", "200",
          "--max-tokens", "48", "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
-    time.sleep(6)
+    # kill it once the warm-up and at least one measured request are done (a fixed sleep
+    # is too short on a loaded machine)
+    deadline = time.monotonic() + 300
+    while finished_requests(server["url"]) < done_before + 2 and time.monotonic() < deadline:
+        time.sleep(0.5)
     assert run_cli("lab", "down", "--port", str(server["port"]), env=server["env"]).returncode == 0
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 3, err[-2000:]
