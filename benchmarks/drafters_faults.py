@@ -24,7 +24,6 @@ import hashlib
 import json
 import os
 import logging
-import platform
 import sys
 import time
 from pathlib import Path
@@ -38,30 +37,15 @@ RECORDED = RESULTS / "faults_recorded.json"
 def run_info() -> dict[str, Any]:
     """Where a row comes from: this invocation's id, commit, date and machine. Every row keeps
     its own, so rows kept by --merge from an older run still say which run they are."""
-    import subprocess
-
     import torch
 
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip() or "unknown"
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "src"],
-                           capture_output=True, text=True).stdout.strip()
-    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    from _provenance import git_commit, load, machine, utc_now
+
+    commit = git_commit()
     return {"id": f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{commit}",
-            "commit": commit + ("+dirty src" if dirty else ""), "date": date,
-            "machine": f"{cpu_model()}, {os.cpu_count()} cores",
+            "commit": commit, "date": utc_now(), "machine": machine(),
             "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "load_at_start": round(os.getloadavg()[0], 1)}
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+            "load_at_start": load()}
 
 
 def weights_sha256(d: Path | None) -> str | None:

@@ -34,8 +34,6 @@ import dataclasses
 import inspect
 import json
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -84,14 +82,6 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, _Finder())
 '''
-
-
-def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def log(msg: str) -> None:
@@ -224,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-bf16-engine", action="store_true", help="skip the bf16 boot")
     args = ap.parse_args(argv)
 
+    from _provenance import git_commit, load, machine, utc_now
+
     from specdoctor.bench import measure as proto
     from specdoctor.bench.prompts import take
     from specdoctor.lab import lab as labmod
@@ -243,12 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="oracle-agreement-"))
     hook = work / "drafts.jsonl"
     res: dict[str, Any] = {
-        "meta": {"commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "meta": {"commit": git_commit(), "date": utc_now(),
                  "budget": args.budget, "prompts": f"{n} code prompts x {mt} tokens",
                  "protocol": "specdoctor measure (one warm-up request, included in the "
                              "token-level check), seed + i per request",
-                 "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-                 "load_at_start": round(os.getloadavg()[0], 1),
+                 "machine": machine(), "load_at_start": load(),
                  "target": target.name, "draft": draft.name}}
 
     def oracle(method: str = "draft_model", k: int = 4, **kw: Any) -> Any:
@@ -258,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def write() -> None:
         RESULTS.mkdir(parents=True, exist_ok=True)
-        res["meta"]["load_at_end"] = round(os.getloadavg()[0], 1)
+        res["meta"]["load_at_end"] = load()
         res["meta"]["wall_s"] = round(time.perf_counter() - t_start, 1)
         (RESULTS / "oracle_agreement.json").write_text(json.dumps(res, indent=2) + "\n")
         (RESULTS / "oracle_agreement.txt").write_text(text(res))

@@ -17,10 +17,8 @@ Writes benchmarks/results/training_repro.txt. Not a test: about a minute per run
 from __future__ import annotations
 
 import os
-import platform
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,24 +49,13 @@ def run(method: str, threads: int, capability: str | None) -> tuple[str, str]:
     return out[-2], out[-1]
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def main() -> int:
     import torch
 
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
-    lines = [f"training reproducibility (commit {commit}, "
-             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {cpu_model()}, "
-             f"{os.cpu_count()} cores, torch {torch.__version__}, native capability "
+    from _provenance import git_commit, machine, utc_now
+
+    lines = [f"training reproducibility (commit {git_commit()}, {utc_now()}; {machine()}, "
+             f"torch {torch.__version__}, native capability "
              f"{torch.backends.cpu.get_cpu_capability()})",
              "sha256 (first 16) of model.safetensors after 24 training steps", ""]
     for method in ("eagle3", "mtp"):
