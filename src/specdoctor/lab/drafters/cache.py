@@ -57,11 +57,28 @@ def built(name: str, recipe: dict[str, Any], inputs: Iterable[Path],
 
     def fill(tmp: Path) -> None:
         report = build(tmp) or {}
-        (tmp / DONE).write_text(json.dumps({"recipe": recipe, "report": report}, indent=2,
+        (tmp / DONE).write_text(json.dumps({"recipe": recipe, "report": report,
+                                            "built_on": built_on()}, indent=2,
                                            default=str) + "\n")
 
     build_dir(out, fill)
     log.info("built %s in %.0f s", out.name, time.perf_counter() - t0)
+    return out
+
+
+def built_on() -> dict[str, Any]:
+    """What besides the recipe decides the bytes of trained weights: the torch build and the
+    CPU kernels it dispatches to (docs/lab.md, "Reproducibility")."""
+    import platform
+
+    out: dict[str, Any] = {"machine": platform.machine()}
+    try:
+        import torch
+
+        out.update(torch=torch.__version__,
+                   cpu_capability=torch.backends.cpu.get_cpu_capability())
+    except ImportError:
+        pass
     return out
 
 
