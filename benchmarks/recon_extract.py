@@ -236,6 +236,11 @@ def main() -> None:
         f"({_mmm([x / r['seq'] for x, r in zip(inproc, rounds)])}x the anchor)",
         f"recon extract in-process, once: {inproc_big:.2f} s wall, {inproc_cpu:.2f} s cpu "
         f"({inproc_cpu / statistics.median(col('seq_cpu')):.2f}x the anchor's median cpu)",
+        *([f"note: the anchor's median wall is {waited:.0f}x its CPU time, so its reads waited on "
+           "the disk (the page cache did not keep the archive, or the cores were busy): the "
+           "wall ratio then measures the machine's contention; the CPU ratio is the steadier "
+           "figure"] if (waited := statistics.median(col("seq")) /
+                        max(statistics.median(col("seq_cpu")), 1e-9)) > 3 else []),
         "",
         f"peak RSS: {rss_big / 1024:.0f} MiB on {size / 2**30:.2f} GiB, "
         f"{rss_half / 1024:.0f} MiB on {half.stat().st_size / 2**30:.2f} GiB "
