@@ -360,10 +360,11 @@ def main(argv: list[str] | None = None) -> int:
             f"greedy\n{runs}\n\n{text}\n\ntraining: "
             f"{json.dumps({i: r.get('training') for i, r in meta['runs'].items()}, indent=1)}\n")
         (RESULTS / f"{stem}.md").write_text(markdown(rows, refs))
+        wrote = [out_json]
         if args.budget == "full" and (not args.only or args.merge):
             RECORDED.write_text(json.dumps(recorded(rows, meta), indent=2) + "\n")
-        print(f"wrote {out_json.relative_to(ROOT)} and {RECORDED.relative_to(ROOT)}",
-              file=sys.stderr)
+            wrote.append(RECORDED)
+        print(f"wrote {' and '.join(str(w.relative_to(ROOT)) for w in wrote)}", file=sys.stderr)
     return 0
 
 
