@@ -11,8 +11,8 @@ measurement stands the offline prediction from the drafter's reference forward (
 so a gap between the two is visible too.
 
 Writes benchmarks/results/drafters_faults.json, .txt and .md (the tables of docs/lab.md;
---render rewrites it from the .json alone), and the recorded profiles that the
-fault catalogue carries (src/specdoctor/lab/faults_recorded.json). Per-position rates are
+--render rewrites it from the .json alone), and the recorded profiles of every fault and
+healthy drafter (benchmarks/results/faults_recorded.json; nothing in the package reads them). Per-position rates are
 unconditional (accepted at position j / drafts); mean acceptance length counts the bonus token.
 Not a test: it boots 8 servers (13 with --controls), about two minutes each on 2 cores.
 """
@@ -20,9 +20,10 @@ Not a test: it boots 8 servers (13 with --controls), about two minutes each on 2
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import logging
-import platform
 import sys
 import time
 from pathlib import Path
@@ -30,7 +31,28 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-RECORDED = ROOT / "src" / "specdoctor" / "lab" / "faults_recorded.json"
+RECORDED = RESULTS / "faults_recorded.json"
+
+
+def run_info() -> dict[str, Any]:
+    """Where a row comes from: this invocation's id, commit, date and machine. Every row keeps
+    its own, so rows kept by --merge from an older run still say which run they are."""
+    import torch
+
+    from _provenance import git_commit, load, machine, utc_now
+
+    commit = git_commit()
+    return {"id": f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{commit}",
+            "commit": commit, "date": utc_now(), "machine": machine(),
+            "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "load_at_start": load()}
+
+
+def weights_sha256(d: Path | None) -> str | None:
+    """sha256 of the weights a server read (the published copy's model.safetensors)."""
+    if d is None:
+        return None
+    return hashlib.sha256((d / "model.safetensors").read_bytes()).hexdigest()
 
 
 def cases(methods: list[str], controls: bool) -> list[dict[str, Any]]:
@@ -51,7 +73,8 @@ def cases(methods: list[str], controls: bool) -> list[dict[str, Any]]:
     return out
 
 
-def run_case(c: dict[str, Any], budget: str, n: int, max_tokens: int) -> dict[str, Any]:
+def run_case(c: dict[str, Any], budget: str, n: int, max_tokens: int,
+             run: dict[str, Any]) -> dict[str, Any]:
     from specdoctor.bench import measure as proto
     from specdoctor.bench.prompts import take
     from specdoctor.lab import drafters, lab
@@ -64,7 +87,8 @@ def run_case(c: dict[str, Any], budget: str, n: int, max_tokens: int) -> dict[st
         k = drafters.TRAINED_K[method] + 1  # past the designed run, so the design shows
     served = drafters.serve(method, control=c["control"], fault=c["fault"], budget=budget)
     prompts = take("code", n)
-    row: dict[str, Any] = {**c, "k": k, "target": served.target.name,
+    row: dict[str, Any] = {**c, "k": k, "run": {x: run[x] for x in ("id", "commit", "date")},
+                           "target": served.target.name,
                            "draft": served.draft.name if served.draft else None}
     t0 = time.perf_counter()
     pred = offline.predict(method, served.target, served.draft, prompts, k, max_tokens)
@@ -75,8 +99,13 @@ def run_case(c: dict[str, Any], budget: str, n: int, max_tokens: int) -> dict[st
     if c["control"]:
         row["designed"] = drafters.control(method, c["control"]).designed(k)
     port = free_port()
-    spec = lab.lab_spec(method, k, port, control=c["control"], fault=c["fault"], budget=budget)
+    plan = lab.plan(lab.LabRequest(method=method, k=k, port=port, control=c["control"],
+                                   fault=c["fault"], budget=budget))
+    spec = plan.spec
     row["label"] = spec.label
+    row["served"] = {"target": plan.target.name, "draft": plan.draft.name if plan.draft else None,
+                     "target_weights_sha256": weights_sha256(plan.target),
+                     "draft_weights_sha256": weights_sha256(plan.draft)}
     t0 = time.perf_counter()
     try:
         lab.up(spec, timeout_s=1500)
@@ -156,52 +185,80 @@ def _pp(xs: list[float]) -> str:
     return " / ".join(f"{x:.3f}" for x in xs)
 
 
+def _ppci(meas: dict[str, Any]) -> str:
+    """Per-position rates, each with its 95% interval where the run recorded one."""
+    ci95 = meas.get("ci95") or {}
+    cis = [ci95.get(f"per_position[{i}]") for i in range(len(meas["per_position"]))]
+    return " / ".join(f"{x:.3f}" + (f" [{c[0]:.2f}, {c[1]:.2f}]" if c else "")
+                      for x, c in zip(meas["per_position"], cis))
+
+
+def _mal(meas: dict[str, Any]) -> str:
+    ci = (meas.get("ci95") or {}).get("mean_acceptance_length")
+    return f"{meas['mean_acceptance_length']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+
+
+def _run(r: dict[str, Any]) -> str:
+    run = r.get("run") or {}
+    return str(run.get("id", "?"))
+
+
+def _sha(r: dict[str, Any]) -> str:
+    served = r.get("served") or {}
+    shas = [served.get("target_weights_sha256"), served.get("draft_weights_sha256")]
+    return " ".join(x[:12] for x in shas if x) or "not recorded"
+
+
 def markdown(rows: list[dict[str, Any]], refs: list[dict[str, Any]]) -> str:
-    """The three tables of docs/lab.md: trained drafters, controls, faults."""
+    """The three tables of docs/lab.md: trained drafters, controls, faults. Every measured row
+    carries its 95% intervals (bootstrap over requests), its run (commit, date) and the sha256
+    of the weights the server read (target, then drafter; first 12 hex digits)."""
     healthy = {r["method"]: r for r in rows if r["case"].startswith("healthy:")}
     out = ["### Trained drafters (healthy)", "",
-           "| method | k | measured per position | mean acceptance length | 95% interval | "
-           "offline prediction | drafts |", "|---|---|---|---|---|---|---|"]
+           "| method | k | measured per position [95% interval] | mean acceptance length "
+           "[95%] | offline prediction | drafts | run | weights sha256 |",
+           "|---|---|---|---|---|---|---|---|"]
     for m, r in healthy.items():
         meas = r.get("measured")
         if not meas:
-            out.append(f"| {m} | {r['k']} | failed: {(r.get('error') or '')[:80]} | | | | |")
+            out.append(f"| {m} | {r['k']} | failed: {(r.get('error') or '')[:80]} | | | | "
+                       f"{_run(r)} | |")
             continue
-        lo, hi = meas["ci95"]["mean_acceptance_length"]
-        out.append(f"| {m} | {r['k']} | {_pp(meas['per_position'])} | "
-                   f"{meas['mean_acceptance_length']:.2f} | {lo:.2f}–{hi:.2f} | "
-                   f"{_pp(r['offline']['per_position'])} | {meas['drafts']} |")
+        out.append(f"| {m} | {r['k']} | {_ppci(meas)} | {_mal(meas)} | "
+                   f"{_pp(r['offline']['per_position'])} | {meas['drafts']} | {_run(r)} | "
+                   f"{_sha(r)} |")
     controls = [r for r in rows if r["control"]]
     if controls:
         out += ["", "### Controls", "",
-                "| control | k | designed | measured per position | offline prediction |",
-                "|---|---|---|---|---|"]
+                "| control | k | designed | measured per position | offline prediction | run |",
+                "|---|---|---|---|---|---|"]
         for r in controls:
             meas = r.get("measured")
             got = _pp(meas["per_position"]) if meas else f"failed: {(r.get('error') or '')[:80]}"
             out.append(f"| {r['method']} {r['control']} | {r['k']} | {_pp(r['designed'])} | "
-                       f"{got} | {_pp(r['offline']['per_position'])} |")
+                       f"{got} | {_pp(r['offline']['per_position'])} | {_run(r)} |")
     out += ["", "### Faults", "",
-            "| fault | root cause | k | measured per position | mean acceptance length "
-            "(healthy) | offline prediction |", "|---|---|---|---|---|---|"]
+            "| fault | root cause | k | measured per position [95% interval] | mean acceptance "
+            "length [95%] (healthy) | offline prediction | run | weights sha256 |",
+            "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if not r["fault"]:
             continue
         meas, h = r.get("measured"), healthy.get(r["method"], {}).get("measured")
-        got = _pp(meas["per_position"]) if meas else f"failed: {(r.get('error') or '')[:80]}"
-        mal = f"{meas['mean_acceptance_length']:.2f}" if meas else "-"
+        got = _ppci(meas) if meas else f"failed: {(r.get('error') or '')[:80]}"
+        mal = _mal(meas) if meas else "-"
         mal += f" ({h['mean_acceptance_length']:.2f})" if h else ""
         out.append(f"| `{r['fault']}` | `{r['root_cause']}` | {r['k']} | {got} | {mal} | "
-                   f"{_pp(r['offline']['per_position'])} |")
+                   f"{_pp(r['offline']['per_position'])} | {_run(r)} | {_sha(r)} |")
     for ref in refs:
         out.append(f"| {ref['case']} (offline only) | | {ref['k']} | | "
                    f"{ref['offline']['mean_acceptance_length']:.2f} | "
-                   f"{_pp(ref['offline']['per_position'])} |")
+                   f"{_pp(ref['offline']['per_position'])} | | |")
     return "\n".join(out) + "\n"
 
 
 def recorded(rows: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"_about": "written by benchmarks/drafters_faults.py; see lab/faults.py",
+    out: dict[str, Any] = {"_about": "written by benchmarks/drafters_faults.py; the faults are in lab/faults.py",
                            "_protocol": meta["protocol"]}
     for r in rows:
         if r["control"] or not r.get("measured"):
@@ -226,11 +283,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--merge", action="store_true",
                     help="keep rows of other cases from the existing results file")
     args = ap.parse_args(argv)
-    out_json = RESULTS / "drafters_faults.json"
+    # the full budget is docs/lab.md's; other budgets write beside it, never over it
+    stem = "drafters_faults" + ("" if args.budget == "full" else f"_{args.budget}")
+    out_json = RESULTS / f"{stem}.json"
     if args.render:
         res = json.loads(out_json.read_text())
-        (RESULTS / "drafters_faults.md").write_text(markdown(res["rows"], res["references"]))
-        print(f"wrote {(RESULTS / 'drafters_faults.md').relative_to(ROOT)}", file=sys.stderr)
+        (RESULTS / f"{stem}.md").write_text(markdown(res["rows"], res["references"]))
+        print(f"wrote {(RESULTS / f'{stem}.md').relative_to(ROOT)}", file=sys.stderr)
         return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     methods = args.methods.split(",")
@@ -243,34 +302,44 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         keep = set(args.only.split(","))
         todo = [c for c in todo if c["case"] in keep]
+    run = run_info()
+    print(f"run {run['id']} on {run['machine']} (load {run['load_at_start']})", file=sys.stderr)
     rows = []
     for c in todo:
         print(f"== {c['case']}", file=sys.stderr, flush=True)
-        rows.append(run_case(c, args.budget, args.n, args.max_tokens))
+        rows.append(run_case(c, args.budget, args.n, args.max_tokens, run))
         print(json.dumps({k: rows[-1].get(k) for k in ("case", "k", "measured", "error")}),
               file=sys.stderr, flush=True)
     import torch
     import vllm
 
+    run.update({"cases": [r["case"] for r in rows], "vllm": vllm.__version__,
+                "torch": torch.__version__, "wall_s": round(time.perf_counter() - t0, 1),
+                "load_at_end": round(os.getloadavg()[0], 1),
+                "training": training_report(methods, args.budget)})
     meta = {"protocol": {"suite": "code", "num_prompts": args.n, "max_tokens": args.max_tokens,
                          "temperature": 0.0, "budget": args.budget,
                          "per_position": "unconditional (accepted at j / drafts)",
                          "mean_acceptance_length": "counts the bonus token"},
-            "vllm": vllm.__version__, "torch": torch.__version__,
-            "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores",
-            "wall_s": round(time.perf_counter() - t0, 1),
-            "training": training_report(methods, args.budget)}
+            "runs": {run["id"]: run}}
     refs = ([] if args.only or "mtp" not in methods
             else references(args.budget, args.n, args.max_tokens))
     if args.merge and out_json.is_file():
         old = json.loads(out_json.read_text())
+        if old["meta"]["protocol"] != meta["protocol"]:
+            print("refusing --merge: the existing results used another protocol "
+                  f"({old['meta']['protocol']})", file=sys.stderr)
+            return 2
         done = {r["case"] for r in rows}
-        rows = [r for r in old["rows"] if r["case"] not in done] + rows
+        kept = [r for r in old["rows"] if r["case"] not in done]
+        rows = kept + rows
         rows.sort(key=lambda r: [c["case"] for c in cases(["eagle3", "dflash", "mtp"], True)]
                   .index(r["case"]))
         refs = refs or old.get("references", [])
-        for key in ("training",):
-            meta[key] = {**old["meta"].get(key, {}), **meta[key]}
+        meta["runs"] = {**old["meta"].get("runs", {}), **meta["runs"]}
+        print(f"--merge: {len(kept)} rows kept from earlier runs "
+              f"({', '.join(sorted({r['run']['id'] for r in kept}))}); each row names its run",
+              file=sys.stderr)
     text = table(rows)
     for r in refs:
         op = " ".join(f"{x:.2f}" for x in r["offline"]["per_position"])
@@ -281,15 +350,21 @@ def main(argv: list[str] | None = None) -> int:
         RESULTS.mkdir(parents=True, exist_ok=True)
         out_json.write_text(
             json.dumps({"meta": meta, "rows": rows, "references": refs}, indent=2) + "\n")
-        (RESULTS / "drafters_faults.txt").write_text(
-            f"{__doc__.splitlines()[0]}\nvLLM {meta['vllm']}, torch {meta['torch']}, "
-            f"{meta['machine']}; {args.n} code prompts x {args.max_tokens} tokens, greedy\n\n"
-            f"{text}\n\ntraining: {json.dumps(meta['training'], indent=1)}\n")
-        (RESULTS / "drafters_faults.md").write_text(markdown(rows, refs))
-        if not args.only or args.merge:
+        runs = "\n".join(
+            f"run {i}: commit {r['commit']}, {r['date']}, {r['machine']} (torch "
+            f"{r.get('torch')}, {r.get('torch_cpu_capability')}, vLLM {r.get('vllm')}), load "
+            f"{r.get('load_at_start')}: {', '.join(r.get('cases', []))}"
+            for i, r in meta["runs"].items())
+        (RESULTS / f"{stem}.txt").write_text(
+            f"{__doc__.splitlines()[0]}\n{args.n} code prompts x {args.max_tokens} tokens, "
+            f"greedy\n{runs}\n\n{text}\n\ntraining: "
+            f"{json.dumps({i: r.get('training') for i, r in meta['runs'].items()}, indent=1)}\n")
+        (RESULTS / f"{stem}.md").write_text(markdown(rows, refs))
+        wrote = [out_json]
+        if args.budget == "full" and (not args.only or args.merge):
             RECORDED.write_text(json.dumps(recorded(rows, meta), indent=2) + "\n")
-        print(f"wrote {out_json.relative_to(ROOT)} and {RECORDED.relative_to(ROOT)}",
-              file=sys.stderr)
+            wrote.append(RECORDED)
+        print(f"wrote {' and '.join(str(w.relative_to(ROOT)) for w in wrote)}", file=sys.stderr)
     return 0
 
 

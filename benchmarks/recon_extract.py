@@ -7,12 +7,16 @@ vLLM wheel's files, layer 2 the installed torch package, layer 3 the installed
 vLLM (an upgrade: files the old version had and the new one lacks get
 whiteouts). Built once into --workdir, reused after.
 
-Measured, each the median of --repeat runs, page cache warm for all of them:
+Measured --repeat times each, interleaved (anchor, then ours, in every round, so a change in
+the machine's load hits both), page cache warm for all of them; min / median / max:
 - `tar -tf FILE`       GNU tar lists the outer tar (it seeks over member bodies)
-- `tar -tf - < FILE`   the same, forced to read every byte sequentially
+- `tar -tf - < FILE`   the anchor: the same, forced to read every byte sequentially
 - `recon extract`      the whole command, Python start-up included
-and the extractor's peak RSS on this archive and on one about half its size, to
-show memory does not grow with the archive. Results go to
+- `python -m specdoctor --version`: start-up alone (interpreter, click, the CLI)
+The ratio is taken per round (ours / the anchor of the same round). Then where the time goes:
+one in-process extract under cProfile (start-up excluded), its top functions by own time; and
+the extractor's peak RSS on this archive and on one about half its size, to show memory does
+not grow with the archive. The load average is printed for every round. Results go to
 benchmarks/results/recon_extract.txt. Not a test: it writes gigabytes.
 """
 
@@ -123,18 +127,34 @@ def build(workdir: Path, wheel: Path) -> tuple[Path, Path]:
     return big, half
 
 
-def _time(cmd: list[str], repeat: int, stdin: Path | None = None) -> tuple[float, float]:
-    """Median wall seconds and median CPU seconds (user + system) of `cmd`."""
-    walls, cpus = [], []
-    for _ in range(repeat):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        with open(stdin, "rb") if stdin else open(os.devnull, "rb") as fin:
-            subprocess.run(cmd, stdin=fin, stdout=subprocess.DEVNULL, check=True)
-        walls.append(time.perf_counter() - start)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return statistics.median(walls), statistics.median(cpus)
+def _once(cmd: list[str], stdin: Path | None = None) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one run of ``cmd``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    with open(stdin, "rb") if stdin else open(os.devnull, "rb") as fin:
+        subprocess.run(cmd, stdin=fin, stdout=subprocess.DEVNULL, check=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def _mmm(xs: list[float], fmt: str = "{:.2f}") -> str:
+    return " / ".join(fmt.format(x) for x in (min(xs), statistics.median(xs), max(xs)))
+
+
+def _profile(archive: Path, out: Path, top: int = 12) -> list[str]:
+    """Top functions by own time of one in-process extract (start-up excluded)."""
+    code = ("import cProfile, pstats, io; from pathlib import Path; "
+            "from specdoctor.experiments.recon.extract import extract; "
+            "pr = cProfile.Profile(); pr.enable(); "
+            f"extract({str(archive)!r}, Path({str(out)!r}), ['vllm']); pr.disable(); "
+            "s = io.StringIO(); st = pstats.Stats(pr, stream=s); "
+            "total = sum(v[2] for v in st.stats.values()); print('total', round(total, 3)); "
+            f"rows = sorted(st.stats.items(), key=lambda kv: -kv[1][2])[:{top}]; "
+            "[print(round(v[2], 3), v[1], f'{k[0].split(\"site-packages/\")[-1].split(\"src/\")[-1]}:{k[1]}:{k[2]}') "
+            "for k, v in rows]")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return res.stdout.splitlines()
 
 
 def _extract_rss(archive: Path, out: Path) -> tuple[float, float, int]:
@@ -168,33 +188,67 @@ def main() -> None:
                    "--pick", "vllm", "-o", str(out), "--json"]
     subprocess.run(["tar", "-tf", str(big)], stdout=subprocess.DEVNULL, check=True)  # warm cache
     subprocess.run(f"cat {big} > /dev/null", shell=True, check=True)
-    (tar_seek, tar_seek_cpu) = _time(["tar", "-tf", str(big)], args.repeat)
-    (tar_seq, tar_seq_cpu) = _time(["tar", "-tf", "-"], args.repeat, stdin=big)
-    (ours, ours_cpu) = _time(extract_cmd, args.repeat)
-    load = os.getloadavg()[0]
+    version_cmd = [sys.executable, "-m", "specdoctor", "--version"]
+    rounds: list[dict[str, float]] = []
+    for _ in range(args.repeat):
+        r = {"load": os.getloadavg()[0]}
+        r["seek"], r["seek_cpu"] = _once(["tar", "-tf", str(big)])
+        r["seq"], r["seq_cpu"] = _once(["tar", "-tf", "-"], stdin=big)
+        r["ours"], r["ours_cpu"] = _once(extract_cmd)
+        r["start"], r["start_cpu"] = _once(version_cmd)
+        rounds.append(r)
+        print(json.dumps({k: round(v, 3) for k, v in r.items()}), file=sys.stderr, flush=True)
+
+    def col(key: str) -> list[float]:
+        return [r[key] for r in rounds]
+
+    ratio = [r["ours"] / r["seq"] for r in rounds]
+    ratio_cpu = [r["ours_cpu"] / r["seq_cpu"] for r in rounds]
+    inproc = [r["ours"] - r["start"] for r in rounds]
     inproc_big, inproc_cpu, rss_big = _extract_rss(big, out)
     inproc_half, _, rss_half = _extract_rss(half, args.workdir / "snap-half")
+    prof = _profile(big, args.workdir / "snap-prof")
     snap = json.loads((out / "manifest.json").read_text())
+    commit = subprocess.run(["git", "-C", str(Path(__file__).resolve().parents[1]), "rev-parse",
+                             "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     lines = [
-        f"recon extract benchmark ({time.strftime('%Y-%m-%d')}, {platform.machine()}, "
-        f"{os.cpu_count()} cores, Python {platform.python_version()}; page cache warm)",
-        f"archive: docker-archive, 3 layers (vLLM wheel files, torch, installed vLLM with whiteouts),"
-        f" {size / 2**30:.2f} GiB; {built}",
+        f"recon extract benchmark (commit {commit}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+        "page cache warm)",
+        f"archive: docker-archive, 3 layers ({args.wheel.name} files, torch, installed vLLM with "
+        f"whiteouts), {size / 2**30:.2f} GiB; {built}",
         f"picked: preset vllm -> {len(snap['files'])} files, "
         f"{sum(f['size'] for f in snap['files']) / 2**20:.1f} MiB",
         "",
-        f"median of {args.repeat}; load average {load:.1f} on {os.cpu_count()} cores at the end",
-        "                         wall       cpu (user+sys)",
-        f"tar -tf FILE            {tar_seek:6.2f} s   {tar_seek_cpu:6.2f} s   (GNU tar seeks over bodies)",
-        f"tar -tf - < FILE        {tar_seq:6.2f} s   {tar_seq_cpu:6.2f} s   (every byte read in order)",
-        f"recon extract (command) {ours:6.2f} s   {ours_cpu:6.2f} s   (Python start-up included)",
-        f"ratio vs the sequential read: {ours / tar_seq:.2f}x wall, {ours_cpu / tar_seq_cpu:.2f}x cpu",
-        f"recon extract in-process (start-up excluded): {inproc_big:.2f} s wall, "
-        f"{inproc_cpu:.2f} s cpu ({inproc_cpu / tar_seq_cpu:.2f}x the sequential read's cpu)",
+        f"{args.repeat} interleaved rounds; load average (1 min) at each round's start: "
+        f"{', '.join(f'{x:.1f}' for x in col('load'))} on {os.cpu_count()} cores",
+        "min / median / max              wall s                cpu s (user+sys)",
+        f"tar -tf FILE                    {_mmm(col('seek')):20}  {_mmm(col('seek_cpu'))}"
+        "   (GNU tar seeks over bodies)",
+        f"tar -tf - < FILE (anchor)       {_mmm(col('seq')):20}  {_mmm(col('seq_cpu'))}"
+        "   (every byte read in order)",
+        f"recon extract (command)         {_mmm(col('ours')):20}  {_mmm(col('ours_cpu'))}"
+        "   (Python start-up included)",
+        f"specdoctor --version (start-up) {_mmm(col('start')):20}  {_mmm(col('start_cpu'))}",
+        f"ratio to the anchor, per round: {_mmm(ratio)} wall, {_mmm(ratio_cpu)} cpu "
+        "(target 1.5x wall)",
+        f"command minus start-up, per round: {_mmm(inproc)} s wall "
+        f"({_mmm([x / r['seq'] for x, r in zip(inproc, rounds)])}x the anchor)",
+        f"recon extract in-process, once: {inproc_big:.2f} s wall, {inproc_cpu:.2f} s cpu "
+        f"({inproc_cpu / statistics.median(col('seq_cpu')):.2f}x the anchor's median cpu)",
+        *([f"note: the anchor's median wall is {waited:.0f}x its CPU time, so its reads waited on "
+           "the disk (the page cache did not keep the archive, or the cores were busy): the "
+           "wall ratio then measures the machine's contention; the CPU ratio is the steadier "
+           "figure"] if (waited := statistics.median(col("seq")) /
+                        max(statistics.median(col("seq_cpu")), 1e-9)) > 3 else []),
         "",
         f"peak RSS: {rss_big / 1024:.0f} MiB on {size / 2**30:.2f} GiB, "
         f"{rss_half / 1024:.0f} MiB on {half.stat().st_size / 2**30:.2f} GiB "
         f"(in-process {inproc_half:.2f} s)",
+        "",
+        "where the in-process time goes (cProfile, own time s, calls, function; profiling "
+        "slows Python code, so read the shares, not the seconds):",
+        *(f"  {line}" for line in prof),
     ]
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text("\n".join(lines) + "\n")

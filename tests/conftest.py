@@ -1,10 +1,50 @@
-"""Shared test set-up: every test gets its own store and specdoctor home, except the lab's
-model cache, which is shared (building the tiny model is deterministic and takes ~15 s)."""
+"""Shared test set-up.
 
+- Every test gets its own store (``$SPECDOCTOR_DB``) and its own ``$SPECDOCTOR_HOME`` (lab
+  server state, logs, compile caches), so no test sees another's servers or runs.
+- The lab's built models are shared: ``$SPECDOCTOR_MODELS`` stays pointed at the models cache
+  the suite started with (``~/.cache/specdoctor/lab/models`` unless set). Entries there are
+  built once, atomically, and never changed, so sharing them is safe; building them again per
+  test would cost minutes.
+- Tests marked ``lab`` boot a real vLLM server: where vLLM is not installed they are skipped,
+  with the reason, instead of erroring in their fixtures.
+"""
+
+from __future__ import annotations
+
+import importlib.util
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
+
+from specdoctor import paths
+
+# Resolved once, before any test changes $SPECDOCTOR_HOME.
+SHARED_MODELS = paths.models_dir()
+os.environ["SPECDOCTOR_MODELS"] = str(SHARED_MODELS)
+# Module-scoped fixtures (a shared lab server) start before any per-test home exists: give the
+# session a home of its own too, so nothing a test starts writes to the user's.
+os.environ["SPECDOCTOR_HOME"] = tempfile.mkdtemp(prefix="specdoctor-test-home-")
+
+NO_VLLM = "vLLM is not installed: the lab tests boot a real server (bash scripts/install.sh lab)"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if importlib.util.find_spec("vllm") is not None:
+        return
+    skip = pytest.mark.skip(reason=NO_VLLM)
+    for item in items:
+        if "lab" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    monkeypatch.setenv("SPECDOCTOR_HOME", str(home))
+    return home
 
 
 @pytest.fixture(autouse=True)

@@ -25,7 +25,7 @@ from typing import Any
 from specdoctor.acceptance.bootstrap import bootstrap_intervals
 from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
 from specdoctor.bench import http
-from specdoctor.errors import SpecdoctorError, TargetError
+from specdoctor.errors import InputError, SpecdoctorError, TargetError
 from specdoctor.sources import prometheus, vllm_response
 
 
@@ -47,6 +47,29 @@ class MeasureParams:
     # Where per-request counters (the bootstrap's units) come from: the responses' own
     # spec-decode metrics, a /metrics scrape after each request (concurrency 1 only), or auto.
     per_request: str = "auto"
+
+    def check(self) -> None:
+        """Refuse settings the protocol cannot run, naming the fix (before any request)."""
+        from specdoctor.bench.prompts import SUITES
+
+        if self.num_prompts < 1 or self.concurrency < 1 or self.max_tokens < 1:
+            raise InputError("--num-prompts, --concurrency and --max-tokens must be at least 1",
+                             "e.g. -n 16 --concurrency 1 --max-tokens 64")
+        if self.temperature < 0 or not 0 < self.top_p <= 1:
+            raise InputError(f"--temperature {self.temperature} / --top-p {self.top_p} is out "
+                             "of range", "use --temperature >= 0 and 0 < --top-p <= 1")
+        if self.per_request not in PER_REQUEST_SOURCES:
+            raise InputError(f"unknown per-request source {self.per_request!r}",
+                             f"choose one of: {', '.join(PER_REQUEST_SOURCES)}")
+        if self.per_request == "scrape" and self.concurrency != 1:
+            raise InputError("--per-request scrape needs --concurrency 1",
+                             "concurrent requests share the counters; use --per-request response")
+        if self.suite not in SUITES:
+            raise InputError(f"no prompt suite {self.suite!r}",
+                             f"choose one of: {', '.join(sorted(SUITES))}")
+
+
+PER_REQUEST_SOURCES = ("auto", "response", "scrape")
 
 
 @dataclass
@@ -125,6 +148,24 @@ class Measurement:
         }
 
 
+    def store_run(self, launch_spec: dict[str, Any] | None = None) -> dict[str, Any]:
+        """This measurement as one run of the store (``Store.add_run(**run)``): the result
+        printed by ``--json``, the raw scrapes and every request, failed runs included."""
+        return {
+            "kind": "measure", "engine": "vllm", "target": self.url,
+            "params": self.params.__dict__, "result": self.to_json(),
+            "profile": self.total.to_json() if self.total else None,
+            "status": "failed" if self.error else "ok", "error": self.error,
+            "launch_spec": launch_spec,
+            "scrapes": [(sc.phase, sc.taken_at, sc.text) for sc in self.scrapes],
+            "requests": [{"index": r.index, "prompt": r.prompt,
+                          "completion_tokens": r.completion_tokens, "latency_s": r.latency_s,
+                          "profile": r.profile.to_json() if r.profile else None,
+                          "per_step": list(r.per_step) if r.per_step else None}
+                         for r in self.requests],
+        }
+
+
 def served_model(url: str) -> str:
     import json
 
@@ -183,6 +224,16 @@ def _record(i: int, prompt: str, resp: dict[str, Any], latency: float) -> Reques
         per_step=vllm_response.per_step(block) if block else None,
         text=text,
     )
+
+
+def measure(url: str, params: MeasureParams,
+            on_request: Callable[[int], None] | None = None) -> Measurement:
+    """The protocol on ``params.num_prompts`` prompts of ``params.suite`` (what ``specdoctor
+    measure`` runs); settings are checked first."""
+    from specdoctor.bench.prompts import take
+
+    params.check()
+    return run(url, take(params.suite, params.num_prompts), params, on_request)
 
 
 def run(

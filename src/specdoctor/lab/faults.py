@@ -4,7 +4,12 @@ Each fault is one realistic mistake in serving a trained drafter, with the root 
 ``specdoctor diagnose`` must name for it, how to apply it (an edit of a copy of the drafter's
 config or tensors, and/or the k it is served at), and the profile it was measured to give on
 the real lab server (``benchmarks/drafters_faults.py`` measures every fault beside its healthy
-drafter and writes the figures to ``faults_recorded.json`` beside this module).
+drafter; its figures are benchmark results, in ``benchmarks/results/``, and nothing in the
+package reads them: a diagnosis must come from measurement and experiments).
+
+A fault never names itself to the engine: the patched copy lives in the lab's models cache
+under a name without the fault id, and the server is given its published copy
+(``cache.published``), named by content hash and without the lab's build record.
 
 Root causes (the labels ``diagnose`` uses):
 - ``attention-mask``: the drafter attends with another mask than it was trained with;
@@ -51,7 +56,8 @@ class Fault:
         if not self.config and self.config_edit is None and self.tensor_edit is None:
             return served
         src = served.draft if served.draft is not None else served.target
-        patched = cache.built(f"{src.name}-{self.id}",
+        # the fault id stays in the build record (the lab's own); the name does not carry it
+        patched = cache.built(f"{src.name}-patched",
                               {"fault": self.id, "config": self.config,
                                "edits": [self.config_edit, self.tensor_edit]},
                               [src / "config.json", src / "model.safetensors"],
@@ -139,26 +145,7 @@ def ids(method: str | None = None) -> list[str]:
     return [f.id for f in FAULTS.values() if method is None or f.method == method]
 
 
-RECORDED_FILE = Path(__file__).with_name("faults_recorded.json")
-
-
-def recorded_all() -> dict[str, Any]:
-    """Profiles measured by ``benchmarks/drafters_faults.py`` (which writes RECORDED_FILE):
-    greedy, the "code" prompts; per-position acceptance is unconditional (accepted at j /
-    drafts); mean acceptance length counts the bonus token. Keys: fault ids, and
-    ``healthy:<method>`` for each trained drafter at its trained k."""
-    try:
-        return dict(json.loads(RECORDED_FILE.read_text()))
-    except (OSError, ValueError):
-        return {}
-
-
-def recorded(name: str) -> dict[str, Any] | None:
-    """The recorded profile of a fault id (or ``healthy:<method>``), None if not recorded."""
-    return recorded_all().get(name)
-
-
 def catalogue() -> list[dict[str, Any]]:
-    """Every fault as plain data (for ``diagnose`` and the docs)."""
+    """Every fault as plain data (for the docs and the fault clinic)."""
     return [{"id": f.id, "method": f.method, "root_cause": f.root_cause, "changes": f.changes,
-             "why": f.why, "k": f.k, "recorded": recorded(f.id)} for f in FAULTS.values()]
+             "why": f.why, "k": f.k} for f in FAULTS.values()]

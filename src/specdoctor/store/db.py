@@ -23,7 +23,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id          INTEGER PRIMARY KEY AUTOINCREMENT,
     created_at  REAL NOT NULL,
-    kind        TEXT NOT NULL,          -- measure | logs | metrics
+    kind        TEXT NOT NULL,          -- measure | logs | metrics | oracle
     engine      TEXT NOT NULL,
     target      TEXT NOT NULL,          -- URL or file paths
     status      TEXT NOT NULL,          -- ok | failed

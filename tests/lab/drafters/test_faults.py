@@ -39,7 +39,7 @@ def test_config_fault_patches_a_copy_and_keeps_the_weights():
     healthy = drafters.serve("dflash", control="pos0")
     sick = drafters.serve("dflash", control="pos0", fault="dflash-causal")
     assert sick.target == healthy.target and sick.draft != healthy.draft
-    assert sick.tags == ("control=pos0", "fault=dflash-causal")
+    assert sick.tags == healthy.tags == ("control=pos0",) and sick.fault == "dflash-causal"
     cfg = json.loads((sick.draft / "config.json").read_text())
     assert cfg["dflash_config"]["causal"] is True
     assert "causal" not in json.loads((healthy.draft / "config.json").read_text())["dflash_config"]
@@ -72,19 +72,3 @@ def test_k_fault_changes_only_k():
     assert (sick.target, sick.draft) == (healthy.target, healthy.draft)
     assert lab.default_k("mtp", fault="mtp-k-beyond-training") == 6
     assert lab.default_k("mtp") == drafters.TRAINED_K["mtp"] == 2
-
-
-def test_recorded_profiles_are_the_fault_clinics_own_figures():
-    from pathlib import Path
-
-    results = Path(__file__).resolve().parents[3] / "benchmarks" / "results" / "drafters_faults.json"
-    if not results.is_file() or not faults.recorded_all():
-        pytest.skip("the fault clinic has not been run here")
-    rows = {r["case"]: r for r in json.loads(results.read_text())["rows"]}
-    for name, rec in faults.recorded_all().items():
-        if name.startswith("_"):
-            continue
-        assert rows[name]["measured"]["per_position"] == rec["per_position"], name
-        assert rows[name]["k"] == rec["k"], name
-    for fid in faults.FAULTS:  # every fault of the catalogue was measured
-        assert faults.recorded(fid) is not None, fid

@@ -18,7 +18,7 @@ import pytest
 
 from specdoctor.bench.prompts import take
 from specdoctor.lab import drafters
-from specdoctor.lab.drafters import offline
+from specdoctor.lab.drafters import cache, offline
 from tests.conftest import run_cli
 from tests.lab.serve import lab_server
 
@@ -37,7 +37,8 @@ def server():
 def test_served_at_the_k_it_was_deployed_with(server):
     assert server["k"] == drafters.TRAINED_K[METHOD] == 2
     assert server["draft"] is None  # the MTP layer lives in the target's checkpoint
-    assert "mimo-mtp-trained" in server["target"]
+    # what vLLM reads is the published copy of the trained MiMo (named by content)
+    assert server["target"] == str(cache.published(drafters.module(METHOD).trained_pair(BUDGET)[0]))
 
 
 def test_trained_profile_decays_and_equals_the_offline_prediction(server):

@@ -71,7 +71,8 @@ class Served:
     target: Path
     draft: Path | None  # None for MTP: its layers are in the target's checkpoint
     tokenizer: Path
-    tags: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()  # for the server's label: what is served, never a fault
+    fault: str | None = None  # the lab's own knowledge, kept out of everything served
 
 
 def module(method: str) -> ModuleType:
@@ -121,6 +122,5 @@ def serve(method: str, *, control: str | None = None, fault: str | None = None,
     if fault is not None:
         from specdoctor.lab import faults
 
-        served = faults.get(fault).apply(served)
-        served = replace(served, tags=(*served.tags, f"fault={fault}"))
+        served = replace(faults.get(fault).apply(served), fault=fault)
     return served

@@ -146,10 +146,10 @@ def runs_fn(target: Path, draft: Path | None = None
 # -- the served checkpoint: a MiMo body with its MTP layer ---------------------------------------
 
 def write(out: Path, body_config: dict[str, Any], body: dict[str, torch.Tensor],
-          p: dict[str, torch.Tensor], tokenizer: Path, trained_steps: int | None) -> None:
+          p: dict[str, torch.Tensor], tokenizer: Path) -> None:
+    # What the layer was trained for (steps) stays in the build record, never in the config:
+    # the served config must not tell a k-beyond-training fault apart.
     cfg = targets.mimo_config(body_config)
-    if trained_steps is not None:
-        cfg["specdoctor_mtp_trained_steps"] = trained_steps
     cache.copy_tokenizer(tokenizer, out)
     cache.write_config(out, cfg)
     cache.save_tensors(out, {**body, **{PREFIX + k: v.detach() for k, v in p.items()}})
@@ -210,7 +210,7 @@ def _train_into(out: Path, llama: Path, r: Recipe) -> dict[str, Any]:
 
     rep = fit(p, loss_fn, data.ids.shape[0], r.fit, name="mtp")
     body_cfg = json.loads((llama / "config.json").read_text())
-    write(out, body_cfg, targets.mimo_body_tensors(tt), p, targets.tokenizer_dir(), r.steps)
+    write(out, body_cfg, targets.mimo_body_tensors(tt), p, targets.tokenizer_dir())
     return {**rep, "seconds": round(time.perf_counter() - t0, 1)}
 
 
