@@ -30,7 +30,8 @@ def test_every_stored_run_prints_its_id_table_or_json():
 
 
 def test_runs_lists_engine_and_a_readable_target():
-    _recorded(run_cli("logs", str(NGRAM), str(FIX / "lab-draft_model-k4" / "server.log")))
+    # two servers of different configs: read apart (--by-file), stored as one run of two files
+    _recorded(run_cli("logs", str(NGRAM), str(FIX / "lab-draft_model-k4" / "server.log"), "--by-file"))
     _recorded(run_cli("logs", str(SGLANG)))
     r = run_cli("runs", env={"COLUMNS": "160"})
     assert r.returncode == 0, r.stderr
