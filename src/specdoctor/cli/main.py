@@ -27,6 +27,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "astexec": ("specdoctor.cli.astexec", "astexec", "Run real engine functions with stubs, without the engine."),
     "masks": ("specdoctor.cli.masks", "masks", "Model attention masks per backend and diff them bit by bit."),
     "oracle": ("specdoctor.cli.oracle", "oracle", "The acceptance a correct engine must reach with these weights."),
+    "bench": ("specdoctor.cli.bench", "bench", "Benchmark matrix: acceptance, tok/s and latency per cell, spec-off baseline."),
+    "sweep": ("specdoctor.cli.sweep", "sweep", "Sweep launch parameters (k, method, drafter) against a spec-off baseline."),
+    "report": ("specdoctor.cli.report", "report", "Markdown + HTML report of a bench or sweep run."),
 }
 
 

