@@ -70,12 +70,12 @@ def run_cell(url: str, p: MatrixParams, cell: Cell, model: str,
     before_warm = scrape(url)
     warm_out, _ = asyncio.run(client.run_requests(url, [items[0][0]], 1, p.timeout_s))
     before = scrape(url)
+    warm_note = None
     if not warm_out[0].ok:
-        res = _result([], 0.0, None, None, p, cell)
-        res["warmup_error"] = f"{warm_out[0].error}: {warm_out[0].detail}"
-        if warm_out[0].error in ("connection",) or not http_ok(url + "/v1/models", 5.0):
+        if warm_out[0].error == "connection" or not http_ok(url + "/v1/models", 5.0):
+            res = _result([], 0.0, None, None, p, cell)
             return _failed(res, f"warm-up failed, server unreachable ({warm_out[0].detail})")
-        return _failed(res, f"warm-up request failed ({warm_out[0].error}: {warm_out[0].detail})")
+        warm_note = f"the warm-up request failed ({warm_out[0].error}: {warm_out[0].detail})"
     outcomes, wall = asyncio.run(client.run_requests(
         url, items, max(cell.concurrency, 1), p.timeout_s, on_done=check, should_stop=server_gone,
         next_turn=matrix.next_turn))
@@ -83,6 +83,8 @@ def run_cell(url: str, p: MatrixParams, cell: Cell, model: str,
     res = _result(outcomes, wall, before, after, p, cell)
     if before_warm is not None and before is not None:
         res["warmup_profile"] = _delta_json(before_warm, before)
+    if warm_note:
+        res["notes"].append(warm_note)
     sent = len(outcomes)
     planned = sum(len(i) for i in items)
     if dead:

@@ -12,9 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specdoctor.acceptance.bootstrap import bootstrap_intervals
 from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
 from specdoctor.bench import stats
 from specdoctor.bench.cell import load_profile
+from specdoctor.sources import vllm_response
 from specdoctor.store.bench import CellRow
 
 
@@ -84,6 +86,8 @@ def rows(cells: Sequence[CellRow], configs: Sequence[dict[str, Any]]) -> list[Ro
         ok = [c.result for c in reps if c.status == "ok"]
         profiles = [p for p in (load_profile(r.get("profile")) for r in ok) if p is not None]
         profile = profiles[0] if len(profiles) == 1 else (sum_profiles(profiles) if profiles else None)
+        if profile is not None and len(profiles) > 1:
+            profile = _with_request_intervals(profile, ok)
         first = ok[0] if ok else reps[0].result
         out.append(Row(
             config=config, role=roles.get(config, "config"), cell=name, suite=reps[0].suite,
@@ -105,6 +109,16 @@ def rows(cells: Sequence[CellRow], configs: Sequence[dict[str, Any]]) -> list[Ro
     _speedups(out)
     out.sort(key=lambda r: (order.get(r.config, 99), r.suite, r.sampling, r.concurrency))
     return out
+
+
+def _with_request_intervals(profile: AcceptanceProfile, results: Sequence[dict[str, Any]]
+                            ) -> AcceptanceProfile:
+    """Intervals over the requests of every repeat (the bootstrap's units), when all have them."""
+    reqs = [q for r in results for q in r.get("requests", []) if q.get("error") is None]
+    units = [vllm_response.profile_from_block(q["spec"]) if q.get("spec") else None for q in reqs]
+    if not units or any(u is None for u in units):
+        return profile
+    return profile.with_intervals(bootstrap_intervals([u for u in units if u is not None]))
 
 
 def _sum_failures(results: Sequence[dict[str, Any]]) -> dict[str, int]:
