@@ -59,7 +59,8 @@ def test_same_method_keeps_options_and_changes_drafter():
 
 
 def test_baseline_removes_every_speculative_argument():
-    base = parse_command(VLLM + " --speculative-config.num_speculative_tokens 6").without_speculation()
+    base = parse_command(VLLM + " --speculative-config.num_speculative_tokens 6"
+                         " --per-request-spec-decode-metrics detailed").without_speculation()
     assert not any("speculative" in a for a in base.argv)
     assert base.speculation is None and base.label == "spec-off"
     assert "--enforce-eager" in base.argv and "--max-model-len" in base.argv

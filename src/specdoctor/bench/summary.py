@@ -83,7 +83,9 @@ def rows(cells: Sequence[CellRow], configs: Sequence[dict[str, Any]]) -> list[Ro
         groups[(c.config, c.result.get("cell") or f"{c.suite}/{c.sampling}/c{c.concurrency}")].append(c)
     out = []
     for (config, name), reps in groups.items():
-        ok = [c.result for c in reps if c.status == "ok"]
+        # figures from the ok repeats; a cell that only failed shows what it finished
+        ok = [c.result for c in reps if c.status == "ok"] or \
+            [c.result for c in reps if c.result.get("requests_ok")]
         profiles = [p for p in (load_profile(r.get("profile")) for r in ok) if p is not None]
         profile = profiles[0] if len(profiles) == 1 else (sum_profiles(profiles) if profiles else None)
         if profile is not None and len(profiles) > 1:
@@ -92,7 +94,7 @@ def rows(cells: Sequence[CellRow], configs: Sequence[dict[str, Any]]) -> list[Ro
         out.append(Row(
             config=config, role=roles.get(config, "config"), cell=name, suite=reps[0].suite,
             sampling=reps[0].sampling, concurrency=reps[0].concurrency,
-            status="ok" if len(ok) == len(reps) else ("failed" if not ok else "partial"),
+            status=_status(reps),
             errors=[c.error for c in reps if c.error],
             repeats=len(reps),
             tok_s=stats.spread([r["tok_s"] for r in ok if r.get("tok_s")],
@@ -109,6 +111,11 @@ def rows(cells: Sequence[CellRow], configs: Sequence[dict[str, Any]]) -> list[Ro
     _speedups(out)
     out.sort(key=lambda r: (order.get(r.config, 99), r.suite, r.sampling, r.concurrency))
     return out
+
+
+def _status(reps: Sequence[CellRow]) -> str:
+    good = sum(c.status == "ok" for c in reps)
+    return "ok" if good == len(reps) else ("failed" if good == 0 else "partial")
 
 
 def _with_request_intervals(profile: AcceptanceProfile, results: Sequence[dict[str, Any]]

@@ -107,7 +107,9 @@ class Vllm:
         out = A.drop_prefix(argv, self.FLAG + ".")
         out = A.drop(out, "--speculative-model", "--num-speculative-tokens")
         if spec is None:
-            return A.drop(out, self.FLAG)
+            # vLLM refuses per-request spec-decode metrics without speculation (0.32: "requires
+            # speculative decoding"), so the baseline drops them too
+            return A.drop(out, self.FLAG, "--per-request-spec-decode-metrics")
         cfg: dict[str, Any] = {}
         if spec.method is not None:
             cfg["method"] = spec.method

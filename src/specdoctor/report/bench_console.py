@@ -68,7 +68,8 @@ class ConsoleEvents(Events):
                       + (f", AL {al:.2f}" if al else "")
                       + (f", failures {result['failures']}" if result.get("failures") else ""))
         else:
-            self._say(f"[{config.label}] {cell.name} r{rep}: FAILED — {result.get('error')}")
+            first = str(result.get("error")).splitlines()[0]
+            self._say(f"[{config.label}] {cell.name} r{rep}: FAILED — {first}")
 
     def close(self) -> None:
         self.progress.stop()
