@@ -53,5 +53,16 @@ PY
 if [ "$job" = test ]; then mapfile -t wanted < <(deps test); else mapfile -t wanted < <(deps); fi
 "${pip[@]}" "${wanted[@]}"
 "${pip[@]}" --no-deps -e .
+
+# test job: headless Chromium (Debian's package) renders the bench report's HTML in
+# tests/report/test_report_html.py, which checks that the plot's pixels are on the page.
+if [ "$job" = test ] && ! command -v chromium >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    apt-get install -y --no-install-recommends chromium >/dev/null \
+      || { apt-get update >/dev/null && apt-get install -y --no-install-recommends chromium >/dev/null; }
+  else
+    echo "install Chromium yourself: the report HTML test needs the 'chromium' command" >&2
+  fi
+fi
 command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
 echo "specdoctor installed ($job)" >&2

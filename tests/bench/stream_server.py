@@ -19,9 +19,14 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass
@@ -155,6 +160,29 @@ async def serve(port: int, b: Behaviour, ready: threading.Event | None = None) -
         ready.set()
     async with server:
         await server.serve_forever()
+
+
+@contextmanager
+def running(*args: str) -> Iterator[str]:
+    """This server in a subprocess on a free port with ``args``; yields its URL, then stops it."""
+    from specdoctor.launch import free_port, http_ok
+
+    port = free_port()
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-m", "tests.bench.stream_server", "--port", str(port),
+                             *args], cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            if http_ok(url + "/v1/models"):
+                break
+            time.sleep(0.05)
+        else:
+            raise RuntimeError("the stream server did not start")
+        yield url
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def main() -> None:

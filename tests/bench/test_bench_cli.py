@@ -3,6 +3,7 @@ see stream_server.py): the matrix, acceptance from counter deltas with per-reque
 failures counted per cell, a dying server, --resume, datasets, chat, --json and the report."""
 
 import json
+from contextlib import ExitStack
 import subprocess
 import sys
 import time
@@ -10,38 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from specdoctor.launch import free_port, http_ok
+from specdoctor.launch import http_ok
+from tests.bench.stream_server import running
 from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _serve(*args: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.bench.stream_server", "--port", str(port),
-                             *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(100):
-        if http_ok(url + "/v1/models"):
-            return proc, url
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("stream server did not start")
-
-
 @pytest.fixture
 def server():
-    procs = []
-
-    def start(*args: str) -> str:
-        proc, url = _serve(*args)
-        procs.append(proc)
-        return url
-
-    yield start
-    for p in procs:
-        p.kill()
-        p.wait()
+    with ExitStack() as stack:
+        yield lambda *args: stack.enter_context(running(*args))
 
 
 def _bench(*args: str) -> tuple[subprocess.CompletedProcess, dict]:

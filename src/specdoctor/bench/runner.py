@@ -14,6 +14,7 @@ that configuration; the plan continues. ``resume`` reruns only the cells not rec
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -136,7 +137,7 @@ def _run_config(store: BenchStore, run_id: int, plan: Plan, cfg: Config, cells: 
             if slot:
                 spec = spec.with_devices(slot)
             extra = {"command": spec.shell_command(), "env": spec.env, "argv": list(spec.argv),
-                     "devices": slot or None}
+                     "devices": slot or None, "launched_at": time.time()}
             ev.launching(cfg, spec)
             log_dir = plan.log_dir or Path(store.path).parent / "bench-logs"
             log = log_dir / f"run{run_id}-{_safe(cfg.label)}-r{rep}.log"
@@ -146,6 +147,7 @@ def _run_config(store: BenchStore, run_id: int, plan: Plan, cfg: Config, cells: 
                 handle = process.start(spec, log)
                 process.wait_ready(handle, plan.ready_timeout_s,
                                    on_tick=lambda t, line: ev.ready_tick(cfg, t, line))
+                extra["ready_at"] = time.time()
             except SpecdoctorError as exc:
                 for c in cells:
                     res = {"cell": c.name, "status": "failed", "requests_sent": 0, "requests_ok": 0,
