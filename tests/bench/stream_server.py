@@ -42,7 +42,7 @@ class Behaviour:
 
 class Counters:
     def __init__(self, k: int) -> None:
-        self.drafts = self.draft_tokens = self.accepted = 0
+        self.drafts = self.draft_tokens = self.accepted = self.generated = 0
         self.per_pos = [0] * k
         self.created = time.time()
         self.lock = threading.Lock()
@@ -55,10 +55,12 @@ class Counters:
                       f'vllm:spec_decode_{name}_total{{engine="0",model_name="fake"}} {float(v)}',
                       f'vllm:spec_decode_{name}_created{{engine="0",model_name="fake"}} {self.created}']
         lines.append("# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter")
+        gen = [f"# TYPE vllm:generation_tokens counter",
+               f'vllm:generation_tokens_total{{engine="0",model_name="fake"}} {float(self.generated)}']
         for i, v in enumerate(self.per_pos):
             lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",'
                          f'model_name="fake",position="{i}"}} {float(v)}')
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines + gen) + "\n"
 
 
 class Server:
@@ -80,8 +82,10 @@ class Server:
             if method == "GET" and path == "/v1/models":
                 await self._send(writer, 200, b'{"object":"list","data":[{"id":"fake"}]}')
             elif method == "GET" and path == "/metrics":
-                await self._send(writer, 200, (self.counters.text() if self.b.spec else "").encode(),
-                                 "text/plain")
+                text = self.counters.text()
+                if not self.b.spec:  # a spec-off server: only the token counter
+                    text = "\n".join(ln for ln in text.splitlines() if "spec_decode" not in ln) + "\n"
+                await self._send(writer, 200, text.encode(), "text/plain")
             elif method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
                 await self._complete(writer, body, chat=path.endswith("chat/completions"))
             else:
@@ -136,6 +140,7 @@ class Server:
             chunk(b"data: " + json.dumps(ev).encode() + b"\n\n")
             tokens += emit
             step += 1
+            self.counters.generated += emit
             if self.b.step_s:
                 await asyncio.sleep(self.b.step_s)
             await w.drain()

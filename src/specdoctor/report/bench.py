@@ -25,6 +25,7 @@ from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
 from specdoctor.bench import summary
 from specdoctor.bench.summary import Row, Verdict
 from specdoctor.errors import InputError
+from specdoctor.report.bench_console import grouped_errors
 from specdoctor.report.plot import COLOURS, draw_per_position, new_figure
 from specdoctor.store.bench import BenchRun, BenchStore
 
@@ -183,7 +184,7 @@ def table(rows: Sequence[Row]) -> tuple[list[str], list[list[str]]]:
     body = []
     for r in rows:
         p = r.profile
-        al = "—"
+        al = "no drafts" if p is not None and p.drafts == 0 else "—"
         if p is not None and p.mean_acceptance_length is not None:
             iv = p.intervals.get("mean_acceptance_length")
             al = f"{p.mean_acceptance_length:.2f}" + (f" [{iv.low:.2f}–{iv.high:.2f}]" if iv else "")
@@ -246,7 +247,7 @@ def content(store: BenchStore, run_id: int) -> Content:
             f"{m.get('official_temperature')}, top_p {m.get('official_top_p')}; seeds base "
             f"{m.get('seed')} + request index"]
     head, body = table(rows)
-    problems = [f"{r.config} {r.cell}: {e}" for r in rows for e in r.errors]
+    problems = [f"{where}: {err}" for where, err in grouped_errors(rows)]
     notes = sorted({f"{r.config} {r.cell}: {n}" for r in rows for n in r.notes})
     return Content(f"specdoctor {run.kind} run {run_id}", meta, head, body,
                    summary.verdicts(rows) if len({r.config for r in rows}) > 1 else [],

@@ -92,7 +92,7 @@ def rows_table(rows: Sequence[Row], title: str) -> Table:
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for r in rows:
         p = r.profile
-        al = "—"
+        al = "no drafts" if p is not None and p.drafts == 0 else "—"
         if p is not None and p.mean_acceptance_length is not None:
             iv = p.intervals.get("mean_acceptance_length")
             al = f"{p.mean_acceptance_length:.2f}" + (f" [{iv.low:.2f}–{iv.high:.2f}]" if iv else "")
@@ -114,13 +114,22 @@ def rows_table(rows: Sequence[Row], title: str) -> Table:
     return t
 
 
+def grouped_errors(rows: Sequence[Row]) -> list[tuple[str, str]]:
+    """Each distinct error once, with the cells it hit (a failed launch fails every cell)."""
+    cells: dict[tuple[str, str], list[str]] = {}
+    for r in rows:
+        for e in r.errors:
+            cells.setdefault((r.config, e), []).append(r.cell)
+    return [(f"{cfg} {', '.join(cs) if len(cs) < 3 else f'({len(cs)} cells)'}", err)
+            for (cfg, err), cs in cells.items()]
+
+
 def print_rows(run_id: int, kind: str, status: str, rows: Sequence[Row],
                verdicts: Sequence[Verdict], report: dict[str, str]) -> None:
     out = Console(width=None if Console().is_terminal else 200)
     out.print(rows_table(rows, f"{kind} run {run_id} ({status})"))
-    for r in rows:
-        for e in r.errors:
-            out.print(f"[red]{r.config} {r.cell}:[/red] {e}", highlight=False)
+    for where, err in grouped_errors(rows):
+        out.print(f"[red]{where}:[/red] {err}", highlight=False)
     for v in verdicts if len({r.config for r in rows}) > 1 else ():
         out.print(f"[bold]{v.cell}[/bold]: best {v.winner} ({v.tok_s:.1f} tok/s"
                   + (f", {v.speedup:.2f}× spec-off" if v.speedup else "") + ")", highlight=False)
