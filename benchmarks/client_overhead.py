@@ -55,7 +55,7 @@ def cpu_children() -> float:
 
 def generated_tokens(url: str) -> int:
     text = urllib.request.urlopen(url + "/metrics", timeout=30).read().decode()
-    m = re.search(r"^vllm:generation_tokens_total(?:\{[^}]*\})? ([0-9.e+]+)$", text, re.M)
+    m = re.search(r"^vllm:generation_tokens_total(?:\{[^}]*\})? ([0-9.e+]+)$", text, re.MULTILINE)
     return int(float(m.group(1))) if m else 0
 
 
@@ -90,6 +90,15 @@ def cmd_aiperf(aiperf: str, url: str, n: int, c: int, tokens: int, work: Path, t
             "--ui-type", "none"]
 
 
+def tool_cmd(tool: str, a: argparse.Namespace, url: str, n: int, c: int, work: Path,
+             tok: str) -> list[str]:
+    if tool == "specdoctor":
+        return cmd_specdoctor(url, n, c, a.max_tokens, work)
+    if tool == "vllm":
+        return cmd_vllm(url, n, c, a.max_tokens, work, tok, a.model)
+    return cmd_aiperf(a.aiperf, url, n, c, a.max_tokens, work, tok, a.model)
+
+
 def acceptance(tool: str, out: str, work: Path, n: int) -> dict | None:
     """drafts / draft tokens / accepted per request, from the tool's own output."""
     try:
@@ -110,7 +119,7 @@ def acceptance(tool: str, out: str, work: Path, n: int) -> dict | None:
 
 def run_tool(tool: str, cmd: list[str], url: str, work: Path, n: int) -> dict:
     cpu0, tok0, t0 = cpu_children(), generated_tokens(url), time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=work,
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=work,
                           env={**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"})
     cpu, tok = cpu_children() - cpu0, generated_tokens(url) - tok0
     if proc.returncode not in (0,) or tok == 0:
@@ -146,8 +155,8 @@ def main() -> None:
         while not http_ok(url + "/v1/models"):
             time.sleep(0.1)
     tools = ["specdoctor", "vllm"] + (["aiperf"] if a.aiperf else [])
-    results: dict = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                     "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+    results: dict = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                     "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, cwd=ROOT,
                                               capture_output=True, text=True).stdout.strip(),
                      "server": "local stream server" if a.url is None else a.url,
                      "requests": a.requests, "small": a.small, "max_tokens": a.max_tokens,
@@ -160,16 +169,10 @@ def main() -> None:
                 for tool in tools:
                     with tempfile.TemporaryDirectory() as d:
                         work = Path(d)
-
-                        def cmd(n: int) -> list[str]:
-                            if tool == "specdoctor":
-                                return cmd_specdoctor(url, n, c, a.max_tokens, work)
-                            if tool == "vllm":
-                                return cmd_vllm(url, n, c, a.max_tokens, work, tok, a.model)
-                            return cmd_aiperf(a.aiperf, url, n, c, a.max_tokens, work, tok, a.model)
-
-                        small = run_tool(tool, cmd(a.small), url, work, a.small)
-                        large = run_tool(tool, cmd(a.requests), url, work, a.requests)
+                        small = run_tool(tool, tool_cmd(tool, a, url, a.small, c, work, tok),
+                                         url, work, a.small)
+                        large = run_tool(tool, tool_cmd(tool, a, url, a.requests, c, work, tok),
+                                         url, work, a.requests)
                     per_k = (large["cpu_s"] - small["cpu_s"]) / (large["tokens"] - small["tokens"]) * 1000
                     cell["per_1k_tokens_cpu_s"][tool].append(per_k)
                     cell["acceptance"][tool] = large["acceptance"]
@@ -190,8 +193,8 @@ def main() -> None:
     out = Path(a.out)
     out.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
     lines = [f"client CPU per 1,000 streamed tokens — commit {results['commit']}, {results['date']}",
-             f"server: {results['server']}; {a.requests} requests (minus a {a.small}-request run "
-             f"for start-up) × {a.max_tokens} tokens; {a.repeat} repeats, tools interleaved", ""]
+             (f"server: {results['server']}; {a.requests} requests (minus a {a.small}-request run "
+             f"for start-up) × {a.max_tokens} tokens; {a.repeat} repeats, tools interleaved"), ""]
     for cell in results["cells"]:
         lines.append(f"concurrency {cell['concurrency']}:")
         for t, xs in cell["per_1k_tokens_cpu_s"].items():

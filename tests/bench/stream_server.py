@@ -55,7 +55,7 @@ class Counters:
                       f'vllm:spec_decode_{name}_total{{engine="0",model_name="fake"}} {float(v)}',
                       f'vllm:spec_decode_{name}_created{{engine="0",model_name="fake"}} {self.created}']
         lines.append("# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter")
-        gen = [f"# TYPE vllm:generation_tokens counter",
+        gen = ["# TYPE vllm:generation_tokens counter",
                f'vllm:generation_tokens_total{{engine="0",model_name="fake"}} {float(self.generated)}']
         for i, v in enumerate(self.per_pos):
             lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",'
@@ -201,7 +201,7 @@ def main() -> None:
     ap.add_argument("--empty-at", default="")
     ap.add_argument("--die-at", type=int, default=None)
     a = ap.parse_args()
-    ints = lambda s: {int(x) for x in s.split(",") if x}  # noqa: E731
+    ints = lambda s: {int(x) for x in s.split(",") if x}
     b = Behaviour(a.k, tuple(int(x) for x in a.pattern.split(",")), a.step_ms / 1000,
                   not a.spec_off, ints(a.http_500_at), ints(a.empty_at), a.die_at)
     print(f"serving on 127.0.0.1:{a.port}", flush=True)

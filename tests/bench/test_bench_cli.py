@@ -3,10 +3,10 @@ see stream_server.py): the matrix, acceptance from counter deltas with per-reque
 failures counted per cell, a dying server, --resume, datasets, chat, --json and the report."""
 
 import json
-from contextlib import ExitStack
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest

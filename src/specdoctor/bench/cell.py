@@ -60,9 +60,9 @@ def run_cell(url: str, p: MatrixParams, cell: Cell, model: str,
         return bool(dead)
 
     def check(o: Outcome) -> None:
-        if o.error in ("connection", "timeout") and not dead:
-            if (alive is not None and not alive()) or not http_ok(url + "/v1/models", 5.0):
-                dead.append(f"the server stopped answering ({o.error}: {o.detail})")
+        if o.error in ("connection", "timeout") and not dead and (
+                (alive is not None and not alive()) or not http_ok(url + "/v1/models", 5.0)):
+            dead.append(f"the server stopped answering ({o.error}: {o.detail})")
         if on_done is not None:
             on_done(o)
 

@@ -104,7 +104,7 @@ async def stream(host: str, port: int, req: Request, timeout_s: float) -> Outcom
     out = Outcome(req.index, time.perf_counter())
     try:
         await asyncio.wait_for(_stream(host, port, req, out), timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         out.error, out.detail = "timeout", f"no complete answer within {timeout_s:.0f} s"
     except _HTTPStatus as exc:
         out.error, out.detail = "http", f"HTTP {exc.status}: {exc.body[:200].decode('utf-8', 'replace')}"
@@ -149,7 +149,7 @@ def _on_event(event: bytes, out: Outcome, collect: bool, gap: float, now: float)
     data = event[5:].strip()
     if data == b"[DONE]":
         return False
-    if data.startswith(b'{"error"') or data.startswith(b'{"object":"error"'):
+    if data.startswith((b'{"error"', b'{"object":"error"')):
         out.error, out.detail = "stream_error", data[:200].decode("utf-8", "replace")
         return False
     if b'"choices":[]' in data or b'"choices": []' in data:  # final usage chunk (metrics)

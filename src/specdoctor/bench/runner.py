@@ -103,19 +103,15 @@ def execute(store: BenchStore, run_id: int, plan: Plan, events: Events | None = 
             for cfg, cells in jobs:
                 _run_config(store, run_id, plan, cfg, cells, rep, slots[0], ev, lock)
             continue
-        free = list(slots)
-        cond = threading.Condition()
+        pool_slots = _Slots(slots)
 
-        def job(cfg: Config, cells: list[Cell], rep: int = rep) -> None:
-            with cond:
-                cond.wait_for(lambda: bool(free))
-                slot = free.pop(0)
+        def job(cfg: Config, cells: list[Cell], rep: int = rep, pool_slots: _Slots = pool_slots
+                ) -> None:
+            slot = pool_slots.take()
             try:
                 _run_config(store, run_id, plan, cfg, cells, rep, slot, ev, lock)
             finally:
-                with cond:
-                    free.append(slot)
-                    cond.notify()
+                pool_slots.give(slot)
 
         with ThreadPoolExecutor(max_workers=len(slots)) as pool:
             for f in [pool.submit(job, cfg, cells) for cfg, cells in jobs]:
@@ -125,6 +121,24 @@ def execute(store: BenchStore, run_id: int, plan: Plan, events: Events | None = 
         plan.repeat * len(plan.configs) * len(plan.params.cells()) else "partial"
     store.set_status(run_id, status)
     return status
+
+
+class _Slots:
+    """Device sets handed to concurrent launches: one set per running configuration."""
+
+    def __init__(self, slots: Sequence[str]) -> None:
+        self.free = list(slots)
+        self.cond = threading.Condition()
+
+    def take(self) -> str:
+        with self.cond:
+            self.cond.wait_for(lambda: bool(self.free))
+            return self.free.pop(0)
+
+    def give(self, slot: str) -> None:
+        with self.cond:
+            self.free.append(slot)
+            self.cond.notify()
 
 
 def _run_config(store: BenchStore, run_id: int, plan: Plan, cfg: Config, cells: Sequence[Cell],

@@ -20,7 +20,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from specdoctor.errors import InputError
 from specdoctor.launch import argv as A
@@ -128,7 +128,7 @@ class Sglang:
     cache_env = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
     ALGO = "--speculative-algorithm"
     # SGLang's algorithm names ↔ vLLM's method names
-    TO_METHOD = {"EAGLE": "eagle", "EAGLE3": "eagle3", "NEXTN": "mtp", "NGRAM": "ngram",
+    TO_METHOD: ClassVar[dict[str, str]] = {"EAGLE": "eagle", "EAGLE3": "eagle3", "NEXTN": "mtp", "NGRAM": "ngram",
                  "STANDALONE": "draft_model"}
 
     def detect(self, argv: Sequence[str]) -> bool:

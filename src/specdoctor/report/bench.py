@@ -25,7 +25,7 @@ from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
 from specdoctor.bench import summary
 from specdoctor.bench.summary import Row, Verdict
 from specdoctor.errors import InputError
-from specdoctor.report.bench_console import grouped_errors
+from specdoctor.report.bench_rows import grouped_errors, table
 from specdoctor.report.plot import COLOURS, draw_per_position, new_figure
 from specdoctor.store.bench import BenchRun, BenchStore
 
@@ -173,35 +173,6 @@ def _histograms(rows: Sequence[Row]) -> Figure:
 
 # ---- text ---------------------------------------------------------------------------------
 
-def _f(x: float | None, fmt: str) -> str:
-    return "—" if x is None else format(x, fmt)
-
-
-def table(rows: Sequence[Row]) -> tuple[list[str], list[list[str]]]:
-    head = ["configuration", "cell", "status", "AL [95% CI]", "accept rate", "tok/s",
-            "spread", "tok/s/stream", "speedup", "TTFT p50 ms", "ITL p50 ms", "TPOT p50 ms",
-            "failures"]
-    body = []
-    for r in rows:
-        p = r.profile
-        al = "no drafts" if p is not None and p.drafts == 0 else "—"
-        if p is not None and p.mean_acceptance_length is not None:
-            iv = p.intervals.get("mean_acceptance_length")
-            al = f"{p.mean_acceptance_length:.2f}" + (f" [{iv.low:.2f}–{iv.high:.2f}]" if iv else "")
-        spread = "—" if r.tok_s is None or r.tok_s.basis == "none" else \
-            f"{r.tok_s.low:.1f}–{r.tok_s.high:.1f} ({r.tok_s.basis})"
-        speed = "—" if r.speedup is None else \
-            f"{r.speedup:.2f}×" + ("" if r.speedup_significant else " (not significant)")
-        body.append([r.config, r.cell, r.status, al, _f(p.acceptance_rate if p else None, ".3f"),
-                     _f(r.tok_s.value if r.tok_s else None, ".1f"), spread,
-                     _f(r.stream_tok_s, ".1f"), speed,
-                     _f(r.ttft_p50 * 1000 if r.ttft_p50 is not None else None, ".0f"),
-                     _f(r.itl_p50 * 1000 if r.itl_p50 is not None else None, ".1f"),
-                     _f(r.tpot_p50 * 1000 if r.tpot_p50 is not None else None, ".1f"),
-                     ", ".join(f"{n} {k}" for k, n in r.failures.items()) or "none"])
-    return head, body
-
-
 def _commands(run: BenchRun, cells: Sequence[Any]) -> list[tuple[str, str, dict[str, str]]]:
     """(label, exact command, env) of every configuration, as it was launched."""
     seen: dict[str, tuple[str, str, dict[str, str]]] = {}
@@ -237,15 +208,15 @@ def content(store: BenchStore, run_id: int) -> Content:
                          f"finish it with: specdoctor {run.kind} --resume {run_id}")
     rows = summary.rows(cells, run.configs)
     m = run.params.get("matrix", {})
-    meta = [f"{run.kind} run {run_id}, started "
-            f"{dt.datetime.fromtimestamp(run.created_at, dt.timezone.utc):%Y-%m-%d %H:%M} UTC, "
-            f"status {run.status}",
-            f"{m.get('num_prompts')} requests per cell after one warm-up, max_tokens "
+    meta = [(f"{run.kind} run {run_id}, started "
+            f"{dt.datetime.fromtimestamp(run.created_at, dt.UTC):%Y-%m-%d %H:%M} UTC, "
+            f"status {run.status}"),
+            (f"{m.get('num_prompts')} requests per cell after one warm-up, max_tokens "
             f"{m.get('max_tokens')}, endpoint /v1/{'chat/' if m.get('endpoint') == 'chat' else ''}"
-            f"completions, repeats {run.params.get('repeat', 1)} (configurations interleaved)",
-            f"sampling: greedy = temperature 0; official = temperature "
+            f"completions, repeats {run.params.get('repeat', 1)} (configurations interleaved)"),
+            (f"sampling: greedy = temperature 0; official = temperature "
             f"{m.get('official_temperature')}, top_p {m.get('official_top_p')}; seeds base "
-            f"{m.get('seed')} + request index"]
+            f"{m.get('seed')} + request index")]
     head, body = table(rows)
     problems = [f"{where}: {err}" for where, err in grouped_errors(rows)]
     notes = sorted({f"{r.config} {r.cell}: {n}" for r in rows for n in r.notes})
@@ -268,9 +239,9 @@ def markdown(c: Content) -> str:
     lines += ["## Cells", "", "| " + " | ".join(c.head) + " |",
               "|" + "|".join("---" for _ in c.head) + "|"]
     lines += ["| " + " | ".join(x.replace("|", "\\|") for x in row) + " |" for row in c.body]
-    lines += ["", "AL: mean acceptance length, bonus token counted (vLLM's convention). Spread: "
+    lines += ["", ("AL: mean acceptance length, bonus token counted (vLLM's convention). Spread: "
               "min–max over repeats, or the 95% interval from requests with one run; a speedup "
-              "within the spreads is marked not significant.", ""]
+              "within the spreads is marked not significant."), ""]
     for f in c.figures:
         lines += [f"## {f.title}", "", f"![{f.title}]({f.name}.png)", ""]
     if c.problems:
@@ -292,8 +263,8 @@ img{max-width:100%;border:1px solid #eee}.failed{color:#b00}"""
 
 def html_page(c: Content) -> str:
     e = html.escape
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(c.title)}</title>"
-             f"<style>{CSS}</style></head><body><h1>{e(c.title)}</h1><ul>"]
+    parts = [(f"<!doctype html><html><head><meta charset='utf-8'><title>{e(c.title)}</title>"
+             f"<style>{CSS}</style></head><body><h1>{e(c.title)}</h1><ul>")]
     parts += [f"<li>{e(m)}</li>" for m in c.meta] + ["</ul>"]
     if c.verdicts:
         parts.append("<h2>Verdicts</h2><ul>")

@@ -15,6 +15,7 @@ from specdoctor.bench.matrix import Cell
 from specdoctor.bench.runner import Config, Events, Plan
 from specdoctor.bench.summary import Row, Verdict
 from specdoctor.launch.spec import LaunchSpec
+from specdoctor.report.bench_rows import grouped_errors, table
 from specdoctor.report.console import err_console
 
 
@@ -75,53 +76,17 @@ class ConsoleEvents(Events):
         self.progress.stop()
 
 
-def _f(x: float | None, fmt: str) -> str:
-    return "—" if x is None else format(x, fmt)
-
-
-def _ms(x: float | None) -> str:
-    return "—" if x is None else f"{x * 1000:.0f}"
-
-
 def rows_table(rows: Sequence[Row], title: str) -> Table:
     t = Table(title=title, header_style="bold", title_justify="left")
-    for col, just in (("config", "left"), ("cell", "left"), ("status", "left"), ("AL [95% CI]", "right"),
-                      ("rate", "right"), ("tok/s", "right"), ("spread", "right"),
-                      ("/stream", "right"), ("speedup", "right"), ("TTFT ms", "right"),
-                      ("ITL ms", "right"), ("TPOT ms", "right"), ("failures", "left")):
-        t.add_column(col, justify=just)  # type: ignore[arg-type]
-    for r in rows:
-        p = r.profile
-        al = "no drafts" if p is not None and p.drafts == 0 else "—"
-        if p is not None and p.mean_acceptance_length is not None:
-            iv = p.intervals.get("mean_acceptance_length")
-            al = f"{p.mean_acceptance_length:.2f}" + (f" [{iv.low:.2f}–{iv.high:.2f}]" if iv else "")
-        spread = "—"
-        if r.tok_s is not None and r.tok_s.basis != "none":
-            spread = f"{r.tok_s.low:.1f}–{r.tok_s.high:.1f}"
-        speed = "—"
-        if r.speedup is not None:
-            speed = f"{r.speedup:.2f}×" + ("" if r.speedup_significant else " n.s.")
-        fails = ", ".join(f"{n} {k}" for k, n in r.failures.items()) or ""
-        status = r.status if r.status == "ok" else f"[red]{r.status}[/red]"
-        t.add_row(r.config, r.cell, status, al, _f(p.acceptance_rate if p else None, ".3f"),
-                  _f(r.tok_s.value if r.tok_s else None, ".1f"), spread,
-                  _f(r.stream_tok_s, ".1f"), speed, _ms(r.ttft_p50), _ms(r.itl_p50),
-                  _ms(r.tpot_p50), fails)
+    head, body = table(rows)
+    for n, col in enumerate(head):
+        t.add_column(col, justify="left" if n < 3 or n == len(head) - 1 else "right")
+    for line in body:
+        t.add_row(*line, style=None if line[2] == "ok" else "red")
     t.caption = ("AL: mean acceptance length (bonus token counted); tok/s: aggregate output; "
-                 "spread: min–max over repeats or 95% CI from requests; n.s.: within the "
-                 "spread of the baseline; latencies are p50")
+                 "spread: min–max over repeats or 95% CI from requests; not significant: within "
+                 "the spreads of the baseline; latencies are p50")
     return t
-
-
-def grouped_errors(rows: Sequence[Row]) -> list[tuple[str, str]]:
-    """Each distinct error once, with the cells it hit (a failed launch fails every cell)."""
-    cells: dict[tuple[str, str], list[str]] = {}
-    for r in rows:
-        for e in r.errors:
-            cells.setdefault((r.config, e), []).append(r.cell)
-    return [(f"{cfg} {', '.join(cs) if len(cs) < 3 else f'({len(cs)} cells)'}", err)
-            for (cfg, err), cs in cells.items()]
 
 
 def print_rows(run_id: int, kind: str, status: str, rows: Sequence[Row],
