@@ -46,6 +46,7 @@ def test_matrix_rows_acceptance_and_latency(server, tmp_path: Path):
         assert p["ci95"] and "mean_acceptance_length" in p["ci95"]
         assert r["failures"] == {} and r["status"] == "ok"
         assert r["tok_s"]["value"] > 0 and r["ttft_p50_s"] is not None and r["tpot_p50_s"] is not None
+        assert 0 < r["itl_p50_s"] < 1  # 1 ms steps: gaps between events, not whole requests
     assert Path(out["report"]["html"]).is_file() and Path(out["report"]["markdown"]).is_file()
 
 
