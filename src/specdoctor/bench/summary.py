@@ -43,6 +43,8 @@ class Row:
     speedup: float | None = None
     speedup_significant: bool | None = None
     notes: list[str] = field(default_factory=list)
+    # per-request profiles of every repeat (the bootstrap's units); None when some lack them
+    units: list[AcceptanceProfile] | None = field(default=None, repr=False)
 
     @property
     def k(self) -> int | None:
@@ -88,8 +90,9 @@ def rows(cells: Sequence[CellRow], configs: Sequence[dict[str, Any]]) -> list[Ro
             [c.result for c in reps if c.result.get("requests_ok")]
         profiles = [p for p in (load_profile(r.get("profile")) for r in ok) if p is not None]
         profile = profiles[0] if len(profiles) == 1 else (sum_profiles(profiles) if profiles else None)
-        if profile is not None and len(profiles) > 1:
-            profile = _with_request_intervals(profile, ok)
+        units = request_units(ok)
+        if profile is not None and len(profiles) > 1 and units:
+            profile = profile.with_intervals(bootstrap_intervals(units))
         first = ok[0] if ok else reps[0].result
         out.append(Row(
             config=config, role=roles.get(config, "config"), cell=name, suite=reps[0].suite,
@@ -107,6 +110,7 @@ def rows(cells: Sequence[CellRow], configs: Sequence[dict[str, Any]]) -> list[Ro
             histogram=_sum_hist([r.get("accepted_histogram") for r in ok]),
             command=first.get("command"),
             notes=sorted({n for r in ok for n in r.get("notes", [])}),
+            units=units,
         ))
     _speedups(out)
     out.sort(key=lambda r: (order.get(r.config, 99), r.suite, r.sampling, r.concurrency))
@@ -118,14 +122,28 @@ def _status(reps: Sequence[CellRow]) -> str:
     return "ok" if good == len(reps) else ("failed" if good == 0 else "partial")
 
 
-def _with_request_intervals(profile: AcceptanceProfile, results: Sequence[dict[str, Any]]
-                            ) -> AcceptanceProfile:
-    """Intervals over the requests of every repeat (the bootstrap's units), when all have them."""
+def request_units(results: Sequence[dict[str, Any]]) -> list[AcceptanceProfile] | None:
+    """The per-request profiles of these cell results, or None unless every finished request
+    carries its own spec-decode metrics."""
     reqs = [q for r in results for q in r.get("requests", []) if q.get("error") is None]
     units = [vllm_response.profile_from_block(q["spec"]) if q.get("spec") else None for q in reqs]
     if not units or any(u is None for u in units):
-        return profile
-    return profile.with_intervals(bootstrap_intervals([u for u in units if u is not None]))
+        return None
+    return [u for u in units if u is not None]
+
+
+def merged_profile(rs: Sequence[Row]) -> AcceptanceProfile | None:
+    """Rows of one configuration summed (e.g. over concurrency), with intervals over all their
+    requests when every row has its units."""
+    ps = [r.profile for r in rs if r.profile is not None]
+    if not ps:
+        return None
+    if len(ps) == 1:
+        return ps[0]
+    total = sum_profiles(ps)
+    if all(r.units for r in rs):
+        total = total.with_intervals(bootstrap_intervals([u for r in rs for u in r.units or []]))
+    return total
 
 
 def _sum_failures(results: Sequence[dict[str, Any]]) -> dict[str, int]:

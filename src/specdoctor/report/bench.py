@@ -48,9 +48,16 @@ def _method_k(label: str) -> tuple[str, int] | None:
     return (m.group(1), int(m.group(2))) if m else None
 
 
+def config_colours(rows: Sequence[Row]) -> dict[str, str]:
+    """One colour per configuration, the same in every figure."""
+    return {cfg: COLOURS[n % len(COLOURS)]
+            for n, cfg in enumerate(dict.fromkeys(r.config for r in rows))}
+
+
 def figures(rows: Sequence[Row]) -> list[Figure]:
     out: list[Figure] = []
     spec_rows = [r for r in rows if r.profile is not None and r.profile.per_position]
+    colours = config_colours(rows)
     workloads = sorted({(r.suite, r.sampling) for r in spec_rows})
     if workloads:
         fig, axes = new_figure(6.4, 3.6, ncols=min(2, len(workloads)),
@@ -63,20 +70,20 @@ def figures(rows: Sequence[Row]) -> list[Figure]:
                 if (r.suite, r.sampling) == (suite, sampling):
                     by_cfg[r.config].append(r)
             for cfg, rs in by_cfg.items():
-                ps = [r.profile for r in rs if r.profile is not None]
-                # one concurrency: keep its intervals; several: their summed counts
-                series[cfg] = ps[0] if len(ps) == 1 else sum_profiles(ps)
-            draw_per_position(ax, series, f"{suite} · {sampling}")
+                merged = summary.merged_profile(rs)
+                if merged is not None:
+                    series[cfg] = merged
+            draw_per_position(ax, series, f"{suite} · {sampling}", colours)
         for ax in flat[len(workloads):]:
             ax.set_visible(False)
         out.append(Figure("per_position", "Per-position acceptance (95% bands)", _png(fig)))
     out += _vs_k(rows)
     sp = [r for r in rows if r.speedup is not None]
     if sp:
-        out.append(_speedup(sp))
+        out.append(_speedup(sp, colours))
     hist = [r for r in rows if r.histogram]
     if hist:
-        out.append(_histograms(hist))
+        out.append(_histograms(hist, colours))
     return out
 
 
@@ -127,7 +134,7 @@ def _vs_k(rows: Sequence[Row]) -> list[Figure]:
     return [Figure("vs_k", "Acceptance length and tok/s against k", _png(fig))]
 
 
-def _speedup(rows: Sequence[Row]) -> Figure:
+def _speedup(rows: Sequence[Row], colours: dict[str, str]) -> Figure:
     cells = sorted({r.cell for r in rows})
     configs = list(dict.fromkeys(r.config for r in rows))
     fig, axes = new_figure(max(6.0, 1.2 * len(cells) * max(1, len(configs)) / 2), 3.8)
@@ -140,7 +147,7 @@ def _speedup(rows: Sequence[Row]) -> Figure:
             if r is not None and r.speedup is not None:
                 xs.append(i + n * width - 0.4 + width / 2)
                 ys.append(r.speedup)
-        ax.bar(xs, ys, width=width, color=COLOURS[n % len(COLOURS)], label=cfg)
+        ax.bar(xs, ys, width=width, color=colours[cfg], label=cfg)
     ax.axhline(1.0, color="#333333", linewidth=1)
     ax.set_xticks(range(len(cells)))
     ax.set_xticklabels(cells, rotation=20, fontsize=8)
@@ -151,7 +158,7 @@ def _speedup(rows: Sequence[Row]) -> Figure:
     return Figure("speedup", "Speedup against the spec-off baseline", _png(fig))
 
 
-def _histograms(rows: Sequence[Row]) -> Figure:
+def _histograms(rows: Sequence[Row], colours: dict[str, str]) -> Figure:
     configs = list(dict.fromkeys(r.config for r in rows))
     fig, axes = new_figure(6.4, 3.6)
     ax = axes[0][0]
@@ -162,7 +169,8 @@ def _histograms(rows: Sequence[Row]) -> Figure:
         tot = [sum(h[j] for h in hs if j < len(h)) for j in range(size)]
         steps = sum(tot) or 1
         ax.bar([j + n * width - 0.4 + width / 2 for j in range(size)], [t / steps for t in tot],
-               width=width, color=COLOURS[n % len(COLOURS)], label=cfg)
+               width=width, color=colours[cfg], label=cfg)
+    ax.set_xticks(range(max(len(r.histogram or []) for r in rows)))
     ax.set_xlabel("drafts accepted in one verify step")
     ax.set_ylabel("share of verify steps")
     ax.set_title("accepted drafts per step (per-request metrics)", loc="left", fontsize=11)

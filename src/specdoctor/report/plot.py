@@ -40,7 +40,8 @@ def new_figure(width: float = 7.2, height: float = 4.0, ncols: int = 1, nrows: i
     return fig, axes
 
 
-def draw_per_position(ax: Axes, series: Mapping[str, AcceptanceProfile], title: str = "") -> None:
+def draw_per_position(ax: Axes, series: Mapping[str, AcceptanceProfile], title: str = "",
+                      colours: Mapping[str, str] | None = None) -> None:
     """Each profile's per-position rates, with its 95% band where it has intervals."""
     drawn = {name: p for name, p in series.items() if p.per_position}
     if not drawn:
@@ -48,7 +49,7 @@ def draw_per_position(ax: Axes, series: Mapping[str, AcceptanceProfile], title: 
                          "the source carries no per-position counts (e.g. SGLang log lines)")
     k = max(len(p.per_position or []) for p in drawn.values())
     for n, (name, p) in enumerate(drawn.items()):
-        colour = COLOURS[n % len(COLOURS)]
+        colour = (colours or {}).get(name) or COLOURS[n % len(COLOURS)]
         rates = p.per_position or []
         xs = list(range(len(rates)))
         band = [p.intervals.get(f"per_position[{i}]") for i in xs]
