@@ -84,9 +84,9 @@ def cmd_aiperf(aiperf: str, url: str, n: int, c: int, tokens: int, work: Path, t
                model: str) -> list[str]:
     return [aiperf, "profile", "--model", model, "--url", url, "--endpoint-type", "completions",
             "--streaming", "--tokenizer", tok, "--request-count", str(n), "--concurrency", str(c),
-            "--synthetic-input-tokens-mean", "16", "--output-tokens-mean", str(tokens),
+            "--isl", "16", "--osl", str(tokens),
             "--output-tokens-stddev", "0", "--extra-inputs", "ignore_eos:true",
-            "--warmup-request-count", "0", "--artifact-dir", str(work / "aiperf"),
+            "--artifact-dir", str(work / "aiperf"),
             "--ui-type", "none"]
 
 
@@ -110,7 +110,9 @@ def acceptance(tool: str, out: str, work: Path, n: int) -> dict | None:
             d, t, a = (r["spec_decode_num_drafts"], r["spec_decode_draft_tokens"],
                        r["spec_decode_accepted_tokens"])
         else:
-            return None
+            r = json.loads((work / "aiperf" / "profile_export_aiperf.json").read_text())
+            d, t, a = (r["spec_decode_steps"]["sum"], r["spec_decode_draft_tokens"]["sum"],
+                       r["spec_decode_accepted_draft_tokens"]["sum"])
     except (ValueError, KeyError, IndexError, TypeError, OSError):
         return None
     return {"drafts_per_request": d / n, "draft_tokens_per_request": t / n,

