@@ -129,3 +129,6 @@ def test_bad_dataset_and_bad_arguments_name_the_fix(tmp_path: Path):
     assert proc.returncode == 2 and "--launch" in proc.stderr
     proc = run_cli("bench")
     assert proc.returncode == 2 and "exactly one of" in proc.stderr
+    proc = run_cli("bench", "--url", "http://127.0.0.1:9", "-c", "1")
+    assert proc.returncode == 3 and "cannot reach http://127.0.0.1:9" in proc.stderr
+    assert "Traceback" not in proc.stderr

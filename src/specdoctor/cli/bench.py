@@ -165,6 +165,12 @@ def bench(url: str | None, launch_cmd: str | None, env_kv: tuple[str, ...], lab:
         if baseline:
             raise InputError("--baseline needs a server specdoctor launches",
                              "use --launch 'COMMAND' (or --lab) to get the spec-off baseline")
+        from specdoctor.errors import TargetError
+        from specdoctor.launch import http_ok
+
+        if not http_ok(url.rstrip("/") + "/v1/models", 10.0):
+            raise TargetError(f"cannot reach {url} (GET /v1/models did not answer 200)",
+                              "is the server up and is this its base URL (http://HOST:PORT)?")
         configs.append(runner.Config(label=url, url=url.rstrip("/")))
     else:
         if launch_cmd is not None:
