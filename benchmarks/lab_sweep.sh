@@ -9,17 +9,20 @@ cd "$(dirname "$0")/.."
 out=benchmarks/results
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# the store outlives this script: a run cut short is finished with
+#   specdoctor sweep --resume RUN_ID --db "$db"
+db=${LAB_SWEEP_DB:-${SPECDOCTOR_HOME:-$HOME/.cache/specdoctor}/lab_sweep.db}
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 {
   echo "# commit $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "# specdoctor sweep --lab --method ngram,draft_model --k 2,4 -n 8 --suite code,essay --sampling greedy -c 1,4 --max-tokens 48"
 } > "$out/lab_sweep.txt"
 python3 -m specdoctor sweep --lab --method ngram,draft_model --k 2,4 -n 8 --suite code,essay \
-  --sampling greedy -c 1,4 --max-tokens 48 --db "$work/store.db" \
+  --sampling greedy -c 1,4 --max-tokens 48 --db "$db" \
   --report-dir "$out/lab_sweep_report" --json > "$work/out.json"
 python3 -m json.tool "$work/out.json" > "$out/lab_sweep.json"
 python3 -m specdoctor report "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_id"])' "$work/out.json")" \
-  --db "$work/store.db" --out "$out/lab_sweep_report" >/dev/null
+  --db "$db" --out "$out/lab_sweep_report" >/dev/null
 # the console face of the same run, for reading
 python3 - "$work/out.json" >> "$out/lab_sweep.txt" <<'PY'
 import json, sys
