@@ -122,6 +122,9 @@ def _vs_k(rows: Sequence[Row]) -> list[Figure]:
     for j, b in enumerate(base):
         ax_tok.axhline(b.tok_s.value, color="#555555", linewidth=1,  # type: ignore[union-attr]
                        linestyle=("-", "--", ":", "-.")[j % 4], label=f"spec-off · {b.cell}")
+    all_k = sorted({k for items in pts.values() for k, _ in items})
+    for ax in (ax_al, ax_tok):
+        ax.set_xticks(all_k)
     ax_al.set_xlabel("k (draft tokens per step)")
     ax_al.set_ylabel("mean acceptance length")
     ax_al.set_title("acceptance length vs k", loc="left", fontsize=11)
