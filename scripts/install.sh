@@ -134,5 +134,16 @@ if [ "$job" = oracle ]; then
 fi
 pip_install "${constraints[@]}" "${wanted[@]}"
 pip_install --no-deps -e .
+
+# test job: headless Chromium (Debian's package) renders the bench report's HTML in
+# tests/report/test_report_html.py, which checks that the plot's pixels are on the page.
+if [ "$job" = test ] && ! command -v chromium >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    run apt-get install -y --no-install-recommends chromium >/dev/null \
+      || { run apt-get update >/dev/null && run apt-get install -y --no-install-recommends chromium >/dev/null; }
+  else
+    echo "install Chromium yourself: the report HTML test needs the 'chromium' command" >&2
+  fi
+fi
 command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
 if [ "$dry" = 1 ]; then echo "dry run: nothing installed ($job)" >&2; else echo "specdoctor installed ($job)" >&2; fi

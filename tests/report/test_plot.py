@@ -1,38 +1,64 @@
-"""The per-position SVG: well-formed, one point per position, a band where intervals exist."""
+"""--plot with matplotlib: SVG (text kept as text) or PNG by suffix; a band where intervals
+exist; the curve's pixels where the rates put them."""
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.errors import InputError
-from specdoctor.report.plot import per_position_svg
+from specdoctor.report.plot import write_plot
 from specdoctor.sources.logs import read_logs
+from tests.conftest import run_cli
 
-NS = "{http://www.w3.org/2000/svg}"
 LOG = Path(__file__).resolve().parent.parent / "fixtures" / "vllm" / "lab-ngram-k3" / "server.log"
+BLUE = np.array([0x1F, 0x77, 0xB4]) / 255
 
 
-def test_curve_of_a_real_log_with_its_interval_band():
+def test_svg_of_a_real_log_names_its_series_and_draws_its_band(tmp_path: Path):
     total = read_logs([LOG]).total
-    root = ET.fromstring(per_position_svg({"ngram": total}, title="lab"))
-    line = root.find(f"{NS}polyline")
-    points = [tuple(map(float, p.split(","))) for p in line.get("points").split()]
-    assert len(points) == 3
-    ys = [y for _, y in points]
-    assert ys == sorted(ys)  # the recorded profile decays: each point lower on the chart
-    assert root.find(f"{NS}polygon") is not None  # the 95% band
+    out = tmp_path / "c.svg"
+    write_plot(out, {"ngram": total}, title="lab")
+    root = ET.fromstring(out.read_text())  # well-formed
+    text = " ".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
+    assert f"ngram (AL {total.mean_acceptance_length:.2f})" in text
+    assert "draft position" in text and "lab" in text
+    assert total.intervals  # the band is drawn from these: a filled area with alpha
+    assert "fill-opacity: 0.18" in out.read_text() or 'fill-opacity="0.18"' in out.read_text()
 
 
-def test_two_series_and_no_band_without_intervals():
-    a = AcceptanceProfile(10, 30, 15, (8, 5, 2), 3)
-    b = AcceptanceProfile(10, 30, 7, (5, 2, 0), 3)
-    root = ET.fromstring(per_position_svg({"oracle": a, "measured": b}))
-    assert len(root.findall(f"{NS}polyline")) == 2
-    assert root.find(f"{NS}polygon") is None
+def _blue_rows(png: Path) -> list[int]:
+    import matplotlib.image as mpimg
+
+    img = mpimg.imread(png)[:, :, :3]
+    mask = np.all(np.abs(img - BLUE) < 0.04, axis=2)
+    return [int(np.nonzero(mask[:, x])[0].mean()) for x in range(img.shape[1]) if mask[:, x].any()]
 
 
-def test_rate_only_profiles_cannot_be_plotted():
+def test_png_curve_falls_where_the_rates_fall(tmp_path: Path):
+    high = tmp_path / "high.png"
+    low = tmp_path / "low.png"
+    write_plot(high, {"a": AcceptanceProfile(10, 30, 27, (10, 9, 8), 3)})
+    write_plot(low, {"a": AcceptanceProfile(10, 30, 3, (2, 1, 0), 3)})
+    hi, lo = _blue_rows(high), _blue_rows(low)
+    assert hi and lo
+    # image rows grow downwards: a low-acceptance curve sits lower on the chart
+    assert np.median(lo) > np.median(hi) + 100
+
+
+def test_rate_only_profiles_and_bad_suffixes_are_refused(tmp_path: Path):
     with pytest.raises(InputError, match="per-position"):
-        per_position_svg({"sglang": AcceptanceProfile(None, None, None, count_weighted=False)})
+        write_plot(tmp_path / "x.svg", {"sglang": AcceptanceProfile(None, None, None, count_weighted=False)})
+    with pytest.raises(InputError, match="SVG or PNG"):
+        write_plot(tmp_path / "x.pdf", {"a": AcceptanceProfile(10, 30, 3, (2, 1, 0), 3)})
+
+
+def test_cli_plot_takes_png_and_refuses_txt_before_reading(tmp_path: Path):
+    png = tmp_path / "curve.png"
+    ok = run_cli("logs", str(LOG), "--plot", str(png), "--no-store", "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = run_cli("logs", str(LOG), "--plot", str(tmp_path / "c.txt"))
+    assert bad.returncode != 0 and "SVG or PNG" in bad.stderr

@@ -32,6 +32,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "probe": ("specdoctor.cli.probe", "probe", "Probe packs: log what the engine really built and did."),
     "audit": ("specdoctor.cli.audit", "audit", "Draft-vs-target config audits: parallel, models, launch."),
     "cache": ("specdoctor.cli.cache", "cache", "vLLM's compile cache: scan it, A/B it against a fresh one."),
+    "bench": ("specdoctor.cli.bench", "bench", "Benchmark matrix: acceptance, tok/s and latency per cell, spec-off baseline."),
+    "sweep": ("specdoctor.cli.sweep", "sweep", "Sweep launch parameters (k, method, drafter) against a spec-off baseline."),
+    "report": ("specdoctor.cli.report", "report", "Markdown + HTML report of a bench or sweep run."),
 }
 
 

@@ -24,17 +24,17 @@ def store_options(f: F) -> F:
 
 def _check_svg(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
     # Checked before any work, so a wrong suffix never costs a long read or a measurement.
-    if value is not None and value.suffix.lower() != ".svg":
-        raise click.BadParameter(f"writes SVG, not {value.suffix or 'a file without suffix'}: "
-                                 "pass a path ending in .svg", ctx=ctx, param=param)
+    if value is not None and value.suffix.lower() not in (".svg", ".png"):
+        raise click.BadParameter(f"writes SVG or PNG, not {value.suffix or 'a file without suffix'}: "
+                                 "pass a path ending in .svg or .png", ctx=ctx, param=param)
     return value
 
 
 def plot_option(f: F) -> F:
-    """``--plot PATH.svg``: the per-position acceptance curve."""
+    """``--plot PATH.svg|.png``: the per-position acceptance curve."""
     return click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), default=None,
                         callback=_check_svg,
-                        help="Also write the per-position acceptance curve to this .svg file.")(f)
+                        help="Also write the per-position acceptance curve to this .svg or .png file.")(f)
 
 
 def record(db: Path | None, no_store: bool, **run: Any) -> int | None:

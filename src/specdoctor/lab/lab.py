@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specdoctor.errors import LabError
-from specdoctor.lab import launch
-from specdoctor.lab.launch import LaunchSpec, ServerHandle
+from specdoctor.launch import process as launch
+from specdoctor.launch.process import ServerHandle
+from specdoctor.launch.spec import LaunchSpec
 from specdoctor.paths import lab_dir
 
 METHODS = ("draft_model", "ngram", "eagle3", "dflash", "mtp")

@@ -1,0 +1,56 @@
+"""`specdoctor report RUN_ID`: the Markdown + self-contained HTML report of a bench or sweep run
+(also written automatically at the end of each)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.argument("run_id", type=int, required=False)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for report.md, its figures and report.html "
+                   "(default: reports/bench-RUN_ID next to the store).")
+@click.option("--list", "list_runs", is_flag=True, help="List the recorded bench and sweep runs.")
+@click.option("--db", type=click.Path(path_type=Path), default=None, help="SQLite store to read.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def report(run_id: int | None, out_dir: Path | None, list_runs: bool, db: Path | None,
+           as_json: bool) -> None:
+    """Write the report of a benchmark run: the labelled table, verdicts, per-position curves
+    with intervals, acceptance length and tok/s against k, speedup against the spec-off
+    baseline, and the exact command of every configuration."""
+    from specdoctor.errors import InputError
+    from specdoctor.store.bench import open_bench_store
+
+    store = open_bench_store(db)
+    try:
+        if list_runs or run_id is None:
+            runs = store.runs()
+            if run_id is None and not list_runs:
+                raise InputError("which run? pass RUN_ID",
+                                 "list them with: specdoctor report --list")
+            rows = [{"id": r.id, "kind": r.kind, "status": r.status,
+                     "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at)),
+                     "configs": [c["label"] for c in r.configs]} for r in runs]
+            if as_json:
+                click.echo(json.dumps({"runs": rows}))
+            else:
+                for r in rows:
+                    click.echo(f"{r['id']:>4}  {r['created']}  {r['kind']:<5}  {r['status']:<8}  "
+                               + ", ".join(r["configs"]))
+            return
+        from specdoctor.report.bench import write_report
+
+        out = out_dir or Path(store.path).parent / "reports" / f"bench-{run_id}"
+        paths = write_report(store, run_id, out)
+    finally:
+        store.close()
+    if as_json:
+        click.echo(json.dumps({"run_id": run_id, **{k: str(v) for k, v in paths.items()}}))
+    else:
+        for k, v in paths.items():
+            click.echo(f"{k}: {v}")

@@ -1,0 +1,219 @@
+"""Start a server from a ``LaunchSpec``, wait until it is ready, stop it. Engine-agnostic.
+
+The server runs detached in its own session with its output in a log file, so a later command
+can find, watch and stop it; readiness is ``GET /v1/models`` answering 200.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from specdoctor.errors import LabError
+from specdoctor.launch.spec import LaunchSpec
+
+READY_PATH = "/v1/models"
+
+
+@dataclass
+class ServerHandle:
+    """A running (or once-running) server: enough to find, watch and stop it later."""
+
+    spec: LaunchSpec
+    pid: int
+    log_path: Path
+    started_at: float
+
+    def alive(self) -> bool:
+        return _pid_alive(self.pid)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "spec": self.spec.to_json(),
+            "pid": self.pid,
+            "log_path": str(self.log_path),
+            "started_at": self.started_at,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, object]) -> ServerHandle:
+        spec_d = dict(d["spec"])  # type: ignore[arg-type]
+        spec_d["argv"] = tuple(spec_d["argv"])  # type: ignore[arg-type]
+        return cls(LaunchSpec.from_json(spec_d), int(d["pid"]), Path(str(d["log_path"])), float(d["started_at"]))  # type: ignore[arg-type]
+
+
+def start(spec: LaunchSpec, log_path: Path) -> ServerHandle:
+    """Start the server detached (its own session), stdout and stderr into ``log_path``."""
+    if port_in_use(spec.host, spec.port):
+        raise LabError(
+            f"port {spec.port} is already in use on {spec.host}",
+            f"stop what runs there (specdoctor lab down --port {spec.port}, if it is a lab server) "
+            "or pick another with --port",
+        )
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **spec.env}
+    with open(log_path, "ab") as log:
+        try:
+            proc = subprocess.Popen(
+                list(spec.argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=env, start_new_session=True,
+            )
+        except OSError as exc:
+            raise LabError(f"cannot start {spec.argv[0]}: {exc}", "check the launch command") from exc
+    return ServerHandle(spec, proc.pid, log_path, time.time())
+
+
+def wait_ready(
+    handle: ServerHandle,
+    timeout_s: float = 600.0,
+    on_tick: Callable[[float, str], None] | None = None,
+    poll_s: float = 1.0,
+) -> None:
+    """Block until the server answers ``GET /v1/models`` with 200; fail fast if it died."""
+    t0 = time.monotonic()
+    while True:
+        elapsed = time.monotonic() - t0
+        if on_tick:
+            on_tick(elapsed, last_log_line(handle.log_path))
+        if not handle.alive():
+            raise LabError(
+                f"the server exited during start-up; last log lines:\n{tail(handle.log_path, 15)}",
+                f"read the whole log: {handle.log_path}",
+            )
+        if http_ok(handle.spec.url + READY_PATH):
+            return
+        if elapsed > timeout_s:
+            stop(handle)
+            raise LabError(
+                f"the server was not ready after {timeout_s:.0f} s; last log lines:\n{tail(handle.log_path, 15)}",
+                f"read the whole log: {handle.log_path}, or raise --timeout",
+            )
+        time.sleep(poll_s)
+
+
+def stop(handle: ServerHandle, grace_s: float = 20.0) -> None:
+    """SIGTERM the server's whole process group, then SIGKILL what is left after the grace."""
+    if not handle.alive():
+        return
+    try:
+        pgid = os.getpgid(handle.pid)
+    except ProcessLookupError:
+        return
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        _reap(handle.pid)  # a reaped leader leaves the group; a zombie one would keep it "alive"
+        if not _group_alive(pgid):
+            break
+        time.sleep(0.25)
+    else:
+        _signal_group(pgid, signal.SIGKILL)
+    _reap(handle.pid)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    except ChildProcessError:
+        pass  # not our child: fall through to a signal probe
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie answers signal 0; /proc tells the truth on Linux.
+    stat = Path(f"/proc/{pid}/stat")
+    if stat.exists():
+        try:
+            return stat.read_text().split(")")[-1].split()[0] != "Z"
+        except OSError:
+            return True
+    return True
+
+
+def http_ok(url: str, timeout_s: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def port_in_use(host: str, port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def tail(path: Path, n: int) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 64_000))
+            lines = fh.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(lines[-n:])
+
+
+def last_log_line(path: Path) -> str:
+    lines = [ln for ln in tail(path, 5).splitlines() if ln.strip()]
+    return lines[-1].strip()[:160] if lines else ""
+
+
+def save_handle(handle: ServerHandle, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(handle.to_json(), indent=2) + "\n")
+    tmp.replace(path)
+
+
+def load_handle(path: Path) -> ServerHandle | None:
+    try:
+        return ServerHandle.from_json(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
