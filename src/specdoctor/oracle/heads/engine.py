@@ -54,6 +54,20 @@ def greedy_traces(target: StreamTarget, head: Head, prompts: Sequence[Sequence[i
     return [out[i] for i in range(len(prompts))]
 
 
+def step_walk(runs: Sequence[int], start: int, k: int, max_tokens: int) -> list[int]:
+    """Accepted drafts of each step of one greedy request, given ``runs[p]``: how many leading
+    drafts from start p are right. The prefill emits one token; a step from p accepting ``a``
+    emits ``a + 1`` and the next starts at p + a + 1, until ``max_tokens`` exist."""
+    steps: list[int] = []
+    produced, p = 1, start
+    while produced < max_tokens and p < len(runs):
+        a = min(int(runs[p]), k)
+        steps.append(a)
+        produced += a + 1
+        p += a + 1
+    return steps
+
+
 def walk(dec: Decoded, row: int, drafts: torch.Tensor, draft_margins: torch.Tensor, k: int,
          max_tokens: int, prompt_index: int) -> RequestTrace:
     """The engine's steps on one decoded request (entry p: after token p + 1 is known)."""
@@ -61,19 +75,15 @@ def walk(dec: Decoded, row: int, drafts: torch.Tensor, draft_margins: torch.Tens
     tm = dec.margins[row].float().cpu().tolist()
     d = drafts.tolist()
     dm = draft_margins.float().tolist()
+    right = [[a == b for a, b in zip(d[p], ids[p + 2:p + 2 + k])] for p in range(len(d))]
+    runs = [r.index(False) if False in r else len(r) for r in right]
     p, produced = dec.prompt_len - 1, 1
     steps: list[Step] = []
-    while produced < max_tokens:
-        chain = d[p]
-        truth = ids[p + 2:p + 2 + k]
-        right = [a == b for a, b in zip(chain, truth)]
-        a = 0
-        while a < k and right[a]:
-            a += 1
-        emitted = ids[p + 2:p + 3 + a]
-        steps.append(Step(position=produced, drafted=k, drafts=list(chain),
-                          betas=[1.0 if r else 0.0 for r in right], accepted=a, emitted=emitted,
-                          target_margin=tm[p + 1:p + 2 + k], draft_margin=dm[p]))
+    for a in step_walk(runs, p, k, max_tokens):
+        steps.append(Step(position=produced, drafted=k, drafts=list(d[p]),
+                          betas=[1.0 if r else 0.0 for r in right[p]], accepted=a,
+                          emitted=ids[p + 2:p + 3 + a], target_margin=tm[p + 1:p + 2 + k],
+                          draft_margin=dm[p]))
         produced += a + 1
         p += a + 1
     prompt = ids[:dec.prompt_len]
