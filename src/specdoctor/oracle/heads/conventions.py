@@ -50,9 +50,9 @@ def aux_ids_from_config(draft_cfg: dict[str, Any]) -> tuple[int, ...] | None:
 
 
 def aux_ids(draft_cfg: dict[str, Any], target_layers: int) -> tuple[int, ...]:
-    """The aux ids the target collects, in the order it appends them (layer order)."""
+    """The aux ids the target collects, in the order it appends them (layer order, each once)."""
     ids = aux_ids_from_config(draft_cfg) or default_aux_ids(target_layers)
-    return tuple(sorted(ids))
+    return tuple(sorted(set(ids)))
 
 
 def dflash_layer_attention(cfg: dict[str, Any], layer: int) -> tuple[int | None, bool]:

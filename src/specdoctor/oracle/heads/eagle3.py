@@ -169,7 +169,7 @@ def build(cfg: dict[str, Any], t: dict[str, Any], target_cfg: dict[str, Any],
                             "ship d2t (draft id -> target id offset) with the head")
     if d2t is not None:
         ck.check_shape("d2t", d2t, (draft_vocab,))
-        top = int((torch.arange(draft_vocab) + d2t.long()).max())
+        top = int((torch.arange(draft_vocab, device=d2t.device) + d2t.long()).max())
         if top >= vocab:
             raise ck.InputError(f"d2t maps a draft id to target id {top}, past the target "
                                 f"vocabulary ({vocab})", "check the head's d2t")
