@@ -167,12 +167,12 @@ def main() -> None:
         xs = [r[key] for r in rows]
         return {"min": min(xs), "median": statistics.median(xs), "max": max(xs)}
 
+    commit = os.environ.get("SPECDOCTOR_COMMIT")
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                capture_output=True, text=True).stdout.strip() or None
+        commit = commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                       capture_output=True, text=True).stdout.strip() or None
     except OSError:
-        commit = None
-    commit = commit or os.environ.get("SPECDOCTOR_COMMIT")
+        pass
     out = {
         "what": "greedy EAGLE3 oracle vs plain greedy decode (transformers generate), same "
                 "8B Llama-shaped target, same batch, random bf16 weights, one GPU",
