@@ -9,7 +9,7 @@ upstream fails a test instead of shifting every prediction):
   last layer's output before the final norm. The ids the target collects come from the draft
   config: ``eagle_aux_hidden_state_layer_ids`` at the top level; else DFlash's
   ``dflash_config.target_layer_ids`` plus one (DFlash counts layer *outputs*), overridden by an
-  ``eagle_config`` dict's ``eagle_aux_hidden_state_layer_ids`` when that dict exists; else the
+  ``eagle_config`` dict's ``eagle_aux_hidden_state_layer_ids`` when that dict is not empty; else the
   target model's default ``(2, L // 2, L - 3)`` (``GPUModelRunner._get_eagle3_aux_layers_from_
   config`` and ``SupportsEagle3.get_eagle3_default_aux_hidden_state_layers``). The target
   appends them in layer order, so the ids act as a sorted set.
@@ -40,9 +40,9 @@ def aux_ids_from_config(draft_cfg: dict[str, Any]) -> tuple[int, ...] | None:
     if not ids:
         dflash = draft_cfg.get("dflash_config")
         eagle = draft_cfg.get("eagle_config")
-        if isinstance(dflash, dict):
+        if dflash and isinstance(dflash, dict):
             ids = [i + 1 for i in (dflash.get("target_layer_ids") or [])]
-        if isinstance(eagle, dict):
+        if eagle and isinstance(eagle, dict):
             ids = eagle.get("eagle_aux_hidden_state_layer_ids")
     if ids and isinstance(ids, (list, tuple)):
         return tuple(int(i) for i in ids)
