@@ -15,16 +15,14 @@ cache is cold; SPECDOCTOR_ORACLE_TEST_BUDGET=full uses LAB.md's), the server boo
 
 from __future__ import annotations
 
-import dataclasses
 import os
 
-import numpy as np
 import pytest
 
-from specdoctor.bench import measure as proto
 from specdoctor.bench.prompts import take
 from specdoctor.lab import lab as labmod
 from specdoctor.lab.launch import free_port
+from tests.oracle.lab_runs import greedy_and_sampled, units
 
 pytestmark = pytest.mark.lab
 BUDGET = os.environ.get("SPECDOCTOR_ORACLE_TEST_BUDGET", "ci")
@@ -43,33 +41,10 @@ def lab_run(tmp_path_factory):
 
     target, draft = train.trained_target(BUDGET), train.small_drafter(BUDGET)
     log = tmp_path_factory.mktemp("oracle-lab") / "drafts.jsonl"
-    port = free_port()
-    spec = labmod.lab_spec("draft_model", K, port, target=target, draft=draft)
-    spec = dataclasses.replace(spec, env={**spec.env, **engine_trace.hook_env(log)})
-    prompts = take("code", N)
-    try:
-        labmod.up(spec)
-        greedy = proto.run(spec.url, prompts, proto.MeasureParams(num_prompts=N,
-                                                                  max_tokens=MAX_TOKENS))
-        greedy_log = log.read_text()
-        log.write_text("")
-        # seed None: each request its own random stream (one shared seed would make every
-        # request draw the same uniforms, and requests would not be independent units).
-        sampled = proto.run(spec.url, prompts, proto.MeasureParams(
-            num_prompts=N, max_tokens=MAX_TOKENS, temperature=SAMPLING[0], top_p=SAMPLING[1],
-            seed=None))
-    finally:
-        labmod.down(port)
-    sampled_log = log.with_name("sampled.jsonl")
-    log.rename(sampled_log)
-    log.write_text(greedy_log)
-    return {"target": target, "draft": draft, "prompts": prompts, "greedy": greedy,
-            "sampled": sampled, "log": log, "sampled_log": sampled_log}
-
-
-def _units(m: proto.Measurement) -> np.ndarray:
-    rows = [[r.profile.drafts, *r.profile.accepted_per_position] for r in m.requests]
-    return np.array(rows, dtype=float)
+    spec = labmod.lab_spec("draft_model", K, free_port(), target=target, draft=draft)
+    runs = greedy_and_sampled(spec, engine_trace.hook_env(log), log, take("code", N),
+                              MAX_TOKENS, SAMPLING)
+    return {"target": target, "draft": draft, **runs}
 
 
 def _oracle(lab_run, **kw):
@@ -95,7 +70,7 @@ def test_greedy_oracle_and_engine_agree_per_position(lab_run, greedy_oracle):
 
     m = lab_run["greedy"]
     assert m.error is None and m.unit == "request"
-    c = compare_units(greedy_oracle.prompt_units(), _units(m))
+    c = compareunits(greedy_oracle.promptunits(), units(m))
     for p in c.positions:
         assert not p.significant, c.to_json()
         o, s = p.oracle, p.measured
@@ -147,7 +122,7 @@ def test_sampled_oracle_exposes_or_matches_the_engine(lab_run):
     # vLLM's default drafts by argmax (draft_sample_method 'greedy'): the oracle does the same.
     s = Sampling(*SAMPLING, draft="argmax")
     oracle = _oracle(lab_run, sampling=s, samples=4)
-    c = compare_units(oracle.prompt_units(), _units(m))
+    c = compareunits(oracle.promptunits(), units(m))
     # The engine's own steps, re-scored: its drafts are the drafter's argmax chain exactly, so
     # whatever is lost is lost in verification.
     torch.set_num_threads(1)

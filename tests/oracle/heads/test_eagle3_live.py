@@ -18,16 +18,14 @@ cores), two measurements and four oracle runs (well under a minute each).
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 
-import numpy as np
 import pytest
 
-from specdoctor.bench import measure as proto
 from specdoctor.bench.prompts import take
 from specdoctor.lab import lab as labmod
 from specdoctor.lab.launch import free_port
+from tests.oracle.lab_runs import greedy_and_sampled, units
 
 pytestmark = pytest.mark.lab
 METHOD, BUDGET, K, N, MAX_TOKENS = "eagle3", "ci", 3, 8, 48
@@ -51,32 +49,10 @@ def lab_run(tmp_path_factory):
     env = engine_trace.hook_env(log)
     env["PYTHONPATH"] = str(site) + ":" + env["PYTHONPATH"]
     env["SPECDOCTOR_HOOK_FILE"] = str(engine_trace.HOOK_DIR / "sitecustomize.py")
-    port = free_port()
-    spec = labmod.lab_spec(METHOD, K, port, budget=BUDGET)
-    spec = dataclasses.replace(spec, env={**spec.env, **env})
-    prompts = take("code", N)
-    try:
-        labmod.up(spec)
-        greedy = proto.run(spec.url, prompts, proto.MeasureParams(num_prompts=N,
-                                                                  max_tokens=MAX_TOKENS))
-        greedy_log = log.read_text()
-        log.write_text("")
-        sampled = proto.run(spec.url, prompts, proto.MeasureParams(
-            num_prompts=N, max_tokens=MAX_TOKENS, temperature=SAMPLING[0], top_p=SAMPLING[1],
-            seed=None))
-    finally:
-        labmod.down(port)
-    sampled_log = log.with_name("sampled.jsonl")
-    log.rename(sampled_log)
-    log.write_text(greedy_log)
+    spec = labmod.lab_spec(METHOD, K, free_port(), budget=BUDGET)
     tok = [a for i, a in enumerate(spec.argv) if i and spec.argv[i - 1] == "--tokenizer"][0]
-    return {"target": target, "draft": draft, "tokenizer": Path(tok), "prompts": prompts,
-            "greedy": greedy, "sampled": sampled, "log": log, "sampled_log": sampled_log}
-
-
-def _units(m: proto.Measurement) -> np.ndarray:
-    return np.array([[r.profile.drafts, *r.profile.accepted_per_position] for r in m.requests],
-                    dtype=float)
+    runs = greedy_and_sampled(spec, env, log, take("code", N), MAX_TOKENS, SAMPLING)
+    return {"target": target, "draft": draft, "tokenizer": Path(tok), **runs}
 
 
 def _oracle(lab_run, **kw):
@@ -124,10 +100,10 @@ def test_sampled_oracle_overlaps_the_patched_engine_and_a_wrong_verifier_does_no
     m = lab_run["sampled"]
     assert m.error is None
     right = _oracle(lab_run, sampling=Sampling(*SAMPLING), samples=4)
-    c = compare_units(right.prompt_units(), _units(m))
+    c = compareunits(right.promptunits(), units(m))
     assert all(_overlap(c)), c.to_json()
     wrong = _oracle(lab_run, sampling=Sampling(0.5, SAMPLING[1]), samples=4)
-    w = compare_units(wrong.prompt_units(), _units(m))
+    w = compareunits(wrong.promptunits(), units(m))
     assert not all(_overlap(w)), w.to_json()
 
 

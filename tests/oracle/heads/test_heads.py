@@ -70,7 +70,7 @@ def test_dflash_needs_its_mask_token_and_names_the_key():
     with pytest.raises(InputError, match=r"no 'mask_token_id'.*vLLM 0\.32.*qwen3_dflash"):
         dflash.build(cfg, {}, TARGET, _shared)
     cfg["dflash_config"] = {"target_layer_ids": [0, 4], "mask_token_id": 2}
-    with pytest.raises(InputError, match=r"aux ids \[1, 5\].*\[5\] is outside"):
+    with pytest.raises(InputError, match=r"aux states \[1, 5\].*\[5\] is outside"):
         dflash.build(cfg, {}, TARGET, _shared)
 
 

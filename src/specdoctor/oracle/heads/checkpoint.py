@@ -109,3 +109,30 @@ def take(tensors: dict[str, torch.Tensor], name: str, what: str) -> torch.Tensor
 
 def json_dump(cfg: dict[str, Any]) -> str:
     return json.dumps(cfg, sort_keys=True)
+
+
+def common(cfg: dict[str, Any], target_cfg: dict[str, Any], what: str, where: str,
+           architectures: tuple[str, ...], method: str
+           ) -> tuple[TargetSpec, int, tuple[int, ...]]:
+    """The checks every drafter that reads aux states shares: its architecture, its widths and
+    vocabulary against the target's, and aux ids inside the target. (target, hidden, aux ids)."""
+    from specdoctor.oracle.heads import conventions
+
+    arch = (cfg.get("architectures") or [None])[0]
+    if arch not in architectures:
+        raise InputError(f"the drafter's architecture is {arch!r}, not {what}",
+                         f"--method {method} reads {', '.join(architectures)} "
+                         f"(vLLM {VLLM_VERSION})")
+    target = TargetSpec.of(target_cfg)
+    hidden = int(need(cfg, "hidden_size", what, where))
+    check_width(what, hidden, target)
+    check_width(what, int(cfg.get("target_hidden_size", hidden)), target, "target_hidden_size")
+    check_vocab(what, int(need(cfg, "vocab_size", what, where)), target)
+    ids = conventions.aux_ids(cfg, target.layers)
+    bad = [i for i in ids if not 0 <= i <= target.layers]
+    if bad:
+        raise InputError(
+            f"the drafter reads aux states {list(ids)}, and {bad} is outside the target's "
+            f"0..{target.layers} (layer inputs: 0 = embeddings; DFlash's target_layer_ids "
+            f"count layer outputs, + 1)", "name layers the target has in the drafter's config")
+    return target, hidden, ids

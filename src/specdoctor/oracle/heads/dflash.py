@@ -118,30 +118,14 @@ def read(draft_dir: Path, target_cfg: dict[str, Any], target_tensors: Any) -> DF
 
 def build(cfg: dict[str, Any], t: dict[str, Any], target_cfg: dict[str, Any],
           target_tensors: Any) -> DFlashHead:
-    arch = (cfg.get("architectures") or [None])[0]
-    if arch not in ARCHITECTURES:
-        raise ck.InputError(f"the drafter's architecture is {arch!r}, not a DFlash drafter",
-                            f"--method dflash reads {', '.join(ARCHITECTURES)} "
-                            f"(vLLM {conventions.VLLM_VERSION})")
+    target, hidden, ids = ck.common(cfg, target_cfg, "a DFlash drafter", WHERE, ARCHITECTURES,
+                                    "dflash")
     dcfg = ck.need(cfg, "dflash_config", "DFlash", WHERE)
     if not isinstance(dcfg, dict):
         raise ck.InputError("dflash_config is not an object", f"see {WHERE}")
     ck.refuse_unsupported({**cfg, **dcfg}, "DFlash", UNSUPPORTED)
     mask_token = int(ck.need(dcfg, "mask_token_id", "dflash_config", WHERE))
     ck.need(dcfg, "target_layer_ids", "dflash_config", WHERE)
-    target = ck.TargetSpec.of(target_cfg)
-    hidden = int(ck.need(cfg, "hidden_size", "DFlash", WHERE))
-    ck.check_width("DFlash", hidden, target)
-    ck.check_width("DFlash", int(cfg.get("target_hidden_size", hidden)), target,
-                   "target_hidden_size")
-    ck.check_vocab("DFlash drafter", int(ck.need(cfg, "vocab_size", "DFlash", WHERE)), target)
-    ids = conventions.aux_ids(cfg, target.layers)
-    bad = [i for i in ids if not 0 <= i <= target.layers]
-    if bad:
-        raise ck.InputError(
-            f"target_layer_ids {dcfg['target_layer_ids']} become aux ids {list(ids)} (layer "
-            f"outputs + 1), and {bad} is outside the target's 0..{target.layers}",
-            "target_layer_ids count layer outputs: 0 is the first layer's output")
     if not 0 <= mask_token < target.vocab:
         raise ck.InputError(f"mask_token_id {mask_token} is outside the vocabulary "
                             f"({target.vocab})", "set dflash_config.mask_token_id")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specdoctor.oracle.heads import checkpoint as ck
-from specdoctor.oracle.heads import conventions, ops
+from specdoctor.oracle.heads import ops
 from specdoctor.oracle.heads.layer import Attention, LayerWeights, attention_shape
 
 if TYPE_CHECKING:
@@ -133,30 +133,15 @@ def build(cfg: dict[str, Any], t: dict[str, Any], target_cfg: dict[str, Any],
           target_tensors: Any) -> Eagle3Head:
     import torch
 
-    arch = (cfg.get("architectures") or [None])[0]
-    if arch not in ARCHITECTURES:
-        raise ck.InputError(f"the drafter's architecture is {arch!r}, not an EAGLE3 head",
-                            f"--method eagle3 reads {', '.join(ARCHITECTURES)} "
-                            f"(vLLM {conventions.VLLM_VERSION})")
+    target, hidden, ids = ck.common(cfg, target_cfg, "an EAGLE3 head", WHERE, ARCHITECTURES,
+                                    "eagle3")
     ck.refuse_unsupported(cfg, "EAGLE3", UNSUPPORTED)
     eagle = cfg.get("eagle_config") or {}
     if eagle.get("use_aux_hidden_state", True) is False:
         raise ck.InputError("the EAGLE3 config sets eagle_config.use_aux_hidden_state=false",
                             "the oracle computes aux-state EAGLE3 heads only")
-    target = ck.TargetSpec.of(target_cfg)
-    hidden = int(ck.need(cfg, "hidden_size", "EAGLE3", WHERE))
-    ck.check_width("EAGLE3", hidden, target)
-    ck.check_width("EAGLE3", int(cfg.get("target_hidden_size", hidden)), target,
-                   "target_hidden_size")
-    vocab = int(ck.need(cfg, "vocab_size", "EAGLE3", WHERE))
-    ck.check_vocab("EAGLE3 head", vocab, target)
+    vocab = target.vocab
     draft_vocab = int(cfg.get("draft_vocab_size") or vocab)
-    ids = conventions.aux_ids(cfg, target.layers)
-    bad = [i for i in ids if not 0 <= i <= target.layers]
-    if bad:
-        raise ck.InputError(f"aux hidden-state ids {list(ids)} name {bad}, outside the "
-                            f"target's 0..{target.layers} (layer inputs, 0 = embeddings)",
-                            "set eagle_aux_hidden_state_layer_ids to the target's layers")
     t = {_canonical(n): v for n, v in t.items()}
     n_layers = int(ck.need(cfg, "num_hidden_layers", "EAGLE3", WHERE))
     layers = [LayerWeights.read(t, f"layers.{i}.", "EAGLE3") for i in range(n_layers)]
