@@ -12,6 +12,13 @@ includes process start, imports and model loading:
   apart, since a server that is already up does not pay it again.
 
     python benchmarks/oracle_speed.py [--budget full|ci] [-n 16] [--max-tokens 64] [--out FILE]
+    python benchmarks/oracle_speed.py --heads [--budget full|ci] [--repeats 3] [--out FILE]
+
+``--heads`` times, without a server, the oracle of each hidden-state drafter (EAGLE3, MTP,
+DFlash: the lab's trained drafters, k as the lab serves them), greedy and sampled (T=1,
+top_p=0.95), each greedy command ``--repeats`` times (sampled ``--sampled-repeats``):
+min/median/max of the whole command's wall time
+(process start, imports, loading, simulation) against the target of one minute.
 
 The machine is shared: read the CPU-seconds columns more than the wall-clock ones.
 """
@@ -63,6 +70,49 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
+def heads(args: argparse.Namespace) -> None:
+    import statistics
+
+    from specdoctor.lab import drafters
+    from specdoctor.lab.drafters import targets
+
+    lines = [
+        f"oracle speed, hidden-state drafters, {time.strftime('%Y-%m-%d')}, "
+        f"{platform.machine()}, {os.cpu_count()} cores (shared; load average "
+        f"{os.getloadavg()[0]:.1f} at start), python {platform.python_version()}",
+        f"{args.num_prompts} code prompts x {args.max_tokens} tokens, training budget "
+        f"{args.budget} (the shapes are the same for every budget); whole command wall s, "
+        f"min/median/max of {args.repeats} (sampled: {args.sampled_repeats}); target: under "
+        f"60 s",
+        "",
+        f"{'method':<8}{'k':>3}  {'sampling':<10}{'command s (min/med/max)':>26}"
+        f"{'simulation s':>14}{'tok/s':>8}  per position",
+    ]
+    for method in drafters.METHODS:
+        target, draft = drafters.module(method).trained_pair(args.budget)
+        k = drafters.TRAINED_K[method]
+        for sampling in ("greedy", "1.0,0.95"):
+            walls, out = [], None
+            for _ in range(args.repeats if sampling == "greedy" else args.sampled_repeats):
+                out, wall, _cpu = cli("oracle", "--target", str(target), "--method", method,
+                                      *(("--draft", str(draft)) if draft else ()),
+                                      "--tokenizer", str(targets.tokenizer_dir()), "--k", str(k),
+                                      "-n", str(args.num_prompts), "--max-tokens",
+                                      str(args.max_tokens), "--sampling", sampling, "--no-store")
+                walls.append(wall)
+            assert out is not None
+            c = out["cost"]
+            lines.append(
+                f"{method:<8}{k:>3}  {sampling:<10}"
+                f"{min(walls):>10.1f} / {statistics.median(walls):.1f} / {max(walls):.1f}"
+                f"{c['wall_s']:>14.1f}{c['tokens_per_s']:>8.1f}  "
+                + " / ".join(f"{x:.3f}" for x in out["total"]["per_position"]))
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    out_path = args.out or ROOT / "benchmarks/results/oracle_speed_heads.txt"
+    out_path.write_text(text)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--budget", choices=["full", "ci"], default="full")
@@ -70,7 +120,12 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--heads", action="store_true")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sampled-repeats", type=int, default=1)
     args = ap.parse_args()
+    if args.heads:
+        return heads(args)
 
     from specdoctor.lab import lab as labmod
     from specdoctor.lab import train

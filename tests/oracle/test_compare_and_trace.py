@@ -24,12 +24,20 @@ def _units(rates, drafts=10, n=12, jitter=0, seed=0):
     return np.array(rows, dtype=float)
 
 
-def test_identical_profiles_show_no_gap():
-    u = _units([0.8, 0.6, 0.4], jitter=2)
-    c = compare.compare_units(u, u.copy())
-    assert all(not p.significant for p in c.positions)
-    assert all(p.gap.value == 0 for p in c.positions)
+def test_two_draws_of_the_same_rates_show_no_gap():
+    a = _units([0.8, 0.6, 0.4], jitter=2)
+    b = _units([0.8, 0.6, 0.4], jitter=2, seed=7)
+    assert not (a == b).all()  # two samples, not one array twice
+    c = compare.compare_units(a, b)
+    assert all(not p.significant for p in c.positions), c.to_json()
+    assert all(p.gap.low < 0 < p.gap.high for p in c.positions)
     assert "reaches" in c.verdict
+
+
+def test_a_small_shift_is_found_with_enough_prompts():
+    c = compare.compare_units(_units([0.8, 0.6, 0.4], n=60), _units([0.7, 0.6, 0.4], n=60))
+    assert [p.significant for p in c.positions] == [True, False, False]
+    assert c.positions[0].gap.value == pytest.approx(0.1)
 
 
 def test_measured_well_below_the_oracle_is_an_engine_loss():
@@ -41,9 +49,11 @@ def test_measured_well_below_the_oracle_is_an_engine_loss():
 
 
 def test_both_low_means_a_weak_drafter():
-    low = _units([0.2, 0.05, 0.0], jitter=1)
-    c = compare.compare_units(low, low.copy())
+    c = compare.compare_units(_units([0.2, 0.05, 0.0], jitter=1),
+                              _units([0.2, 0.05, 0.0], jitter=1, seed=3))
     assert "drafter is weak" in c.verdict
+    high = compare.compare_units(_units([0.8, 0.5]), _units([0.8, 0.5], seed=3))
+    assert "drafter is weak" not in high.verdict
 
 
 def test_measured_above_the_oracle_flags_a_mismatched_comparison():
@@ -89,6 +99,18 @@ def test_engine_divergence_is_located_with_the_oracles_margin(tmp_path):
     d = a.divergences[0]
     assert (d.step, d.output_position, d.what, d.engine, d.oracle) == (1, 2, "emitted", [2, 5], [2, 3])
     assert d.target_margin == pytest.approx(0.01)  # a near-tie: the report says so
+
+
+def test_an_engine_request_with_more_steps_than_the_oracle_diverges(tmp_path):
+    log = _log(tmp_path, [
+        {"req": "a", "prompt": [7], "draft": [], "out": [1]},
+        {"req": "a", "draft": [2, 9], "out": [2, 3]},
+        {"req": "a", "draft": [], "out": [4]},
+        {"req": "a", "draft": [], "out": [6]},  # a step the oracle never took
+    ])
+    a = engine_trace.agreement(engine_trace.read(log), [_trace()])
+    assert a.identical_requests == 0
+    assert [d.what for d in a.divergences] == ["length"]
 
 
 def test_hook_errors_are_reported_not_hidden(tmp_path):

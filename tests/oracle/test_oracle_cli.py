@@ -32,7 +32,30 @@ def test_ngram_oracle_prints_a_profile_labelled_oracle(target, isolated_store):
     assert out["run_id"] >= 1
     (flips,) = out["numerics"]  # ngram: the target only
     assert flips["dtype"] == "bfloat16" and flips["positions"] == 3 * 12  # every output token is predicted
-    assert 0 <= flips["flips"] <= flips["positions"]
+    assert flips["flips"] == _flips_by_hand(target, out["requests"])
+
+
+def _flips_by_hand(target: Path, requests: list[dict]) -> int:
+    """The same count, computed here: each output token's predicting position, teacher-forced
+    in fp32 and in bf16, argmaxes compared."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from specdoctor.bench.prompts import take
+
+    tok = AutoTokenizer.from_pretrained(str(target))
+    a, b = (AutoModelForCausalLM.from_pretrained(str(target), dtype=d,
+                                                 attn_implementation="eager").eval()
+            for d in (torch.float32, torch.bfloat16))
+    flips = 0
+    for prompt, r in zip(take("code", 3), requests):
+        p = tok(prompt)["input_ids"]
+        ids = torch.tensor([p + r["output_ids"][:-1]])
+        with torch.inference_mode():
+            x = a(input_ids=ids).logits[0, len(p) - 1:].argmax(-1)
+            y = b(input_ids=ids).logits[0, len(p) - 1:].float().argmax(-1)
+        flips += int((x != y).sum())
+    return flips
 
 
 def test_compare_against_a_recorded_run(target, isolated_store):

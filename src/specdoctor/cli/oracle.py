@@ -11,54 +11,55 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from specdoctor.bench.prompts import SUITES, take
+from specdoctor.bench.prompts import SUITES
 from specdoctor.cli.options import record, store_options
-from specdoctor.errors import InputError
+from specdoctor.oracle.session import default
 from specdoctor.report.console import err_console
 from specdoctor.report.table import print_notes, profile_table
-
-
-def parse_sampling(text: str) -> tuple[float, float]:
-    """``greedy`` → (0, 1); ``T`` or ``T,top_p`` → floats."""
-    if text.strip().lower() == "greedy":
-        return 0.0, 1.0
-    try:
-        parts = [float(x) for x in text.split(",")]
-    except ValueError:
-        parts = []
-    if len(parts) not in (1, 2):
-        raise InputError(f"--sampling {text!r} is neither 'greedy' nor 'T,top_p'",
-                         "e.g. --sampling greedy or --sampling 1.0,0.95")
-    return parts[0], parts[1] if len(parts) == 2 else 1.0
 
 
 @click.command()
 @click.option("--target", type=click.Path(path_type=Path, exists=True, file_okay=False),
               default=None, help="Target model directory (Hugging Face format).")
 @click.option("--draft", type=click.Path(path_type=Path, exists=True, file_okay=False),
-              default=None, help="Draft model directory (method draft_model).")
-@click.option("--method", type=click.Choice(["draft_model", "ngram"]), default=None,
-              help="draft_model (with --draft) or ngram (prompt lookup). Default: from --draft.")
-@click.option("--k", type=int, default=None, help="Draft tokens per step. [default: 4]")
+              default=None, help="Drafter directory (draft_model, eagle3, dflash).")
+@click.option("--method", type=click.Choice(["draft_model", "ngram", "eagle3", "mtp", "dflash"]),
+              default=None,
+              help="draft_model, eagle3 or dflash (with --draft), mtp (the layers inside the "
+                   "target's checkpoint) or ngram (prompt lookup). Default: draft_model with "
+                   "--draft, or the recorded run's.")
+@click.option("--k", type=int, default=None,
+              help=f"Draft tokens per step. [default: {default('k')}]")
 @click.option("--suite", type=click.Choice(sorted(SUITES)), default="code", show_default=True)
 @click.option("--num-prompts", "-n", type=int, default=16, show_default=True)
-@click.option("--max-tokens", type=int, default=None, help="Tokens per request. [default: 64]")
+@click.option("--max-tokens", type=int, default=None,
+              help=f"Tokens per request. [default: {default('max_tokens')}]")
 @click.option("--sampling", default=None,
               help="'greedy' or 'T,top_p' (e.g. 1.0,0.95), applied as the engine applies them. "
                    "[default: greedy]")
 @click.option("--draft-sampling", type=click.Choice(["argmax", "probabilistic"]), default=None,
               help="How the engine drafts when sampling: argmax (vLLM's default "
                    "draft_sample_method='greedy') or probabilistic. [default: argmax]")
-@click.option("--samples", type=int, default=1, show_default=True,
-              help="Sampled trajectories per prompt (sampling only).")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--prompt-lookup-min", type=int, default=None, help="ngram: min n. [default: 2]")
-@click.option("--prompt-lookup-max", type=int, default=None, help="ngram: max n. [default: 4]")
+@click.option("--samples", type=int, default=None,
+              help=f"Sampled trajectories per prompt (sampling only). [default: "
+                   f"{default('samples')}]")
+@click.option("--seed", type=int, default=None, help=f"[default: {default('seed')}]")
+@click.option("--prompt-lookup-min", type=int, default=None,
+              help=f"ngram: min n. [default: {default('prompt_lookup_min')}]")
+@click.option("--prompt-lookup-max", type=int, default=None,
+              help=f"ngram: max n. [default: {default('prompt_lookup_max')}]")
 @click.option("--max-model-len", type=int, default=None,
               help="The server's --max-model-len (caps ngram drafts near the end).")
-@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda, cuda:N.")
-@click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default="float32",
-              show_default=True)
+@click.option("--device", default=None,
+              help=f"auto, cpu, cuda, cuda:N. [default: {default('device')}]")
+@click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default=None,
+              help=f"[default: {default('dtype')}]")
+@click.option("--tokenizer", type=click.Path(path_type=Path, exists=True, file_okay=False),
+              default=None, help="The server's --tokenizer, when it is not the target's "
+                                 "(default: the recorded run's, else the target's).")
+@click.option("--batch", type=int, default=None,
+              help=f"eagle3/mtp/dflash, greedy: prompts of equal length decoded together "
+                   f"(on a GPU). [default: {default('batch')}]")
 @click.option("--threads", type=int, default=None,
               help="CPU threads (default: 1 for small models, where more only add overhead).")
 @click.option("--vocab-map", type=click.Path(path_type=Path, exists=True, dir_okay=False),
@@ -72,104 +73,44 @@ def parse_sampling(text: str) -> tuple[float, float]:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def oracle(target: Path | None, draft: Path | None, method: str | None, k: int | None,
            suite: str, num_prompts: int, max_tokens: int | None, sampling: str | None,
-           draft_sampling: str | None, samples: int, seed: int, prompt_lookup_min: int | None,
-           prompt_lookup_max: int | None, max_model_len: int | None, device: str, dtype: str,
-           threads: int | None, vocab_map: Path | None, near_ties: bool,
-           compare_run: int | None,
+           draft_sampling: str | None, samples: int | None, seed: int | None,
+           prompt_lookup_min: int | None, prompt_lookup_max: int | None,
+           max_model_len: int | None, device: str | None, dtype: str | None,
+           tokenizer: Path | None, batch: int | None, threads: int | None,
+           vocab_map: Path | None, near_ties: bool, compare_run: int | None,
            db: Path | None, no_store: bool, as_json: bool) -> None:
     """Compute, outside the engine, the acceptance a correct engine must reach with these exact
     weights on the prompts `measure` uses: greedy (drafts vs the target's argmax), sampling
-    (standard speculative sampling, argmax or sampled drafts) or prompt lookup. Prints an
-    acceptance profile labelled `oracle` with 95% intervals over prompts; with --compare, the
-    per-position gap to a measured run and whether it is significant."""
-    from specdoctor.oracle import compare as cmp
-    from specdoctor.oracle.runner import OracleConfig, estimate_seconds, run_oracle
-    from specdoctor.oracle.simulate import Sampling
+    (standard speculative sampling, argmax or sampled drafts) or prompt lookup; for a draft
+    model, EAGLE3, MTP and DFlash drafters. Prints an acceptance profile labelled `oracle` with
+    95% intervals over prompts; with --compare, the per-position gap to a measured run and
+    whether it is significant."""
+    from specdoctor.oracle import session
+    from specdoctor.oracle.runner import estimate_seconds
 
-    measured = cmp.load_measured(db, compare_run) if compare_run is not None else None
-    srv: dict[str, Any] = measured.server_settings() if measured else {}
-    mparams: dict[str, Any] = measured.params if measured else {}
-
-    target = target or (Path(srv["target"]) if srv.get("target") else None)
-    if target is None:
-        raise InputError("no target model", "pass --target DIR (the server's --model directory)")
-    if draft is None and srv.get("draft") and (method or srv.get("method")) == "draft_model":
-        draft = Path(srv["draft"])
-    method = method or srv.get("method") or ("draft_model" if draft else None)
-    if method is None:
-        raise InputError("no drafter", "pass --draft DIR, or --method ngram")
-    if measured is not None and sampling is None:
-        temperature = float(mparams.get("temperature", 0.0))
-        top_p = float(mparams.get("top_p", 1.0))
-    else:
-        temperature, top_p = parse_sampling(sampling or "greedy")
-    engine_draft = {"greedy": "argmax"}.get(str(srv.get("draft_sample_method")),
-                                            srv.get("draft_sample_method"))
-    prompts = tuple(measured.prompts) if measured else tuple(take(suite, num_prompts))
-    config = OracleConfig(
-        target=target, prompts=prompts, method=method, draft=draft,
-        k=k or int(srv.get("k") or 4),
-        max_tokens=max_tokens or int(mparams.get("max_tokens") or 64),
-        sampling=Sampling(temperature, top_p, draft_sampling or engine_draft or "argmax"),
-        samples=samples, seed=seed,
-        prompt_lookup_min=prompt_lookup_min or int(srv.get("prompt_lookup_min") or 2),
-        prompt_lookup_max=prompt_lookup_max or int(srv.get("prompt_lookup_max") or 4),
-        max_model_len=max_model_len or int(srv.get("max_model_len") or 0) or None,
-        device=device, dtype=dtype, vocab_map=vocab_map, threads=threads,
-        ignore_eos=bool(mparams.get("ignore_eos", True)),
-    )
+    asked = session.Asked(
+        target=target, draft=draft, method=method, k=k, suite=suite, num_prompts=num_prompts,
+        max_tokens=max_tokens, sampling=sampling, draft_sampling=draft_sampling,
+        samples=samples, seed=seed, prompt_lookup_min=prompt_lookup_min,
+        prompt_lookup_max=prompt_lookup_max, max_model_len=max_model_len, device=device,
+        dtype=dtype, threads=threads, vocab_map=vocab_map, tokenizer=tokenizer, batch=batch)
     console = err_console()
-    console.print(f"oracle: {len(prompts)} prompts x {config.max_tokens} tokens, "
-                  f"{config.sampling.label()}, at most about {estimate_seconds(config):.0f} s "
-                  f"of compute after loading")
     with console.status("oracle") as status:
-        result = run_oracle(config, on_request=lambda i, n: status.update(f"oracle {i}/{n}"))
-    out: dict[str, Any] = result.to_json()
-    if engine_draft and not config.sampling.greedy:
-        out["engine_draft_sampling"] = engine_draft
-    if near_ties:
-        from specdoctor.oracle.numerics import near_ties as flips
+        def start(c: Any) -> None:
+            console.print(f"oracle: {len(c.prompts)} prompts x {c.max_tokens} tokens, "
+                          f"{c.sampling.label()}, at most about {estimate_seconds(c):.0f} s "
+                          f"of compute after loading")
 
-        out["numerics"] = [r.to_json() for r in flips(result)]
-    comparison = None
-    if measured is not None:
-        mu = measured.units
-        if mu.shape[0] != len(prompts):
-            raise InputError("the run's requests and prompts differ in number", "measure again")
-        comparison = cmp.compare_units(result.prompt_units(), mu)
-        if srv.get("dtype") and srv["dtype"] not in (config.dtype, "auto"):
-            comparison.notes.append(
-                f"the server ran in {srv['dtype']}, the oracle in {config.dtype}: near-ties "
-                f"flip between precisions (about 1% of positions on the lab models) and greedy "
-                f"trajectories part there; pass --dtype {srv['dtype']} to compare like with like")
-        if (not config.sampling.greedy and mparams.get("seed") is not None
-                and not mparams.get("seed_per_request")):
-            comparison.notes.append(
-                f"the measured requests all carried seed {mparams['seed']}: they share one "
-                f"random stream, so they are not independent units and the measured interval "
-                f"is too narrow; measure again (measure now seeds each request on its own)")
-        if config.sampling.greedy:
-            comparison.notes.append("greedy: the oracle is deterministic; any significant gap "
-                                    "is the engine's (or a near-tie flip: see docs/oracle.md)")
-        out["compare"] = {"run_id": measured.run_id, **comparison.to_json()}
-    run_id = record(db, no_store, kind="oracle", engine="oracle", target=str(config.target),
-                    params=config.to_json(), result=out, profile=result.profile.to_json(),
-                    requests=_requests(config, result))
+        done = session.run(asked, db, compare_run, near_ties, on_start=start,
+                           on_request=lambda i, n: status.update(f"oracle {i}/{n}"))
+    result, out = done.result, done.out
+    run_id = record(db, no_store, kind="oracle", engine="oracle", target=str(result.config.target),
+                    params=result.config.to_json(), result=out,
+                    profile=result.profile.to_json(),
+                    requests=session.stored_requests(result))
     if run_id is not None:
         out["run_id"] = run_id
-    _print(result, comparison, out, as_json)
-
-
-def _requests(config: Any, result: Any) -> list[dict[str, Any]]:
-    reqs = []
-    for i, t in enumerate(result.traces):
-        d, dt, acc, per = t.counts(config.k)
-        reqs.append({"index": i, "prompt": config.prompts[t.prompt_index],
-                     "completion_tokens": len(t.output_ids), "latency_s": 0.0,
-                     "profile": {"drafts": d, "draft_tokens": dt, "accepted_tokens": acc,
-                                 "accepted_per_position": per, "k": config.k},
-                     "per_step": [[s.accepted for s in t.steps], [s.drafted for s in t.steps]]})
-    return reqs
+    _print(result, done.comparison, out, as_json)
 
 
 def _ci(c: Any) -> str:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import os
 import sysconfig
 import time
@@ -43,6 +42,7 @@ from typing import Any
 
 from specdoctor.errors import LabError
 from specdoctor.lab.atomic import build_dir
+from specdoctor.lab.drafters.fit import FitRecipe, fit
 from specdoctor.lab.models import TinyLlamaSpec, target_model
 from specdoctor.paths import lab_dir, models_dir
 
@@ -204,47 +204,30 @@ def train(r: TrainRecipe, init_dir: Path,
 
 # -- the loop ----------------------------------------------------------------------------------
 
-def lr_at(r: TrainRecipe, step: int) -> float:
-    """Linear warm-up, then cosine decay to ``min_lr_ratio * lr``."""
-    if step < r.warmup_steps:
-        return r.lr * (step + 1) / r.warmup_steps
-    t = (step - r.warmup_steps) / max(1, r.steps - r.warmup_steps)
-    return r.lr * (r.min_lr_ratio + (1 - r.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t)))
+def fit_recipe(r: TrainRecipe) -> FitRecipe:
+    """The one training loop's settings for a language-model recipe."""
+    return FitRecipe(steps=r.steps, batch=r.batch, lr=r.lr, warmup=r.warmup_steps,
+                     min_lr_ratio=r.min_lr_ratio, weight_decay=r.weight_decay,
+                     grad_clip=r.grad_clip, seed=r.data_seed, threads=r.threads)
 
 
 def fit_lm(model: Any, data: Any, r: TrainRecipe,
-           on_step: Callable[[int, int, float], None] | None = None) -> list[float]:
-    """The lab's language-model loop for any HF causal LM: AdamW (no decay on norms and
-    biases), warm-up + cosine, clipped gradients, batches drawn from ``data`` (a 1-D token
-    array) by a generator seeded with ``r.data_seed``. Returns the loss of every step."""
+           on_step: Callable[[int, int, float], None] | None = None) -> dict[str, Any]:
+    """Train any HF causal LM with the drafters' loop (``drafters.fit.fit``): each step's
+    rows are sequence starts in ``data`` (a 1-D token array), the loss the model's own
+    next-token loss. Returns the loop's report (with every step's loss)."""
     import numpy as np
     import torch
 
     model.train()
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": r.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=r.lr, betas=(0.9, 0.95), eps=1e-8)
-    rng = np.random.default_rng(r.data_seed)
     offsets = np.arange(r.seq_len)
-    losses: list[float] = []
-    for step in range(r.steps):
-        for g in opt.param_groups:
-            g["lr"] = lr_at(r, step)
-        starts = rng.integers(0, len(data) - r.seq_len, size=r.batch)
-        batch = torch.from_numpy(data[starts[:, None] + offsets])
-        loss = model(input_ids=batch, labels=batch).loss  # HF shifts the labels inside
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), r.grad_clip)
-        opt.step()
-        losses.append(loss.item())
-        if on_step:
-            on_step(step + 1, r.steps, losses[-1])
-        if (step + 1) % 100 == 0:
-            log.info("%s step %d/%d loss %.3f", r.name, step + 1, r.steps, losses[-1])
-    return losses
+
+    def loss_fn(starts: torch.Tensor) -> torch.Tensor:
+        batch = torch.from_numpy(data[starts.numpy()[:, None] + offsets])
+        return model(input_ids=batch, labels=batch).loss  # HF shifts the labels inside
+
+    return fit(dict(model.named_parameters()), loss_fn, len(data) - r.seq_len, fit_recipe(r),
+               name=r.name, on_step=on_step)
 
 
 def train_lm(model: Any, r: TrainRecipe, out: Path,
@@ -260,15 +243,14 @@ def train_lm(model: Any, r: TrainRecipe, out: Path,
     threads_before = torch.get_num_threads()
     torch.set_num_threads(r.threads)
     try:
-        losses = fit_lm(model, data, r, on_step)
+        rep = fit_lm(model, data, r, on_step)
         model.eval()
         model.save_pretrained(str(out), safe_serialization=True)
     finally:
         torch.set_num_threads(threads_before)
-    tail = losses[-20:]
     return {
-        "final_loss_mean_last_20": round(sum(tail) / len(tail), 4),
-        "loss_every_100": [round(x, 4) for x in losses[::100]],
+        "final_loss_mean_last_20": rep["final_loss_mean_last_20"],
+        "loss_every_100": rep["loss_every_100"],
         "train_tokens": int(len(data)),
         "seconds": round(time.perf_counter() - t0, 1),
         "torch": torch.__version__,

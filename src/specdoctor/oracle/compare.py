@@ -116,7 +116,8 @@ class MeasuredRun:
     launch_spec: dict[str, Any] | None
 
     def server_settings(self) -> dict[str, Any]:
-        """Target, method, k, draft, prompt lookup, max_model_len from the recorded launch."""
+        """Target, method, k, draft, tokenizer, prompt lookup, max_model_len, dtype from the
+        recorded launch."""
         argv = list((self.launch_spec or {}).get("argv") or [])
 
         def last(flag: str) -> str | None:  # argparse keeps the last occurrence of a flag
@@ -125,7 +126,7 @@ class MeasuredRun:
 
         out: dict[str, Any] = {}
         for flag, key in (("--model", "target"), ("--max-model-len", "max_model_len"),
-                          ("--dtype", "dtype")):
+                          ("--dtype", "dtype"), ("--tokenizer", "tokenizer")):
             if last(flag) is not None:
                 out[key] = last(flag)
         spec_json = last("--speculative-config")
@@ -134,8 +135,10 @@ class MeasuredRun:
                 sc = json.loads(spec_json)
             except ValueError:
                 sc = {}
-            out.update({"method": sc.get("method"), "k": sc.get("num_speculative_tokens"),
-                        "draft": sc.get("model") if sc.get("method") == "draft_model" else None,
+            method = sc.get("method")
+            out.update({"method": method, "k": sc.get("num_speculative_tokens"),
+                        "draft": (sc.get("model")
+                                  if method in ("draft_model", "eagle3", "dflash") else None),
                         "prompt_lookup_min": sc.get("prompt_lookup_min"),
                         "prompt_lookup_max": sc.get("prompt_lookup_max"),
                         "draft_sample_method": sc.get("draft_sample_method", "greedy")})

@@ -74,9 +74,15 @@ def margin_profile(margins: Sequence[float]) -> dict[str, int]:
 
 
 def near_ties(result: Any, dtype: str = "bfloat16") -> list[FlipReport]:
-    """Flip reports of the oracle's own models along its own trajectories (greedy runs)."""
+    """Flip reports of the oracle's own models along its own trajectories (greedy runs).
+
+    A drafter that reads the target's hidden states (EAGLE3, DFlash, MTP) is no standalone
+    model: only the target is run twice; its drafts' fp32 margins are in every step's trace."""
+    from specdoctor.oracle.runner import HEAD_METHODS
+
     cfg = result.config
     seqs = [(t.prompt_ids, t.output_ids) for t in result.traces if len(t.output_ids) > 1]
-    dirs = [cfg.target] + ([cfg.draft] if cfg.draft is not None else [])
+    draft = cfg.draft if cfg.method not in HEAD_METHODS else None
+    dirs = [cfg.target] + ([draft] if draft is not None else [])
     device = result.cost.device
     return [argmax_flips(d, seqs, dtype, device) for d in dirs]

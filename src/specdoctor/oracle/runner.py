@@ -37,7 +37,8 @@ from specdoctor.oracle.simulate import (
 
 log = logging.getLogger(__name__)
 
-METHODS = ("draft_model", "ngram")
+HEAD_METHODS = ("eagle3", "mtp", "dflash")  # drafters that read the target's hidden states
+METHODS = ("draft_model", "ngram", *HEAD_METHODS)
 LABEL = "oracle"
 # Seconds per forward pass of a lab-size model on CPU (HF eager, batch 1, a few tokens: 3.4 ms
 # in benchmarks/oracle_speed.py on 2 cores), and the arithmetic rate on top of it.
@@ -64,6 +65,8 @@ class OracleConfig:
     vocab_map: Path | None = None
     ignore_eos: bool = True
     threads: int | None = None  # CPU threads; None: 1 for small models (see cpu_threads)
+    tokenizer: Path | None = None  # the server's --tokenizer, when it is not the target's
+    batch: int = 1  # greedy hidden-state drafters: equal-length prompts decoded together
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -77,6 +80,8 @@ class OracleConfig:
             "max_model_len": self.max_model_len, "device": self.device, "dtype": self.dtype,
             "vocab_map": None if self.vocab_map is None else str(self.vocab_map),
             "ignore_eos": self.ignore_eos, "threads": self.threads,
+            "tokenizer": None if self.tokenizer is None else str(self.tokenizer),
+            "batch": self.batch,
         }
 
 
@@ -163,12 +168,20 @@ def validate(config: OracleConfig) -> None:
     if config.method not in METHODS:
         raise InputError(f"unknown method {config.method!r}",
                          f"choose one of: {', '.join(METHODS)}")
-    if config.method == "draft_model" and config.draft is None:
-        raise InputError("the draft_model oracle needs the drafter",
+    if config.method in ("draft_model", "eagle3", "dflash") and config.draft is None:
+        raise InputError(f"the {config.method} oracle needs the drafter",
                          "pass --draft DIR, or --method ngram")
-    if config.method == "ngram" and config.draft is not None:
-        raise InputError("--method ngram takes no --draft",
-                         "drop --draft, or use --method draft_model")
+    if config.method in ("ngram", "mtp") and config.draft is not None:
+        raise InputError(f"--method {config.method} takes no --draft",
+                         "drop --draft" + (" (the MTP layers are in the target checkpoint)"
+                                           if config.method == "mtp" else ""))
+    if config.method in HEAD_METHODS:
+        if not config.sampling.greedy and config.sampling.draft != "argmax":
+            raise InputError(f"{config.method} drafts by argmax in the oracle",
+                             "use --draft-sampling argmax (vLLM's default for these drafters)")
+        if not config.ignore_eos:
+            raise InputError(f"the {config.method} oracle runs requests to max_tokens, "
+                             "ignoring EOS (as measure sends them)", "measure with ignore_eos")
     if config.k < 1 or config.max_tokens < 1 or config.samples < 1 or not config.prompts:
         raise InputError("--k, --max-tokens, --samples and the prompt count must be at least 1",
                          "e.g. --k 4 --max-tokens 64")
@@ -186,7 +199,7 @@ def run_oracle(config: OracleConfig,
     """Simulate every prompt (``samples`` trajectories each) and aggregate like ``measure``."""
     validate(config)
     vocab_map = VocabMap.load(config.vocab_map) if config.vocab_map else None
-    if config.draft is not None:
+    if config.draft is not None and config.method not in HEAD_METHODS:
         check_vocab(config.target, config.draft, vocab_map)
     device = pick_device(config.device)
     dirs = [config.target] + ([config.draft] if config.draft is not None else [])
@@ -221,6 +234,8 @@ def _run(config: OracleConfig, device: str, vocab_map: VocabMap | None, threads:
          on_request: Callable[[int, int], None] | None) -> OracleResult:
     import torch
 
+    if config.method in HEAD_METHODS:
+        return _run_head(config, device, threads, on_request)
     t_load = time.perf_counter()
     tok = load_tokenizer(config.target)
     target = CachedLM(load_model(config.target, device, config.dtype), device)
@@ -256,6 +271,60 @@ def _run(config: OracleConfig, device: str, vocab_map: VocabMap | None, threads:
         device=device, dtype=config.dtype, load_s=load_s,
         threads=threads if device == "cpu" else 0)
     return _result(config, traces, cost)
+
+
+def _run_head(config: OracleConfig, device: str, threads: int,
+              on_request: Callable[[int, int], None] | None) -> OracleResult:
+    """EAGLE3, MTP, DFlash: greedy by one recorded target decode, sampled step by step."""
+    import torch
+
+    from specdoctor.oracle import heads
+    from specdoctor.oracle.heads.engine import HeadDrafter, greedy_traces
+    from specdoctor.oracle.heads.target import StreamTarget
+
+    t_load = time.perf_counter()
+    head = heads.load(config.method, config.target, config.draft)
+    tok = load_tokenizer(config.tokenizer or config.target)
+    model = load_model(config.target, device, config.dtype)
+    head = head.to(device, getattr(torch, config.dtype))
+    target = StreamTarget(model, head.aux_ids)
+    load_s = time.perf_counter() - t_load
+    notes = []
+    if head.block_size is not None and config.k + 1 > int(head.block_size):
+        notes.append(f"k={config.k} asks blocks of {config.k + 1}, longer than the drafter's "
+                     f"block_size {head.block_size}")
+    prompts = [list(tok(p)["input_ids"]) for p in config.prompts]
+    t0, c0 = time.perf_counter(), time.process_time()
+    drafter_forwards = 0
+    if config.sampling.greedy:
+        traces = greedy_traces(target, head, prompts, config.k, config.max_tokens, device,
+                               batch=config.batch)
+        drafter_forwards = config.k * len(prompts)
+        if on_request:
+            on_request(len(traces), len(traces))
+    else:
+        cached = CachedLM(model, device)
+        drafter = HeadDrafter(target, head, device)
+        traces = []
+        total = len(prompts) * config.samples
+        with torch.inference_mode():
+            for i, ids in enumerate(prompts):
+                for j in range(config.samples):
+                    rng = np.random.default_rng([config.seed, i, j])
+                    traces.append(run_request(ids, cached, drafter, config.k,
+                                              config.max_tokens, config.sampling, rng, i, j))
+                    if on_request:
+                        on_request(len(traces), total)
+        drafter_forwards = drafter.forwards
+        target.forwards += cached.forwards
+    cost = OracleCost(
+        wall_s=time.perf_counter() - t0, cpu_s=time.process_time() - c0,
+        output_tokens=sum(len(t.output_ids) for t in traces), target_forwards=target.forwards,
+        draft_forwards=drafter_forwards, device=device, dtype=config.dtype, load_s=load_s,
+        threads=threads if device == "cpu" else 0)
+    result = _result(config, traces, cost)
+    result.notes.extend(notes)
+    return result
 
 
 def _result(config: OracleConfig, traces: Sequence[RequestTrace], cost: OracleCost

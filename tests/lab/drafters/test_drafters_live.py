@@ -62,5 +62,5 @@ def test_offline_prediction_matches_the_server_count_for_count(server):
     target, draft = drafters.module(method).control(control)
     predicted = offline.predict(method, target, draft, take("code", N), k, MAX_TOKENS)
     total = measure(server["url"])["total"]
-    assert (predicted.drafts, predicted.accepted_per_position) == (
+    assert (predicted.drafts, list(predicted.accepted_per_position)) == (
         total["drafts"], total["accepted_per_position"])

@@ -1,8 +1,10 @@
-"""The greedy step walk: what a server counts, given how many leading drafts are right."""
+"""The greedy step walk, and the lab's offline prediction as the oracle's AcceptanceProfile."""
 
 from __future__ import annotations
 
-from specdoctor.lab.drafters.offline import Counts, walk
+import pytest
+
+from specdoctor.lab.drafters.offline import walk
 
 
 def test_every_step_accepts_its_run_and_produces_one_more():
@@ -19,14 +21,25 @@ def test_runs_are_capped_at_k_and_read_at_the_step_starts():
     assert walk(runs, start=4, k=3, max_tokens=10) == [3, 0, 1, 0, 0]
 
 
-def test_counts_are_vllms_unconditional_per_position_convention():
-    c = Counts(3)
-    for a in (3, 1, 0, 2):
-        c.add(a)
-    assert (c.drafts, c.accepted_per_position) == (4, [3, 2, 1])
-    assert c.per_position == [0.75, 0.5, 0.25]
-    assert c.mean_acceptance_length == 1 + 6 / 4  # counts the bonus token
-
-
 def test_a_perfect_drafter_at_k4_takes_five_tokens_a_step():
     assert walk([9] * 200, start=0, k=4, max_tokens=64) == [4] * 13  # 1, 6, …, 61 → 66
+
+
+@pytest.mark.parametrize(("max_tokens", "drafts", "mal"), [(1, 0, None), (16, 2 * 5, 3.0)])
+def test_prediction_is_a_profile_with_the_bonus_token_counted(max_tokens, drafts, mal):
+    """The perfect EAGLE3 control accepts both drafts at k=2, so each step makes 3 tokens
+    (1, 4, …, 13 → 16: five steps a request) and the mean acceptance length is 1 + 2; with one
+    token asked there is no step at all: no mean, never a 0."""
+    pytest.importorskip("torch")
+    from specdoctor.acceptance.profile import AcceptanceProfile
+    from specdoctor.bench.prompts import take
+    from specdoctor.lab import drafters
+    from specdoctor.lab.drafters import offline
+
+    target, draft = drafters.module("eagle3").control("perfect")
+    p = offline.predict("eagle3", target, draft, take("code", 2), 2, max_tokens)
+    assert isinstance(p, AcceptanceProfile)
+    assert p.drafts == drafts
+    assert p.mean_acceptance_length == mal
+    if drafts:
+        assert list(p.accepted_per_position) == [drafts, drafts]

@@ -53,4 +53,4 @@ def test_trained_profile_decays_and_equals_the_offline_prediction(server):
     target, draft = drafters.module(METHOD).trained_pair(BUDGET)
     pred = offline.predict(METHOD, target, draft, take("code", N), server["k"], MAX_TOKENS)
     assert (total["drafts"], total["accepted_per_position"]) == (
-        pred.drafts, pred.accepted_per_position)
+        pred.drafts, list(pred.accepted_per_position))

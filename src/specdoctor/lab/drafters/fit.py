@@ -1,7 +1,7 @@
-"""One deterministic training loop for every drafter head.
+"""The lab's one deterministic training loop: every drafter head, and the language models of
+``lab.train`` (whose rows are sequence starts in the corpus).
 
-The head is a dict of named tensors (the checkpoint's own names), the loss a function of a
-batch of row indices; AdamW with linear warm-up and cosine decay, clipped gradients, seeded
+The parameters are a dict of named tensors, the loss a function of a batch of row indices; AdamW with linear warm-up and cosine decay, clipped gradients, seeded
 init and batch order, a fixed thread count. Same recipe, machine, torch build and threads →
 the same bytes.
 """

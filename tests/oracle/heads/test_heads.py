@@ -1,0 +1,127 @@
+"""Hidden-state drafters in the oracle, without a server: refusals named before anything large
+is loaded, and the two engines (greedy by one recorded decode; step by step) agreeing on every
+step of the lab's trained drafters."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from specdoctor.errors import InputError  # noqa: E402
+from specdoctor.oracle.heads import dflash, eagle3, mtp  # noqa: E402
+
+TARGET = {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "vocab_size": 100,
+          "num_hidden_layers": 4}
+
+
+def _eagle3_cfg(**kw):
+    return {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 64, "vocab_size": 100,
+            "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+            "draft_vocab_size": 50, "eagle_aux_hidden_state_layer_ids": [0, 2, 4], **kw}
+
+
+def _eagle3_tensors(h=64, n_aux=3, dv=50):
+    z = torch.zeros
+    t = {f"midlayer.self_attn.{n}_proj.weight": z(64 if n in "qo" else 32, 2 * h)
+         for n in "qkv"}
+    t["midlayer.self_attn.o_proj.weight"] = z(h, 64)
+    t.update({f"midlayer.mlp.{n}_proj.weight": z(128, h) for n in ("gate", "up")})
+    t["midlayer.mlp.down_proj.weight"] = z(h, 128)
+    t.update({f"midlayer.{n}.weight": torch.ones(h)
+              for n in ("input_layernorm", "hidden_norm", "post_attention_layernorm")})
+    t.update({"norm.weight": torch.ones(h), "fc.weight": z(h, n_aux * h),
+              "lm_head.weight": z(dv, h), "d2t": torch.arange(dv)})
+    return t
+
+
+def _shared(name):
+    return torch.zeros(100, 64)
+
+
+def test_a_well_formed_head_is_read():
+    head = eagle3.build(_eagle3_cfg(), _eagle3_tensors(), TARGET, _shared)
+    assert head.aux_ids == (0, 2, 4) and head.d2t is not None and len(head.layers) == 1
+
+
+@pytest.mark.parametrize(("cfg", "tensors", "message"), [
+    (_eagle3_cfg(architectures=["Eagle3Speculator"]), None,
+     r"'Eagle3Speculator', not an EAGLE3 head.*vLLM 0\.32"),
+    (_eagle3_cfg(parallel_drafting=True), None,
+     r"parallel_drafting=True.*vLLM 0\.32"),
+    (_eagle3_cfg(hidden_size=32), None, r"hidden size is 32, the target's hidden size is 64"),
+    (_eagle3_cfg(vocab_size=101), None, r"vocab_size is 101, the target's is 100"),
+    (_eagle3_cfg(eagle_aux_hidden_state_layer_ids=[0, 2, 5]), None,
+     r"\[5\] is outside|\[5\], outside"),
+    (_eagle3_cfg(num_hidden_layers=None), None, r"no 'num_hidden_layers'.*vLLM 0\.32"),
+    (_eagle3_cfg(), {"fc.weight": torch.zeros(64, 128)}, r"fc\.weight has shape \(64, 128\)"),
+    (_eagle3_cfg(), {"d2t": torch.full((50,), 60)}, r"d2t maps a draft id to target id 109"),
+])
+def test_what_the_oracle_cannot_read_is_refused_by_name(cfg, tensors, message):
+    t = {**_eagle3_tensors(), **(tensors or {})}
+    with pytest.raises(InputError, match=message):
+        eagle3.build(cfg, t, TARGET, _shared)
+
+
+def test_dflash_needs_its_mask_token_and_names_the_key():
+    cfg = {"architectures": ["DFlashDraftModel"], "hidden_size": 64, "vocab_size": 100,
+           "dflash_config": {"target_layer_ids": [0, 1]}}
+    with pytest.raises(InputError, match=r"no 'mask_token_id'.*vLLM 0\.32.*qwen3_dflash"):
+        dflash.build(cfg, {}, TARGET, _shared)
+    cfg["dflash_config"] = {"target_layer_ids": [0, 4], "mask_token_id": 2}
+    with pytest.raises(InputError, match=r"aux states \[1, 5\].*\[5\] is outside"):
+        dflash.build(cfg, {}, TARGET, _shared)
+
+
+def test_deepseek_mtp_is_recognised_and_refused_with_the_reason():
+    with pytest.raises(InputError, match="MLA attention and mixture-of-experts"):
+        mtp.build({"architectures": ["DeepseekV3ForCausalLM"]}, lambda p: {})
+    with pytest.raises(InputError, match=r"'LlamaForCausalLM': no MTP layers"):
+        mtp.build(TARGET, lambda p: {})
+
+
+def test_models_too_large_are_refused_before_the_drafter_is_read(monkeypatch):
+    from specdoctor.lab import drafters
+    from specdoctor.oracle import heads, models
+    from specdoctor.oracle.runner import OracleConfig, run_oracle
+
+    target, draft = drafters.module("eagle3").control("pos0")
+    monkeypatch.setattr(models, "available_bytes", lambda device: 1024)
+    monkeypatch.setattr(heads, "load", lambda *a: pytest.fail("loaded before the size check"))
+    with pytest.raises(InputError, match="do not fit on cpu"):
+        run_oracle(OracleConfig(target, ("x",), method="eagle3", draft=draft, device="cpu"))
+
+
+@pytest.mark.parametrize("method", ["eagle3", "mtp", "dflash"])
+def test_greedy_by_one_decode_equals_the_step_by_step_engine(method):
+    """Two implementations of the same engine on the lab's trained (ci) drafter: the batched
+    walk over one recorded decode, and ``simulate``'s step loop with the drafter re-run on
+    each step's context. Every step must agree: drafts, accepted, emitted."""
+    import numpy as np
+
+    from specdoctor.bench.prompts import take
+    from specdoctor.lab import drafters
+    from specdoctor.lab.drafters import targets
+    from specdoctor.oracle import heads
+    from specdoctor.oracle.heads.engine import HeadDrafter, greedy_traces
+    from specdoctor.oracle.heads.target import StreamTarget
+    from specdoctor.oracle.models import CachedLM, load_model, load_tokenizer
+    from specdoctor.oracle.simulate import Sampling, run_request
+
+    target, draft = drafters.module(method).trained_pair("ci")
+    head = heads.load(method, target, draft)
+    model = load_model(target, "cpu", "float32")
+    tok = load_tokenizer(targets.tokenizer_dir())
+    prompts = [tok(p)["input_ids"] for p in take("code", 4)]
+    k, max_tokens = 3, 32
+    fast = greedy_traces(StreamTarget(model, head.aux_ids), head, prompts, k, max_tokens, "cpu")
+    stepper = HeadDrafter(StreamTarget(model, head.aux_ids), head, "cpu")
+    steps = [x for f in fast for x in f.steps]
+    assert any(x.accepted for x in steps) and any(x.accepted < k for x in steps)
+    for ids, f in zip(prompts, fast):
+        s = run_request(ids, CachedLM(model, "cpu"), stepper, k, max_tokens, Sampling(),
+                        np.random.default_rng(0))
+        assert s.output_ids == f.output_ids
+        assert [(x.drafts, x.accepted, x.emitted) for x in s.steps] == \
+            [(x.drafts, x.accepted, x.emitted) for x in f.steps]

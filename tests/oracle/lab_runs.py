@@ -1,0 +1,46 @@
+"""One lab server measured greedy and sampled with the oracle's draft hook on: the shared body
+of the oracle's live tests."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specdoctor.bench import measure as proto
+from specdoctor.lab import lab as labmod
+from specdoctor.lab.launch import LaunchSpec
+
+
+def greedy_and_sampled(spec: LaunchSpec, env: dict[str, str], log: Path, prompts: list[str],
+                       max_tokens: int, sampling: tuple[float, float]) -> dict[str, Any]:
+    """Boot ``spec`` with ``env``, measure ``prompts`` greedy then sampled, stop it; the two
+    measurements and the hook's logs (``log``: greedy; ``sampled_log``)."""
+    spec = dataclasses.replace(spec, env={**spec.env, **env})
+    n = len(prompts)
+    try:
+        labmod.up(spec)
+        greedy = proto.run(spec.url, prompts, proto.MeasureParams(num_prompts=n,
+                                                                  max_tokens=max_tokens))
+        greedy_log = log.read_text()
+        log.write_text("")
+        # seed None: each request its own random stream (one shared seed would make every
+        # request draw the same uniforms, and requests would not be independent units).
+        sampled = proto.run(spec.url, prompts, proto.MeasureParams(
+            num_prompts=n, max_tokens=max_tokens, temperature=sampling[0], top_p=sampling[1],
+            seed=None))
+    finally:
+        labmod.down(spec.port)
+    sampled_log = log.with_name("sampled.jsonl")
+    log.rename(sampled_log)
+    log.write_text(greedy_log)
+    return {"prompts": prompts, "greedy": greedy, "sampled": sampled, "log": log,
+            "sampled_log": sampled_log}
+
+
+def units(m: proto.Measurement) -> np.ndarray:
+    """Per request: drafts, then accepted at each position (compare.compare_units' units)."""
+    return np.array([[r.profile.drafts, *r.profile.accepted_per_position] for r in m.requests],
+                    dtype=float)
