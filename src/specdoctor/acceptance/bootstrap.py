@@ -47,6 +47,18 @@ def bootstrap_intervals(
     return blocks.intervals(resamples=resamples, seed=seed, min_units=min_units)
 
 
+def with_bootstrap(profile: AcceptanceProfile, units: Sequence[AcceptanceProfile],
+                   unit: str = "requests", **kw: int) -> AcceptanceProfile:
+    """PROFILE with the intervals of a bootstrap over UNITS, or with the reason there are none
+    (too few units, units without counts), so a table says why instead of showing nothing."""
+    blocks = UnitBlocks(kw.pop("max_blocks", 500))
+    for u in units:
+        blocks.add(u)
+    intervals = blocks.intervals(**kw)
+    return profile.with_intervals(intervals, unavailable=blocks.unavailable(
+        unit, kw.get("min_units")))
+
+
 class UnitBlocks:
     """Units folded into at most ``2 * max_blocks`` consecutive blocks, in constant memory.
 

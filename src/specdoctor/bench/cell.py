@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from specdoctor.acceptance.bootstrap import bootstrap_intervals
+from specdoctor.acceptance.bootstrap import with_bootstrap
 from specdoctor.acceptance.profile import AcceptanceProfile, Interval, sum_profiles
 from specdoctor.bench import client, matrix, stats
 from specdoctor.bench.client import Outcome
@@ -131,7 +131,7 @@ def _result(outcomes: list[Outcome], wall: float, before: prometheus.CounterRead
                 profile.drafts, profile.accepted_tokens):
             notes.append("per-request metrics do not add up to the counter delta: other traffic "
                          "reached the server during the cell")
-        profile = profile.with_intervals(bootstrap_intervals(units))
+        profile = with_bootstrap(profile, units, "requests")
     elif profile is not None and profile.has_drafts:
         notes.append("no confidence interval: the server sends no per-request metrics "
                      "(vLLM: --per-request-spec-decode-metrics summary)")
@@ -187,4 +187,5 @@ def load_profile(d: dict[str, Any] | None) -> AcceptanceProfile | None:
                           tuple(d["accepted_per_position"]) if d.get("accepted_per_position") else None,
                           d.get("k"))
     ci = d.get("ci95") or {}
-    return p.with_intervals({name: Interval(lo, hi) for name, (lo, hi) in ci.items()})
+    return p.with_intervals({name: Interval(lo, hi) for name, (lo, hi) in ci.items()},
+                            unavailable=d.get("ci95_unavailable"))

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
-from specdoctor.acceptance.bootstrap import bootstrap_intervals
+from specdoctor.acceptance.bootstrap import with_bootstrap
 from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
 from specdoctor.bench import http
 from specdoctor.errors import InputError, SpecdoctorError, TargetError
@@ -340,7 +340,7 @@ def _attach_intervals(m: Measurement) -> None:
                 "per-request metrics do not add up to the counter delta: other traffic reached "
                 "the server during the run; intervals use the per-request figures"
             )
-        m.total = m.total.with_intervals(bootstrap_intervals(units))
+        m.total = with_bootstrap(m.total, units, "requests")
     else:
         m.notes.append(
             "no confidence interval: the server gives no per-request metrics "

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from specdoctor.acceptance.bootstrap import bootstrap_intervals
+from specdoctor.acceptance.bootstrap import with_bootstrap
 from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
 from specdoctor.errors import InputError
 from specdoctor.oracle import stats
@@ -343,7 +343,7 @@ def _result(config: OracleConfig, traces: Sequence[RequestTrace], cost: OracleCo
     # Intervals over prompts (samples of one prompt are one unit), like measure's per request.
     per_prompt = [sum_profiles([u for u, t in zip(units, traces) if t.prompt_index == i])
                   for i in range(len(config.prompts))]
-    profile = profile.with_intervals(bootstrap_intervals(per_prompt))
+    profile = with_bootstrap(profile, per_prompt, "prompts")
     result = OracleResult(config, profile, [], stats.RatioCI(None, None, None), list(traces), cost)
     pu = result.prompt_units()
     with_total = np.column_stack([pu, pu[:, 1:].sum(axis=1)])
