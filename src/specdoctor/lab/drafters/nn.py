@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from specdoctor.oracle.heads.ops import attend  # noqa: F401 - one GQA attention for training and the oracle
+
 if TYPE_CHECKING:
     import torch
 
@@ -54,19 +56,6 @@ def rope(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
     half = d // 2
     rot = torch.cat([-x[..., half:], x[..., :half]], -1)
     return x * cos + rot * sin
-
-
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """q [B, Tq, Hq, d], k/v [B, Tk, Hkv, d], mask [B or 1, Tq, Tk] → [B, Tq, Hq*d]."""
-    import torch
-
-    hq, hkv = q.shape[2], k.shape[2]
-    if hq != hkv:
-        k = k.repeat_interleave(hq // hkv, dim=2)
-        v = v.repeat_interleave(hq // hkv, dim=2)
-    out = torch.nn.functional.scaled_dot_product_attention(
-        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask[:, None])
-    return out.transpose(1, 2).flatten(2)
 
 
 def swiglu(x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor
