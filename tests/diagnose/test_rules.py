@@ -65,6 +65,10 @@ def test_counterfactual_confirms_only_when_it_recovers():
     ok = decide_counterfactual("draft-config-mismatch", "rope_theta 1000 → 10000", 0.57, 3.9,
                                4.0, significant=True)
     assert ok.verdict is Verdict.CONFIRMED and ok.recovered > 0.9
+    # recorded DFlash figures: layer-ids fault 0.44 per draft, the healthy drafter 1.29 (k=3)
+    part = decide_counterfactual("draft-config-mismatch", "target_layer_ids", 0.44, 1.29, 3.0,
+                                 significant=True)
+    assert part.verdict is Verdict.CONFIRMED and 0.3 < part.recovered < 0.4
     no = decide_counterfactual("draft-config-mismatch", "head_dim", 0.57, 0.60, 4.0, True)
     assert no.verdict is Verdict.EXCLUDED
     noise = decide_counterfactual("draft-config-mismatch", "x", 0.57, 3.9, 4.0, False)

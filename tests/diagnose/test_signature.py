@@ -106,3 +106,13 @@ def test_drifting_over_uptime():
     sig = classify(Facts(g, ref, windows=tuple(early + late)))
     assert "drifting" in sig.classes
     assert "drifting" not in classify(Facts(g, ref, windows=tuple(early + early))).classes
+
+
+def test_equal_to_a_low_oracle_is_still_low():
+    # recorded: a window fault, measured and predicted offline from the same files
+    sig = classify(Facts(profile("dflash-window"), oracle_ref("dflash-window"), method="dflash"))
+    assert sig.cls == "steep-decay" and "the oracle itself is low" in sig.evidence
+    # a weak but flat drafter
+    flat = counts([0.3, 0.09, 0.027])
+    sig = classify(Facts(flat, reference_from_profile(flat, "oracle", "oracle")))
+    assert sig.cls == "uniform-low"

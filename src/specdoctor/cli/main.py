@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "astexec": ("specdoctor.cli.astexec", "astexec", "Run real engine functions with stubs, without the engine."),
     "masks": ("specdoctor.cli.masks", "masks", "Model attention masks per backend and diff them bit by bit."),
     "oracle": ("specdoctor.cli.oracle", "oracle", "The acceptance a correct engine must reach with these weights."),
+    "diagnose": ("specdoctor.cli.diagnose", "diagnose", "Why acceptance is low: signature, hypothesis ledger, verdict experiments."),
+    "ledger": ("specdoctor.cli.ledger", "ledger", "Hypothesis ledgers of past diagnoses."),
 }
 
 
