@@ -128,7 +128,8 @@ def lab_launch(method: str) -> Any:
 @click.option("--num-prompts", type=int, default=8, show_default=True, help="Prompts per suite.")
 @click.option("--max-tokens", type=int, default=64, show_default=True)
 @click.option("--budget", type=float, default=10.0, show_default=True,
-              help="Minutes for the whole diagnosis; experiments past it stay pending.")
+              help="Minutes for the verdict experiments (after the measurement); those past it "
+                   "stay pending.")
 @click.option("--reference", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help='A reference profile JSON: {"per_position": [...]} (unconditional).')
 @click.option("--load", "load_ab", is_flag=True, help="Also measure greedy at concurrency 8.")

@@ -142,9 +142,14 @@ class Ledger:
         return [e.to_json() for e in self.entries]
 
 
-def build(signature: Signature, cat: Catalogue, restart_min: float) -> Ledger:
-    """The candidates the signature leaves, ordered by the cost of their verdict experiment."""
+def build(signature: Signature, cat: Catalogue, restart_min: float,
+          also: tuple[str, ...] = ()) -> Ledger:
+    """The candidates the signature leaves, ordered by the cost of their verdict experiment.
+
+    ``also``: hypotheses to keep whatever the signature (the causes that live in the served
+    files when the reference is the oracle, which runs those same files)."""
     hyps = cat.explaining(signature.classes)
+    hyps += [cat.hypotheses[h] for h in also if h in cat.hypotheses and cat.hypotheses[h] not in hyps]
     entries = [Entry(h.id, h.experiment, cat.experiments[h.experiment].cost,
                      cat.experiments[h.experiment].launch_group) for h in hyps]
     entries.sort(key=lambda e: (e.cost.minutes(restart_min), e.launch_group, e.hypothesis))

@@ -127,14 +127,18 @@ def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
         facts = _facts(ctx, opts, oracle_result)
         sig = classify(facts)
         cat = catalogue_mod.load()
-        ledger = build(sig, cat, opts.restart_min)
+        # The oracle runs the served files as they are: matching it clears the engine, not the
+        # files, so the file-side causes stay candidates whenever it is the reference.
+        file_side = rules.FILE_SIDE if (facts.reference is not None
+                                        and facts.reference.source == "oracle") else ()
+        ledger = build(sig, cat, opts.restart_min, also=file_side)
         if oracle_result is not None:
             ledger.apply(oracle_result)
         saver.save(sig, ledger)
-        if sig.cls in ("healthy",):
-            progress("healthy: no experiment needed")
+        if not ledger.entries:
+            progress(f"{sig.cls}: no candidate to test")
         else:
-            server = _run_plan(ctx, ledger, cat, opts, t0, server, saver)
+            server = _run_plan(ctx, ledger, cat, opts, time.monotonic(), server, saver)
         _redecide_draft_quality(ctx, ledger)
     finally:
         if server is not None and launcher is not None:
