@@ -45,6 +45,8 @@ def markdown(d: Any, target: str) -> str:
         lines.append("")
         if r.error:
             lines += [f"Error: {r.error}", ""]
+        for f in r.findings:
+            lines.append(f"- {f.hypothesis}: {f.verdict.value} — {f.evidence}")
         for name, prof in r.curves.items():
             lines.append(f"- {name}: {_pp(prof)}")
         for c in r.commands:
