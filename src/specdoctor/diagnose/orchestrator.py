@@ -281,7 +281,12 @@ def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, 
               saver: Saver) -> Any:
     for step in ledger.plan(cat, opts.restart_min):
         if ledger.explained(cat):
+            root, _ = ledger.root_cause()
             ctx.progress("every symptom has a confirmed cause: stopping")
+            for e in ledger.entries:
+                if e.verdict is Verdict.PENDING and not e.evidence:
+                    e.evidence.append(f"not run: every symptom already has a confirmed cause "
+                                      f"({root})")
             break
         open_h = tuple(h for h in step.hypotheses if ledger.entry(h) is not None
                        and ledger.entry(h).verdict in (Verdict.PENDING, Verdict.INCONCLUSIVE))
