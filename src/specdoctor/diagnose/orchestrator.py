@@ -302,6 +302,9 @@ def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, 
             continue
         why = exp.unavailable(ctx)
         if why is not None:
+            if ctx.launch is None and ("launch" in spec.needs or "models" in spec.needs):
+                why += (f"; to run it: specdoctor diagnose --launch '<the command that "
+                        f"starts {ctx.url or 'the server'}>' (with --env K=V for its environment)")
             ledger.mark(open_h, Verdict.INCONCLUSIVE, f"not run: {why}", step.experiment)
             continue
         spent = (time.monotonic() - t0) / 60
