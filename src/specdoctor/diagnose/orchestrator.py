@@ -129,7 +129,7 @@ def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
         cat = catalogue_mod.load()
         # The oracle runs the served files as they are: matching it clears the engine, not the
         # files, so the file-side causes stay candidates whenever it is the reference.
-        file_side = rules.FILE_SIDE if (facts.reference is not None
+        file_side = rules.FILE_SIDE if (facts.reference is not None and ctx.draft_dir
                                         and facts.reference.source == "oracle") else ()
         ledger = build(sig, cat, opts.restart_min, also=file_side)
         if oracle_result is not None:
