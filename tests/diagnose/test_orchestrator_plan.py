@@ -69,3 +69,22 @@ def test_a_crash_is_inconclusive_and_the_diagnosis_goes_on(tmp_path, monkeypatch
     cache = ledger.entry("compile-cache-pollution")
     assert cache.verdict is Verdict.INCONCLUSIVE and "not available" in cache.evidence[-1]
     assert ledger.root_cause() == (None, [])
+
+
+def test_after_a_recovery_the_signature_is_stated_against_the_recovered_curve():
+    from specdoctor.diagnose.references import reference_from_profile
+
+    measured = counts([0.86, 0.81, 0.65, 0.58])   # the rope-theta draft of the live test
+    facts = Facts(measured, reference_from_profile(measured, "oracle", "oracle"))
+    sig = classify(facts)
+    assert sig.cls == "healthy"                     # against the files' own oracle
+    ledger = build(sig, C.load(), 2.0, also=("draft-config-mismatch",))
+    ledger.apply(ExperimentResult("oracle-counterfactual", [
+        Finding("draft-config-mismatch", Verdict.CONFIRMED, "rope", recovered=1.0)],
+        curves={"before": measured, "after rope_theta → 10000": counts([1.0] * 4)}))
+    notes: list[str] = []
+    final = orchestrator._against_recovery(sig, facts, ledger, "draft-config-mismatch", notes)
+    assert final.cls in ("uniform-low", "steep-decay")
+    assert "counterfactual rope_theta → 10000" in final.evidence
+    assert notes and "healthy" in notes[0]
+    assert orchestrator._against_recovery(sig, facts, ledger, None, []) is sig

@@ -27,7 +27,7 @@ from typing import Any
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.errors import InputError
 
-SOURCES = ("oracle", "user", "published", "self")
+SOURCES = ("oracle", "user", "published", "self", "counterfactual")
 
 
 @dataclass(frozen=True)
