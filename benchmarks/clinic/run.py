@@ -176,7 +176,8 @@ def run_case(case: Case, budget: float) -> dict:
     t1 = time.monotonic()
     proc = subprocess.run(args, capture_output=True, text=True, timeout=3600)
     wall = time.monotonic() - t1
-    row: dict = {"case": case.name, "about": case.about, "expected": case.root_cause,
+    row: dict = {"case": case.name, "commit": _commit(), "about": case.about,
+                 "expected": case.root_cause,
                  "build_s": round(build_s, 1), "diagnose_wall_s": round(wall, 1),
                  "command": cmd, "sampling": setup.sampling}
     try:
