@@ -58,17 +58,20 @@ class Investigation:
 
 class LedgerStore:
     def __init__(self, path: Path) -> None:
+        from specdoctor.store.db import Store
+
+        # The runs' store opens the file (one place that does): the ledger adds its tables.
+        self._runs = Store(path)
         self.path = path
+        self._conn = self._runs._conn
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(str(path))
             self._conn.executescript(SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
+        except sqlite3.Error as exc:
             raise InputError(f"cannot open the store {path}: {exc}",
                              "pass --db PATH to a writable file, or set SPECDOCTOR_DB") from exc
 
     def close(self) -> None:
-        self._conn.close()
+        self._runs.close()
 
     def start(self, target: str) -> int:
         now = time.time()
