@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "clinic.json"
 SAMPLER_FIX = Path(__file__).with_name("sampler_fix")
 OFFICIAL = "1.0,0.95"
+DRAFTER_BUDGET = ["full"]   # training budget of the lab's drafters (--drafters)
 BASE_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1"}
 
 
@@ -111,7 +112,7 @@ def _lab_drafter(method: str, fault: str | None, k: int | None = None) -> Callab
     def build(tmp: Path) -> Setup:
         from specdoctor.lab import drafters, faults
 
-        served = drafters.serve(method, fault=fault, budget="full")
+        served = drafters.serve(method, fault=fault, budget=DRAFTER_BUDGET[0])
         t = _copy(served.target, tmp / "m1")
         tok = _copy(served.tokenizer, tmp / "tok")
         kk = k or (faults.get(fault).k if fault else None) or drafters.TRAINED_K[method]
@@ -204,11 +205,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="", help="comma-separated case names (default: all)")
     ap.add_argument("--budget", type=float, default=10.0)
+    ap.add_argument("--drafters", choices=("full", "ci"), default="full",
+                    help="training budget of the lab's EAGLE3/DFlash/MTP drafters")
     a = ap.parse_args()
+    DRAFTER_BUDGET[0] = a.drafters
     names = [c for c in a.cases.split(",") if c]
     chosen = [c for c in CASES if not names or c.name in names]
     data = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"runs": []}
     run = {"commit": _commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "drafters": a.drafters,
            "machine": "x86_64, 2 cores (shared)", "rows": []}
     data["runs"].append(run)
     for case in chosen:
