@@ -62,7 +62,6 @@ class Options:
     restart_min: float = 2.0
     reference_file: Path | None = None
     concurrency8: bool = False
-    spec_off: bool = False
     workdir: Path = Path(".")
 
 
