@@ -1,1 +1,10 @@
-"""diagnose"""
+"""The diagnosis: symptom signature → hypothesis ledger ranked by verdict cost → experiments.
+
+``signature`` classifies what was measured against a ``references`` profile; ``catalogue``
+loads the hypotheses, experiments and decision rules (``data/catalogue.json``); ``rules``
+enforces those rules as pure functions; ``ledger`` keeps the candidates, ordered by the cost
+of the experiment that decides them, with their verdicts; ``orchestrator`` runs it all.
+
+This package never imports ``specdoctor.lab``: the lab is a patient, not a colleague. The CLI
+turns "no target given" into the lab's launch command before the diagnosis sees it.
+"""

@@ -1,0 +1,240 @@
+"""The sealed fault clinic: diagnose each case the way a user would, and score the answers.
+
+Every case is a plain vLLM command run through ``specdoctor diagnose --launch``, with the model
+and drafter directories copied to neutral names (``m1``, ``m2``, ``tok``) in a fresh temporary
+folder. This script is the examiner: it builds the patients (with the lab's builders) and holds
+the answer key; ``diagnose`` sees only the command and its environment.
+
+    python benchmarks/clinic/run.py                      # every case
+    python benchmarks/clinic/run.py --cases draft-rope,healthy-self
+
+Results are appended case by case to benchmarks/results/clinic.json (commit, date, wall time,
+the signature, the ledger's verdicts, right or wrong), so an interrupted run keeps what it did.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results" / "clinic.json"
+SAMPLER_FIX = Path(__file__).with_name("sampler_fix")
+OFFICIAL = "1.0,0.95"
+DRAFTER_BUDGET = ["full"]   # training budget of the lab's drafters (--drafters)
+BASE_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1"}
+
+
+@dataclass(frozen=True)
+class Setup:
+    argv_tail: list[str]          # after `python -m vllm.entrypoints.openai.api_server`
+    env: dict[str, str]
+    sampling: list[str]           # --sampling values
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    root_cause: str | None
+    build: Callable[[Path], Setup]
+    about: str
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _edit_config(d: Path, edit: Callable[[dict], None]) -> None:
+    cfg = json.loads((d / "config.json").read_text())
+    edit(cfg)
+    (d / "config.json").write_text(json.dumps(cfg, indent=2))
+
+
+def _server(target: Path, spec: dict, extra: list[str] = ()) -> list[str]:
+    return ["--model", str(target), "--dtype", "float32", "--max-model-len", "1024",
+            "--max-num-seqs", "8", "--seed", "0", *extra,
+            "--speculative-config", json.dumps(spec)]
+
+
+def _trained() -> Path:
+    from specdoctor.lab import train
+
+    return train.trained_target("ci")
+
+
+def _draft_model(tmp: Path, edit: Callable[[Path], None] | None = None,
+                 sampling: list[str] = ("greedy",), env: dict[str, str] | None = None) -> Setup:
+    t = _copy(_trained(), tmp / "m1")
+    d = _copy(_trained(), tmp / "m2")
+    if edit is not None:
+        edit(d)
+    spec = {"method": "draft_model", "model": str(d), "num_speculative_tokens": 4}
+    return Setup(_server(t, spec), {**BASE_ENV, **(env or {})}, list(sampling))
+
+
+def _rope(d: Path) -> None:
+    _edit_config(d, lambda c: c["rope_parameters"].__setitem__("rope_theta", 1000.0))
+
+
+def _benign(d: Path) -> None:
+    _edit_config(d, lambda c: c.__setitem__("max_position_embeddings", 4096))
+
+
+def _noise(d: Path) -> None:
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(d / "model.safetensors"))
+    g = torch.Generator().manual_seed(0)
+    for name, t in tensors.items():
+        if t.is_floating_point() and t.ndim == 2:
+            tensors[name] = t + 1.0 * t.std() * torch.randn(t.shape, generator=g)
+    save_file(tensors, str(d / "model.safetensors"))
+
+
+def _ngram(tmp: Path) -> Setup:
+    t = _copy(_trained(), tmp / "m1")
+    spec = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4,
+            "prompt_lookup_min": 2}
+    return Setup(_server(t, spec), dict(BASE_ENV), ["greedy"])
+
+
+def _lab_drafter(method: str, fault: str | None, k: int | None = None) -> Callable[[Path], Setup]:
+    def build(tmp: Path) -> Setup:
+        from specdoctor.lab import drafters, faults
+
+        served = drafters.serve(method, fault=fault, budget=DRAFTER_BUDGET[0])
+        t = _copy(served.target, tmp / "m1")
+        tok = _copy(served.tokenizer, tmp / "tok")
+        kk = k or (faults.get(fault).k if fault else None) or drafters.TRAINED_K[method]
+        spec: dict = {"method": method, "num_speculative_tokens": kk}
+        if served.draft is not None and method != "mtp":
+            spec["model"] = str(_copy(served.draft, tmp / "m2"))
+        return Setup(_server(t, spec, ["--tokenizer", str(tok)]), dict(BASE_ENV), ["greedy"])
+    return build
+
+
+CASES = [
+    Case("healthy-self", None, lambda tmp: _draft_model(tmp), "target drafting for itself"),
+    Case("healthy-ngram", None, _ngram, "prompt lookup"),
+    Case("benign-config", None, lambda tmp: _draft_model(tmp, _benign),
+         "draft copy with max_position_embeddings 4096"),
+    Case("draft-rope", "draft-config-mismatch", lambda tmp: _draft_model(tmp, _rope),
+         "draft copy with rope_theta 1000 (target 10000)"),
+    Case("draft-noise", "draft-quality", lambda tmp: _draft_model(tmp, _noise),
+         "draft copy with Gaussian noise (1.0 std) on every matrix"),
+    Case("sampled-defect", "rejection-sampler",
+         lambda tmp: _draft_model(tmp, sampling=["greedy", OFFICIAL]),
+         "self-draft measured sampled on vllm-cpu 0.32 as shipped"),
+    Case("sampled-patched", "sampling-confound",
+         lambda tmp: _draft_model(tmp, sampling=["greedy", OFFICIAL],
+                                  env={"PYTHONPATH": str(SAMPLER_FIX)}),
+         "self-draft measured sampled with the CPU sampler defect patched"),
+    Case("healthy-eagle3", None, _lab_drafter("eagle3", None), "trained EAGLE3"),
+    Case("healthy-dflash", None, _lab_drafter("dflash", None), "trained DFlash"),
+    Case("healthy-mtp", None, _lab_drafter("mtp", None), "trained MTP"),
+    Case("dflash-layer-ids", "draft-config-mismatch", _lab_drafter("dflash", "dflash-layer-ids"),
+         "DFlash reading the wrong target layers"),
+    Case("dflash-window", "attention-mask", _lab_drafter("dflash", "dflash-window"),
+         "DFlash served with a window it was not trained with"),
+    Case("eagle3-d2t", "tokenizer-mismatch", _lab_drafter("eagle3", "eagle3-d2t-off-by-one"),
+         "EAGLE3 vocabulary map off by one"),
+    Case("mtp-k", "k-beyond-training", _lab_drafter("mtp", "mtp-k-beyond-training"),
+         "MTP run at k=6, trained for one step"),
+]
+
+
+def _commit() -> str:
+    out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def run_case(case: Case, budget: float) -> dict:
+    tmp = Path(tempfile.mkdtemp(prefix="clinic-"))
+    t0 = time.monotonic()
+    try:
+        setup = case.build(tmp)
+    except Exception as exc:  # noqa: BLE001 - a patient that cannot be built is reported
+        return {"case": case.name, "expected": case.root_cause, "error": f"build: {exc}"}
+    build_s = time.monotonic() - t0
+    cmd = " ".join([sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+                    *[_quote(a) for a in setup.argv_tail]])
+    args = [sys.executable, "-m", "specdoctor", "diagnose", "--launch", cmd,
+            *[x for k, v in setup.env.items() for x in ("--env", f"{k}={v}")],
+            *[x for s in setup.sampling for x in ("--sampling", s)],
+            "--suite", "code", "--num-prompts", "8", "--max-tokens", "48",
+            "--budget", str(budget), "--out", str(tmp / "out"), "--no-store", "--json"]
+    t1 = time.monotonic()
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=3600)
+    wall = time.monotonic() - t1
+    row: dict = {"case": case.name, "commit": _commit(), "about": case.about,
+                 "expected": case.root_cause,
+                 "build_s": round(build_s, 1), "diagnose_wall_s": round(wall, 1),
+                 "command": cmd, "sampling": setup.sampling}
+    try:
+        d = json.loads(proc.stdout)
+    except ValueError:
+        row["error"] = proc.stderr[-1500:]
+        return row
+    row.update({"root_cause": d["root_cause"], "other_causes": d["other_causes"],
+                "right": d["root_cause"] == case.root_cause,
+                "signature": d["signature"],
+                "ledger": [{"id": e["id"], "verdict": e["verdict"],
+                            "evidence": (e["evidence"][-1] if e["evidence"] else "")[:300]}
+                           for e in d["ledger"]]})
+    return row
+
+
+def _quote(a: str) -> str:
+    import shlex
+
+    return shlex.quote(a)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default="", help="comma-separated case names (default: all)")
+    ap.add_argument("--budget", type=float, default=10.0)
+    ap.add_argument("--drafters", choices=("full", "ci"), default="full",
+                    help="training budget of the lab's EAGLE3/DFlash/MTP drafters")
+    a = ap.parse_args()
+    DRAFTER_BUDGET[0] = a.drafters
+    names = [c for c in a.cases.split(",") if c]
+    chosen = [c for c in CASES if not names or c.name in names]
+    data = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"runs": []}
+    run = {"commit": _commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "drafters": a.drafters,
+           "machine": "x86_64, 2 cores (shared)", "rows": []}
+    data["runs"].append(run)
+    for case in chosen:
+        print(f"clinic: {case.name} …", file=sys.stderr, flush=True)
+        row = run_case(case, a.budget)
+        run["rows"].append(row)
+        print(json.dumps({k: row.get(k) for k in ("case", "expected", "root_cause", "right",
+                                                  "diagnose_wall_s", "error")}),
+              file=sys.stderr, flush=True)
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(data, indent=1) + "\n")
+    rows = [r for r in run["rows"] if "right" in r]
+    faults = [r for r in rows if r["expected"] is not None]
+    healthy = [r for r in rows if r["expected"] is None]
+    run["summary"] = {
+        "top1": f"{sum(r['right'] for r in faults)}/{len(faults)}",
+        "false_alarms": f"{sum(r['root_cause'] is not None for r in healthy)}/{len(healthy)}",
+        "max_wall_s": max((r["diagnose_wall_s"] for r in rows), default=None)}
+    RESULTS.write_text(json.dumps(data, indent=1) + "\n")
+    print(json.dumps(run["summary"]))
+
+
+if __name__ == "__main__":
+    main()

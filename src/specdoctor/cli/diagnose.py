@@ -1,0 +1,217 @@
+"""`specdoctor diagnose`: why acceptance is low — signature, ledger, verdict experiments, report.
+
+Targets: `--launch 'COMMAND'` (specdoctor starts the server and changes one thing per
+experiment), `--url URL` (measure and classify, no restart), `--logs FILE…` (signature and the
+static experiments). With none, the embedded lab's launch command is used: this is the only
+place that knows the lab; the diagnosis itself never imports it.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from specdoctor.bench.prompts import SUITES
+from specdoctor.errors import InputError
+
+
+def parse_sampling(values: tuple[str, ...]) -> tuple[bool, tuple[float, float] | None]:
+    """``greedy``, ``official`` (T=1.0, top_p=0.95) or ``T,top_p``; at most one sampled."""
+    from specdoctor.diagnose.orchestrator import OFFICIAL
+
+    greedy, sampled = False, None
+    for v in values or ("greedy", "official"):
+        if v == "greedy":
+            greedy = True
+            continue
+        if v == "official":
+            pair = OFFICIAL
+        else:
+            try:
+                t, p = (float(x) for x in v.split(","))
+            except ValueError as exc:
+                raise InputError(f"--sampling {v!r} is not greedy, official or T,top_p",
+                                 "e.g. --sampling greedy --sampling 1.0,0.95") from exc
+            if t <= 0 or not 0 < p <= 1:
+                raise InputError(f"--sampling {v}: need T > 0 and 0 < top_p <= 1",
+                                 "use greedy for T=0")
+            pair = (t, p)
+        if sampled is not None and sampled != pair:
+            raise InputError("one sampled setting per diagnosis", "pass --sampling once per kind")
+        sampled = pair
+    if not greedy:
+        raise InputError("diagnose needs the greedy measurement (the signature's input)",
+                         "add --sampling greedy")
+    return greedy, sampled
+
+
+def parse_env(values: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for v in values:
+        if "=" not in v or not v.split("=", 1)[0]:
+            raise InputError(f"--env {v!r} is not K=V", "e.g. --env VLLM_CACHE_ROOT=/tmp/c")
+        k, val = v.split("=", 1)
+        out[k] = val
+    return out
+
+
+class ProcessLauncher:
+    """Starts a command as a detached process group, waits for /v1/models, stops it."""
+
+    def __init__(self, timeout_s: float = 900.0) -> None:
+        self.timeout_s = timeout_s
+
+    def start(self, launch: Any, log_path: Path) -> Any:
+        from specdoctor.lab import launch as proc  # process handling; moves to specdoctor.launch
+
+        spec = proc.LaunchSpec(argv=launch.argv, env=dict(launch.env), port=launch.port,
+                               host=launch.host)
+        handle = proc.start(spec, log_path)
+        try:
+            proc.wait_ready(handle, self.timeout_s)
+        except BaseException:
+            proc.stop(handle)
+            raise
+        return _Server(handle)
+
+    def stop(self, server: Any) -> None:
+        from specdoctor.lab import launch as proc
+
+        proc.stop(server.handle)
+
+
+class _Server:
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    @property
+    def url(self) -> str:
+        return str(self.handle.spec.url)
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self.handle.log_path)
+
+
+def lab_launch(method: str) -> Any:
+    """The lab's launch command, as a plain Launch: the diagnosis sees a command, no more."""
+    from specdoctor.experiments.base import Launch
+    from specdoctor.lab import lab as labmod
+    from specdoctor.lab.launch import free_port
+
+    labmod.check_installed()
+    spec = labmod.lab_spec(method, k=None, port=free_port())
+    return Launch(argv=spec.argv, env=dict(spec.env), port=spec.port, host=spec.host)
+
+
+@click.command()
+@click.option("--launch", "launch_cmd", default=None,
+              help="The server command exactly as you run it; specdoctor starts it and changes "
+                   "one argument or variable per experiment.")
+@click.option("--env", "env", multiple=True, help="K=V added to the launch environment (repeat).")
+@click.option("--url", default=None, help="A running server: measure and classify, no restart.")
+@click.option("--logs", "logs", multiple=True, type=click.Path(path_type=Path),
+              help="Server log file(s): signature and static experiments (repeat).")
+@click.option("--sampling", multiple=True,
+              help="greedy | official (T=1.0, top_p=0.95) | T,top_p (repeat; default greedy and "
+                   "official).")
+@click.option("--suite", "suites", multiple=True, type=click.Choice(sorted(SUITES)),
+              help="Prompt suites (repeat; default code and essay).")
+@click.option("--num-prompts", type=int, default=8, show_default=True, help="Prompts per suite.")
+@click.option("--max-tokens", type=int, default=64, show_default=True)
+@click.option("--budget", type=float, default=10.0, show_default=True,
+              help="Minutes for the verdict experiments (after the measurement); those past it "
+                   "stay pending.")
+@click.option("--reference", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help='A reference profile JSON: {"per_position": [...]} (unconditional).')
+@click.option("--load", "load_ab", is_flag=True, help="Also measure greedy at concurrency 8.")
+@click.option("--lab-method", default="draft_model", show_default=True,
+              help="With no target: which lab server to diagnose.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Folder for report.md, report.html and server logs (default: a new temp one).")
+@click.option("--db", type=click.Path(path_type=Path), default=None, help="SQLite store.")
+@click.option("--no-store", is_flag=True, help="Do not record the investigation.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
+             logs: tuple[Path, ...], sampling: tuple[str, ...], suites: tuple[str, ...],
+             num_prompts: int, max_tokens: int, budget: float, reference: Path | None,
+             load_ab: bool, lab_method: str, out_dir: Path | None, db: Path | None,
+             no_store: bool, as_json: bool) -> None:
+    """Measure, classify the symptom, rank hypotheses by the cost of deciding them, run the
+    experiments cheapest first within --budget, and report the root cause with its evidence."""
+    from specdoctor.diagnose.orchestrator import Options, Target, diagnose as run
+    from specdoctor.experiments.base import Launch
+    from specdoctor.report.console import err_console
+
+    if sum(x is not None and x != () for x in (launch_cmd, url, logs or None)) > 1:
+        raise InputError("give one target: --launch, --url or --logs", "pick one")
+    if num_prompts < 2 or max_tokens < 1 or budget <= 0:
+        raise InputError("--num-prompts must be >= 2, --max-tokens >= 1, --budget > 0",
+                         "e.g. --num-prompts 8 --max-tokens 64 --budget 10")
+    for p in logs:
+        if not p.is_file():
+            raise InputError(f"{p}: no such log file", "check the path")
+    greedy, sampled = parse_sampling(sampling)
+    launch = None
+    if launch_cmd is not None:
+        argv = tuple(shlex.split(launch_cmd))
+        if not argv:
+            raise InputError("--launch is empty", "pass the server command in quotes")
+        launch = Launch(argv=argv, env=parse_env(env))
+    elif env:
+        raise InputError("--env only applies to --launch", "drop --env, or add --launch")
+    elif url is None and not logs:
+        launch = lab_launch(lab_method)
+    workdir = out_dir or Path(tempfile.mkdtemp(prefix="specdoctor-diagnose-"))
+    opts = Options(greedy=greedy, sampled=sampled, suites=suites or ("code", "essay"),
+                   prompts_per_suite=num_prompts, max_tokens=max_tokens, budget_min=budget,
+                   reference_file=reference, concurrency8=load_ab, workdir=workdir)
+    store = None
+    if not no_store:
+        from specdoctor.store.ledger import open_ledger_store
+
+        store = open_ledger_store(db)
+    console = err_console()
+    t0 = time.monotonic()
+
+    def progress(msg: str) -> None:
+        console.print(f"[dim]{time.monotonic() - t0:6.0f}s[/dim] {msg}")
+
+    try:
+        d = run(Target(launch=launch, url=url, logs=logs), opts,
+                ProcessLauncher() if launch is not None else None, store, progress)
+    finally:
+        if store is not None:
+            store.close()
+    if as_json:
+        click.echo(json.dumps(d.to_json()))
+        return
+    _print(d)
+
+
+def _print(d: Any) -> None:
+    out = Console()
+    out.print(f"[bold]signature: {d.signature.cls}[/bold] — {d.signature.evidence}")
+    t = Table(header_style="bold")
+    for col in ("hypothesis", "cost (cpu/gpu min, restarts)", "verdict", "evidence"):
+        t.add_column(col)
+    for e in d.ledger.entries:
+        t.add_row(e.hypothesis, f"{e.cost.cpu_min:g}/{e.cost.gpu_min:g}, {e.cost.restarts}",
+                  e.verdict.value, (e.evidence[-1] if e.evidence else "")[:140])
+    out.print(t)
+    out.print(f"root cause: [bold]{d.root_cause or 'none'}[/bold]"
+              + (f" (also: {', '.join(d.other_causes)})" if d.other_causes else ""))
+    for n in d.notes:
+        out.print(f"note: {n}")
+    if d.report:
+        out.print(f"report: {d.report} (and report.html)")
+    if d.investigation is not None:
+        out.print(f"ledger: specdoctor ledger show {d.investigation}")

@@ -1,0 +1,156 @@
+"""The hypothesis ledger of one investigation: candidates, the plan, verdicts with evidence.
+
+Candidates are the catalogue's hypotheses that can explain the signature's classes. They are
+ordered by the cost of the experiment that decides them — not by likelihood: a cheap
+experiment that fails is still information (Case A). Experiments that share a launch (the
+same relaunch carries a fresh compile cache and the probes) are planned together and the
+restart is charged once.
+
+Verdicts: excluded / confirmed / inconclusive / not-reproducible, each with its evidence; a
+hypothesis no experiment reached stays pending, with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from specdoctor.diagnose import rules
+from specdoctor.diagnose.catalogue import Catalogue, Cost
+from specdoctor.diagnose.signature import Signature
+from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
+
+# Launch groups that are not a relaunch: nothing is shared or charged once.
+NO_LAUNCH = ("none", "current")
+# Decisive verdicts replace weaker ones; evidence accumulates.
+_STRENGTH = {Verdict.PENDING: 0, Verdict.INCONCLUSIVE: 1, Verdict.NOT_REPRODUCIBLE: 2,
+             Verdict.EXCLUDED: 3, Verdict.CONFIRMED: 3}
+# Classes that need no explanation.
+QUIET = ("healthy", "unreferenced", "no-data")
+
+
+@dataclass
+class Entry:
+    hypothesis: str
+    experiment: str
+    cost: Cost
+    launch_group: str
+    verdict: Verdict = Verdict.PENDING
+    evidence: list[str] = field(default_factory=list)
+    recovered: float | None = None
+    citations: list[dict[str, str]] = field(default_factory=list)
+    decided_by: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.hypothesis, "experiment": self.experiment,
+                "cost": self.cost.to_json(), "launch_group": self.launch_group,
+                "verdict": self.verdict.value, "evidence": list(self.evidence),
+                "recovered": None if self.recovered is None else round(self.recovered, 4),
+                "decided_by": self.decided_by, "citations": list(self.citations)}
+
+
+@dataclass
+class Step:
+    """One planned experiment and the candidates it is asked about."""
+
+    experiment: str
+    hypotheses: tuple[str, ...]
+    cost: Cost
+    launch_group: str
+
+
+@dataclass
+class Ledger:
+    signature: Signature
+    entries: list[Entry]
+    results: list[ExperimentResult] = field(default_factory=list)
+    id: int | None = None
+
+    def entry(self, hid: str) -> Entry | None:
+        return next((e for e in self.entries if e.hypothesis == hid), None)
+
+    def plan(self, cat: Catalogue, restart_min: float) -> list[Step]:
+        """Experiments to run, cheapest first; those sharing a launch are adjacent and their
+        restart is counted once (the group is ordered by its total cost)."""
+        wanted: dict[str, list[str]] = {}
+        for e in self.entries:
+            for exp in cat.deciders(e.hypothesis):
+                wanted.setdefault(exp, [])
+                if e.hypothesis not in wanted[exp]:
+                    wanted[exp].append(e.hypothesis)
+        units: dict[str, list[str]] = {}
+        for exp in wanted:
+            g = cat.experiments[exp].launch_group
+            key = exp if g in NO_LAUNCH else f"group:{g}"
+            units.setdefault(key, []).append(exp)
+
+        def unit_cost(exps: list[str]) -> float:
+            costs = [cat.experiments[x].cost for x in exps]
+            return (sum(c.cpu_min + 3.0 * c.gpu_min for c in costs)
+                    + max(c.restarts for c in costs) * restart_min)
+
+        steps: list[Step] = []
+        for key in sorted(units, key=lambda k: (unit_cost(units[k]), k)):
+            for exp in sorted(units[key], key=lambda x: cat.experiments[x].cost.minutes(restart_min)):
+                spec = cat.experiments[exp]
+                steps.append(Step(exp, tuple(wanted[exp]), spec.cost, spec.launch_group))
+        return steps
+
+    def apply(self, result: ExperimentResult) -> None:
+        """Record an experiment's findings; a decisive verdict replaces a weaker one."""
+        self.results.append(result)
+        for f in result.findings:
+            e = self.entry(f.hypothesis)
+            if e is None:
+                continue
+            e.evidence.append(f"[{result.experiment}] {f.verdict.value}: {f.evidence}")
+            e.citations.extend(f.citations)
+            if _STRENGTH[f.verdict] >= _STRENGTH[e.verdict] and not (
+                    e.verdict is Verdict.CONFIRMED and f.verdict is not Verdict.CONFIRMED):
+                e.verdict, e.decided_by = f.verdict, result.experiment
+                if f.recovered is not None:
+                    e.recovered = f.recovered
+
+    def mark(self, hypotheses: tuple[str, ...], verdict: Verdict, reason: str,
+             experiment: str) -> None:
+        """Same reason for several candidates (an experiment that could not run)."""
+        self.apply(ExperimentResult(experiment, [Finding(h, verdict, reason)
+                                                 for h in hypotheses]))
+
+    def findings(self) -> list[Finding]:
+        return [Finding(e.hypothesis, e.verdict, "; ".join(e.evidence), e.recovered)
+                for e in self.entries]
+
+    def root_cause(self) -> tuple[str | None, list[str]]:
+        return rules.root_cause(self.findings())
+
+    def explained(self, cat: Catalogue) -> bool:
+        """Every class of trouble in the signature has a confirmed hypothesis that explains it
+        (the stopping rule: confirmed, and its competitors for that class need no more runs)."""
+        todo = [c for c in self.signature.classes if c not in QUIET]
+        if not todo:
+            return False
+        confirmed = [cat.hypotheses[e.hypothesis] for e in self.entries
+                     if e.verdict is Verdict.CONFIRMED]
+        return all(any(c in h.signatures for h in confirmed) for c in todo)
+
+    def undecided(self) -> list[str]:
+        return [e.hypothesis for e in self.entries
+                if e.verdict in (Verdict.PENDING, Verdict.INCONCLUSIVE)]
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [e.to_json() for e in self.entries]
+
+
+def build(signature: Signature, cat: Catalogue, restart_min: float,
+          also: tuple[str, ...] = ()) -> Ledger:
+    """The candidates the signature leaves, ordered by the cost of their verdict experiment.
+
+    ``also``: hypotheses to keep whatever the signature (the causes that live in the served
+    files when the reference is the oracle, which runs those same files)."""
+    hyps = cat.explaining(signature.classes)
+    hyps += [cat.hypotheses[h] for h in also if h in cat.hypotheses and cat.hypotheses[h] not in hyps]
+    entries = [Entry(h.id, h.experiment, cat.experiments[h.experiment].cost,
+                     cat.experiments[h.experiment].launch_group) for h in hyps]
+    entries.sort(key=lambda e: (e.cost.minutes(restart_min), e.launch_group, e.hypothesis))
+    return Ledger(signature, entries)

@@ -1,0 +1,391 @@
+"""``diagnose``: measure, classify, build the ledger, run experiments cheapest first, report.
+
+Targets: a launch command (specdoctor owns the server's life and changes one thing per
+experiment), a URL (measure and classify; no restart), or log files (signature and the static
+experiments). The CLI turns "no target" into the lab's launch command; nothing here knows the
+lab.
+
+The investigation is written to the store when it starts and after every experiment, so a run
+that dies keeps what it found. An experiment that crashes is recorded inconclusive with the
+reason, and the diagnosis goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from specdoctor.bench.prompts import take
+from specdoctor.diagnose import catalogue as catalogue_mod
+from specdoctor.diagnose import experiments, references, rules
+from specdoctor.diagnose.experiments import common
+from specdoctor.diagnose.experiments.logs_scan import error_lines
+from specdoctor.diagnose.experiments.oracle import OracleGreedy, expected_profile
+from specdoctor.diagnose.ledger import Ledger, build
+from specdoctor.diagnose.signature import Facts, Signature, classify
+from specdoctor.errors import SpecdoctorError
+from specdoctor.experiments.base import (
+    Context, ExperimentResult, Finding, Launch, Launcher, Verdict,
+)
+
+log = logging.getLogger(__name__)
+OFFICIAL = (1.0, 0.95)   # the official sampling of CASES.md's sweeps
+
+
+@dataclass(frozen=True)
+class Target:
+    launch: Launch | None = None
+    url: str | None = None
+    logs: tuple[Path, ...] = ()
+
+    def describe(self) -> str:
+        if self.launch is not None:
+            return self.launch.shell_command()
+        if self.url is not None:
+            return self.url
+        return " ".join(map(str, self.logs))
+
+
+@dataclass
+class Options:
+    greedy: bool = True
+    sampled: tuple[float, float] | None = OFFICIAL
+    suites: tuple[str, ...] = ("code", "essay")
+    prompts_per_suite: int = 8
+    max_tokens: int = 64
+    budget_min: float = 10.0
+    restart_min: float = 2.0
+    reference_file: Path | None = None
+    concurrency8: bool = False
+    workdir: Path = Path(".")
+
+
+@dataclass
+class Diagnosis:
+    signature: Signature
+    ledger: Ledger
+    root_cause: str | None
+    other_causes: list[str]
+    report: Path | None = None
+    investigation: int | None = None
+    notes: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"signature": {"class": self.signature.cls,
+                              "evidence": self.signature.evidence},
+                "ledger": [{"id": e.hypothesis, "cost": e.cost.to_json(),
+                            "verdict": e.verdict.value, "evidence": e.evidence,
+                            "experiment": e.experiment} for e in self.ledger.entries],
+                "root_cause": self.root_cause, "other_causes": self.other_causes,
+                "report": None if self.report is None else str(self.report),
+                "investigation": self.investigation, "notes": self.notes,
+                "wall_s": round(self.wall_s, 1), "signature_detail": self.signature.to_json()}
+
+
+class Saver:
+    """Writes the investigation after every step (``None`` store: nothing is written)."""
+
+    def __init__(self, store: Any, target: Target) -> None:
+        self.store = store
+        self.id = store.start(target.describe()) if store is not None else None
+
+    def save(self, sig: Signature | None, ledger: Ledger | None, status: str = "running",
+             result: dict[str, Any] | None = None) -> None:
+        if self.store is None or self.id is None:
+            return
+        self.store.save(self.id, signature=sig.to_json() if sig else None,
+                        ledger=ledger.to_json() if ledger else [],
+                        experiments=[r.to_json() for r in (ledger.results if ledger else [])],
+                        status=status, result=result)
+
+
+def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
+             store: Any = None, progress: Callable[[str], None] = lambda m: None) -> Diagnosis:
+    t0 = time.monotonic()
+    opts.workdir.mkdir(parents=True, exist_ok=True)
+    saver = Saver(store, target)
+    ctx = _context(target, opts, launcher, progress)
+    notes: list[str] = []
+    server = None
+    try:
+        if target.launch is not None:
+            server = _start(ctx, target.launch, notes)
+        if ctx.url is not None:
+            _measure(ctx, opts, notes)
+        if target.logs:
+            _read_logs(ctx, target.logs, notes)
+        if server is not None:
+            ctx.data.setdefault("server_logs", {})["baseline"] = _read(server.log_path)
+        oracle_result = _oracle_first(ctx, notes)
+        facts = _facts(ctx, opts, oracle_result)
+        sig = classify(facts)
+        cat = catalogue_mod.load()
+        # The oracle runs the served files as they are: matching it clears the engine, not the
+        # files, so the file-side causes stay candidates whenever it is the reference.
+        file_side = rules.FILE_SIDE if (facts.reference is not None and ctx.draft_dir
+                                        and facts.reference.source == "oracle") else ()
+        ledger = build(sig, cat, opts.restart_min, also=file_side)
+        if oracle_result is not None:
+            ledger.apply(oracle_result)
+        saver.save(sig, ledger)
+        if not ledger.entries:
+            progress(f"{sig.cls}: no candidate to test")
+        else:
+            server = _run_plan(ctx, ledger, cat, opts, time.monotonic(), server, saver)
+        _redecide_draft_quality(ctx, ledger)
+    finally:
+        if server is not None and launcher is not None:
+            launcher.stop(server)
+    root, others = ledger.root_cause()
+    sig = _against_recovery(sig, facts, ledger, root, notes)
+    d = Diagnosis(sig, ledger, root, others, investigation=saver.id, notes=notes,
+                  wall_s=time.monotonic() - t0)
+    from specdoctor.diagnose.report import write_report
+
+    d.report = write_report(d, opts.workdir, target.describe())
+    saver.save(sig, ledger, "done", d.to_json())
+    return d
+
+
+# -- steps ---------------------------------------------------------------------------------------
+
+def _context(target: Target, opts: Options, launcher: Launcher | None,
+             progress: Callable[[str], None]) -> Context:
+    prompts: list[str] = []
+    for s in opts.suites:
+        prompts += take(s, opts.prompts_per_suite)
+    ctx = Context(workdir=opts.workdir, url=target.url, launch=target.launch, launcher=launcher,
+                  logs=target.logs, prompts=tuple(prompts), max_tokens=opts.max_tokens,
+                  sampling=opts.sampled, progress=progress)
+    if target.launch is not None:
+        s = common.settings(target.launch)
+        ctx.data["settings"] = s
+        ctx.method, ctx.k = s.method, s.k
+        ctx.target_dir, ctx.draft_dir, ctx.tokenizer_dir = s.target, s.draft, s.tokenizer
+    ctx.data["suite"] = ",".join(opts.suites)
+    return ctx
+
+
+def _start(ctx: Context, launch: Launch, notes: list[str]) -> Any:
+    if ctx.launcher is None:
+        raise SpecdoctorError("a launch command needs a launcher", "run through the CLI")
+    launch = launch.with_port(ctx.free_port())
+    ctx.launch = launch
+    ctx.progress(f"starting the server: {launch.shell_command()[:160]}")
+    try:
+        server = ctx.launcher.start(launch, ctx.workdir / "server-baseline.log")
+    except SpecdoctorError as exc:
+        notes.append(f"the server did not start: {exc.problem}")
+        ctx.data.setdefault("server_logs", {})["baseline"] = _read(
+            ctx.workdir / "server-baseline.log")
+        ctx.data["errors"] = [exc.problem.splitlines()[0]]
+        return None
+    ctx.url = server.url
+    return server
+
+
+def _measure(ctx: Context, opts: Options, notes: list[str]) -> None:
+    runs = []
+    if opts.greedy:
+        runs.append(("greedy", 0.0, 1.0, 1))
+    if opts.sampled is not None:
+        runs.append(("sampled", opts.sampled[0], opts.sampled[1], 1))
+    if opts.concurrency8:
+        runs.append(("greedy c=8", 0.0, 1.0, 8))
+    for label, t, p, c in runs:
+        ctx.progress(f"measuring {label} ({len(ctx.prompts)} prompts x {ctx.max_tokens} tokens)")
+        try:
+            m = common.measure_url(ctx, ctx.url or "", common.params(ctx, t, p, c))
+        except SpecdoctorError as exc:
+            notes.append(f"{label}: {exc}")
+            ctx.data.setdefault("errors", []).append(str(exc))
+            continue
+        ctx.measured[label] = m
+        if m.error:
+            notes.append(f"{label}: {m.error}")
+            ctx.data.setdefault("errors", []).append(m.error)
+
+
+def _read_logs(ctx: Context, paths: tuple[Path, ...], notes: list[str]) -> None:
+    from specdoctor.sources import vllm_log
+    from specdoctor.sources.logs import read_logs
+
+    try:
+        lt = read_logs(list(paths))
+    except SpecdoctorError as exc:
+        notes.append(f"logs: {exc}")
+        return
+    ctx.data["windows"] = [w.profile for w in lt.reading.windows]
+    ctx.data["log_total"] = lt.total
+    for p in paths:
+        text = _read(p)
+        ctx.data.setdefault("server_logs", {})[str(p)] = text
+        for line in text.splitlines()[:2000]:
+            m = vllm_log.drafter_method(line)
+            if m and ctx.method is None:
+                ctx.method = m
+    if ctx.k is None:
+        ctx.k = lt.total.k
+
+
+def _oracle_first(ctx: Context, notes: list[str]) -> ExperimentResult | None:
+    """The oracle is the preferred reference: computed before the signature when it can be."""
+    exp = OracleGreedy()
+    why = exp.unavailable(ctx)
+    if why is not None:
+        notes.append(f"reference: no oracle ({why})")
+        return None
+    ctx.progress("oracle: the acceptance these weights allow, greedy")
+    try:
+        return exp.run(ctx, ("draft-quality", *rules.ENGINE_SIDE))
+    except Exception as exc:  # a crashing experiment must not end the diagnosis
+        notes.append(f"oracle failed: {type(exc).__name__}: {exc}")
+        _keep_traceback(ctx, "oracle-greedy")
+        return None
+
+
+def _facts(ctx: Context, opts: Options, oracle_result: ExperimentResult | None) -> Facts:
+    greedy = ctx.measured.get("greedy")
+    profile = greedy.total if greedy is not None else ctx.data.get("log_total")
+    oracle_ref = None
+    if oracle_result is not None and "oracle_greedy" in ctx.data:
+        oracle_ref = references.reference_from_profile(
+            expected_profile(ctx.data["oracle_greedy"]), "oracle (greedy, same prompts)", "oracle",
+            "computed from the served weights", tolerance=0.05)
+    user = references.load_user_reference(opts.reference_file) if opts.reference_file else None
+    published = references.published_for(ctx.method, ctx.k)
+    sampled = ctx.measured.get("sampled")
+    errors = list(ctx.data.get("errors", []))
+    for text in ctx.data.get("server_logs", {}).values():
+        errors += error_lines(text, 5)
+    return Facts(
+        greedy=profile,
+        reference=references.choose(oracle_ref, user, published),
+        sampled=sampled.total if sampled is not None else None,
+        sampled_label="T={:g}, top_p={:g}".format(*opts.sampled) if opts.sampled else "",
+        concurrent=(ctx.measured["greedy c=8"].total if "greedy c=8" in ctx.measured else None),
+        windows=tuple(ctx.data.get("windows", ())),
+        errors=tuple(errors),
+        tok_s=greedy.output_tok_s if greedy is not None else None,
+        tok_s_spec_off=ctx.data.get("tok_s_spec_off"),
+        method=ctx.method)
+
+
+def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, server: Any,
+              saver: Saver) -> Any:
+    for step in ledger.plan(cat, opts.restart_min):
+        if ledger.explained(cat):
+            root, _ = ledger.root_cause()
+            ctx.progress("every symptom has a confirmed cause: stopping")
+            for e in ledger.entries:
+                if e.verdict is Verdict.PENDING and not e.evidence:
+                    e.evidence.append(f"not run: every symptom already has a confirmed cause "
+                                      f"({root})")
+            break
+        open_h = tuple(h for h in step.hypotheses if ledger.entry(h) is not None
+                       and ledger.entry(h).verdict in (Verdict.PENDING, Verdict.INCONCLUSIVE))
+        if not open_h or step.experiment == "oracle-greedy" and ledger.results and \
+                any(r.experiment == "oracle-greedy" for r in ledger.results):
+            continue
+        exp = experiments.load(step.experiment)
+        spec = cat.experiments[step.experiment]
+        if exp is None:
+            ledger.mark(open_h, Verdict.INCONCLUSIVE,
+                        f"experiment {step.experiment} is not available in this build "
+                        f"({spec.does})", step.experiment)
+            continue
+        why = exp.unavailable(ctx)
+        if why is not None:
+            if ctx.launch is None and ("launch" in spec.needs or "models" in spec.needs):
+                why += (f"; to run it: specdoctor diagnose --launch '<the command that "
+                        f"starts {ctx.url or 'the server'}>' (with --env K=V for its environment)")
+            ledger.mark(open_h, Verdict.INCONCLUSIVE, f"not run: {why}", step.experiment)
+            continue
+        spent = (time.monotonic() - t0) / 60
+        need = spec.cost.minutes(opts.restart_min)
+        if spent + need > opts.budget_min:
+            ledger.mark(open_h, Verdict.PENDING, f"not run: over the budget ({spent:.1f} of "
+                        f"{opts.budget_min:g} min spent, needs about {need:g})", step.experiment)
+            continue
+        if spec.cost.restarts and server is not None and ctx.launcher is not None:
+            ctx.launcher.stop(server)  # one server at a time: relaunches need the machine
+            server, ctx.url = None, None
+        ctx.progress(f"experiment {step.experiment} → {', '.join(open_h)}")
+        t1 = time.perf_counter()
+        try:
+            result = exp.run(ctx, open_h)
+        except Exception as exc:  # a crashing experiment is inconclusive; the diagnosis goes on
+            _keep_traceback(ctx, step.experiment)
+            result = ExperimentResult(step.experiment, [
+                Finding(h, Verdict.INCONCLUSIVE, f"the experiment crashed: "
+                        f"{type(exc).__name__}: {exc}") for h in open_h],
+                error=f"{type(exc).__name__}: {exc}")
+        result.wall_s = result.wall_s or time.perf_counter() - t1
+        ledger.apply(result)
+        _redecide_draft_quality(ctx, ledger)
+        saver.save(ledger.signature, ledger)
+    return server
+
+
+def _against_recovery(sig: Signature, facts: Facts, ledger: Ledger, root: str | None,
+                      notes: list[str]) -> Signature:
+    """When a counterfactual recovered acceptance, the recovered curve is what the served setup
+    should give: the final signature is stated against it (the oracle of the served files
+    shares their error, so against the oracle the symptom could read healthy)."""
+    if root is None:
+        return sig
+    for r in ledger.results:
+        decided = [f for f in r.findings if f.hypothesis == root and f.verdict is Verdict.CONFIRMED]
+        after = [(k, v) for k, v in r.curves.items() if k.startswith("after ")]
+        if decided and after:
+            name, prof = max(after, key=lambda kv: common.apd(kv[1]))
+            ref = references.reference_from_profile(prof, f"counterfactual {name[6:]}",
+                                                    "counterfactual", tolerance=0.05)
+            if ref is None:
+                return sig
+            final = classify(replace(facts, reference=ref))
+            if final.cls != sig.cls:
+                notes.append(f"signature against the served files' own oracle: {sig.cls} "
+                             f"({sig.evidence})")
+            return final
+    return sig
+
+
+def _redecide_draft_quality(ctx: Context, ledger: Ledger) -> None:
+    """draft-quality waits for the file-side counterfactuals (rule oracle-equal-low)."""
+    gap = ctx.data.get("oracle_gap")
+    e = ledger.entry("draft-quality")
+    if gap is None or e is None or e.verdict is not Verdict.INCONCLUSIVE:
+        return
+    side = [ledger.entry(h) for h in rules.FILE_SIDE]
+    excluded = all(x is None or x.verdict is Verdict.EXCLUDED for x in side)
+    confirmed_other = any(x is not None and x.verdict is Verdict.CONFIRMED for x in side)
+    if confirmed_other:
+        ledger.apply(ExperimentResult("rule:oracle-equal-low", [Finding(
+            "draft-quality", Verdict.EXCLUDED,
+            "a counterfactual on the served files recovered acceptance: the drafter is not "
+            "weak, its files are wrong")]))
+        return
+    if excluded:
+        ledger.apply(ExperimentResult("rule:oracle-equal-low", rules.decide_oracle(
+            gap, ctx.data.get("oracle_pos0"), file_side_excluded=True)))
+
+
+def _keep_traceback(ctx: Context, name: str) -> None:
+    try:
+        (ctx.workdir / f"crash-{name}.txt").write_text(traceback.format_exc())
+    except OSError:
+        pass
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""

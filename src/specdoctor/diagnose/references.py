@@ -1,0 +1,235 @@
+"""Reference profiles: what "low" is measured against, each with its convention, converted first.
+
+A reference is one of (in order of preference):
+1. ``oracle``: computed from the served weights on the same prompts (``specdoctor.oracle``);
+2. ``user``: a JSON file the user gives (``--reference FILE``);
+3. ``published``: a built-in table of published figures (below), each with its source and
+   convention;
+4. ``self``: the same server at k=1, greedy (position 0 at k=1 bounds position 0 at any k).
+
+Conventions are converted before any comparison, here and nowhere else:
+- mean acceptance length with the bonus token (vLLM, SGLang ``accept len``) or without it
+  (accepted draft tokens per step, how Case A's 0.75 reads);
+- per-position rates unconditional (accepted at i / drafts, vLLM's) or conditional
+  (i given i-1); conditional ones are turned unconditional by cumulative products;
+- k: SGLang's ``--speculative-num-draft-tokens`` counts the root token, so its N is vLLM's
+  k = N - 1 for chain drafting.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specdoctor.acceptance.profile import AcceptanceProfile
+from specdoctor.errors import InputError
+
+SOURCES = ("oracle", "user", "published", "self", "counterfactual")
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Unconditional per-position rates (vLLM's convention) and where they come from."""
+
+    name: str
+    source: str  # one of SOURCES
+    per_position: tuple[float, ...]
+    citation: str = ""
+    # Only the positions a reference states are compared; published figures are for their own
+    # model and data, so they bound "is this far off?" loosely (see ``tolerance``).
+    tolerance: float = 0.10
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def k(self) -> int:
+        return len(self.per_position)
+
+    @property
+    def accepted_per_draft(self) -> float:
+        """Accepted draft tokens per step, bonus token NOT counted."""
+        return float(sum(self.per_position))
+
+    @property
+    def mean_acceptance_length(self) -> float:
+        """Bonus token counted (vLLM's figure)."""
+        return 1.0 + self.accepted_per_draft
+
+    def conditional(self) -> list[float | None]:
+        return conditional_from_unconditional(self.per_position)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "source": self.source,
+                "per_position": [round(x, 4) for x in self.per_position],
+                "convention": "unconditional per-position rates; mean acceptance length "
+                              "counts the bonus token",
+                "mean_acceptance_length": round(self.mean_acceptance_length, 4),
+                "citation": self.citation, "tolerance": self.tolerance, "notes": list(self.notes)}
+
+
+# -- conversions (pure) --------------------------------------------------------------------------
+
+def unconditional_from_conditional(rates: Sequence[float]) -> list[float]:
+    """Conditional rates (i given i-1) → unconditional (accepted at i / drafts)."""
+    out, acc = [], 1.0
+    for r in rates:
+        acc *= r
+        out.append(acc)
+    return out
+
+
+def conditional_from_unconditional(rates: Sequence[float]) -> list[float | None]:
+    """Unconditional → conditional; None where the previous position is never accepted."""
+    out: list[float | None] = []
+    prev = 1.0
+    for r in rates:
+        out.append(r / prev if prev > 0 else None)
+        prev = r
+    return out
+
+
+def accepted_per_draft(mean_length: float, bonus_counted: bool) -> float:
+    """Accepted draft tokens per step (no bonus) from a mean acceptance length."""
+    return mean_length - 1.0 if bonus_counted else mean_length
+
+
+def k_from_sglang_draft_tokens(num_draft_tokens: int) -> int:
+    """SGLang's --speculative-num-draft-tokens counts the root: chain drafting k = N - 1."""
+    if num_draft_tokens < 2:
+        raise InputError(f"SGLang num_draft_tokens {num_draft_tokens} drafts nothing",
+                         "it counts the root token: use 2 or more")
+    return num_draft_tokens - 1
+
+
+def reference_from_profile(profile: AcceptanceProfile, name: str, source: str,
+                           citation: str = "", tolerance: float = 0.10) -> Reference | None:
+    pp = profile.per_position
+    if pp is None:
+        return None
+    return Reference(name, source, tuple(pp), citation, tolerance, profile.notes)
+
+
+def self_reference(k1_profile: AcceptanceProfile, k: int) -> Reference | None:
+    """The same server at k=1, greedy: its position-0 rate is the best any position 0 can do,
+    and a correct chain can only keep or lower the conditional rate (an upper bound only)."""
+    pp = k1_profile.per_position
+    if not pp:
+        return None
+    return Reference("self k=1", "self", (pp[0],), "the same server at k=1, greedy",
+                     notes=(f"only position 0 is bounded; the run has k={k}",))
+
+
+# -- published figures ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Published:
+    name: str
+    method: str
+    k: int
+    citation: str
+    per_position: tuple[float, ...] | None = None   # as published
+    conditional: bool = False                        # per_position published conditional
+    mean_length: float | None = None
+    bonus_counted: bool = True
+
+    def reference(self) -> Reference:
+        if self.per_position is not None:
+            pp = (unconditional_from_conditional(self.per_position) if self.conditional
+                  else list(self.per_position))
+            notes: tuple[str, ...] = ()
+        else:
+            # Only a mean: spread it as a geometric decay with the same accepted per draft, and
+            # say so; it bounds the total, not the shape.
+            apd = accepted_per_draft(self.mean_length or 1.0, self.bonus_counted)
+            pp = _geometric_with_sum(apd, self.k)
+            notes = ("published as a mean acceptance length only; per-position shape assumed "
+                     "geometric with the same total",)
+        # Published figures are for other models and data: a loose 25% tolerance.
+        return Reference(self.name, "published", tuple(pp), self.citation, 0.25, notes)
+
+
+def _geometric_with_sum(total: float, k: int) -> list[float]:
+    """r, r^2, ..., r^k with the given sum (bisection; total is capped at k)."""
+    total = min(max(total, 0.0), float(k))
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if sum(mid ** (i + 1) for i in range(k)) < total:
+            lo = mid
+        else:
+            hi = mid
+    return [lo ** (i + 1) for i in range(k)]
+
+
+PUBLISHED: tuple[Published, ...] = (
+    Published("llama3.1-8b-eagle3-mtbench", "eagle3", 3,
+              "vLLM CI tests/v1/spec_decode/test_acceptance_length.py, MT-Bench, greedy",
+              per_position=(0.730, 0.521, 0.355)),
+    Published("qwen3-8b-eagle3-mtbench", "eagle3", 3,
+              "vLLM CI tests/v1/spec_decode/test_acceptance_length.py, MT-Bench, greedy",
+              per_position=(0.654, 0.399, 0.202)),
+    Published("qwen3-8b-dflash-mtbench", "dflash", 3,
+              "vLLM PR #32206 (AL 2.93, bonus counted; k not stated: 3 assumed)",
+              mean_length=2.93, bonus_counted=True),
+    Published("mtp-8layer-gsm8k", "mtp", 8, "vLLM PR #48892, GSM8K greedy",
+              per_position=(0.76, 0.62, 0.51, 0.42, 0.36, 0.31, 0.27, 0.24)),
+    Published("prompt-lookup-specbench", "ngram", 3,
+              "Spec-Bench prompt lookup, 1.67-1.75 mean accepted tokens (bonus counted; "
+              "k not stated: 3 assumed)", mean_length=1.67, bonus_counted=True),
+)
+
+
+def published_for(method: str | None, k: int | None) -> Reference | None:
+    """The published figure for this method, cut to the first k positions."""
+    for p in PUBLISHED:
+        if p.method == method:
+            ref = p.reference()
+            if k is not None and ref.k > k:
+                ref = Reference(ref.name, ref.source, ref.per_position[:k], ref.citation,
+                                ref.tolerance, ref.notes)
+            return ref
+    return None
+
+
+def load_user_reference(path: Path) -> Reference:
+    """A user's reference file: ``{"per_position": [...], "conditional": false}`` or
+    ``{"mean_acceptance_length": 2.6, "bonus_counted": true, "k": 3}``."""
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read the reference file {path}: {exc}", "check the path") from exc
+    except ValueError as exc:
+        raise InputError(f"{path} is not JSON: {exc}",
+                         'write e.g. {"per_position": [0.7, 0.5, 0.35]}') from exc
+    if not isinstance(data, dict):
+        raise InputError(f"{path} must hold a JSON object", 'e.g. {"per_position": [0.7, 0.5]}')
+    try:
+        if "per_position" in data:
+            rates = [float(x) for x in data["per_position"]]
+            if not rates or any(not 0 <= r <= 1 for r in rates):
+                raise ValueError("per_position rates must lie in 0..1")
+            pub = Published(path.name, "user", len(rates), str(path),
+                            per_position=tuple(rates),
+                            conditional=bool(data.get("conditional", False)))
+        else:
+            pub = Published(path.name, "user", int(data["k"]), str(path),
+                            mean_length=float(data["mean_acceptance_length"]),
+                            bonus_counted=bool(data.get("bonus_counted", True)))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{path}: {exc}",
+                         'give "per_position" (unconditional unless "conditional": true), or '
+                         '"mean_acceptance_length" with "bonus_counted" and "k"') from exc
+    ref = pub.reference()
+    return Reference(ref.name, "user", ref.per_position, ref.citation, 0.10, ref.notes)
+
+
+def choose(oracle: Reference | None = None, user: Reference | None = None,
+           published: Reference | None = None, self_ref: Reference | None = None
+           ) -> Reference | None:
+    """The preferred reference available: oracle, then user, then published, then self."""
+    for ref in (oracle, user, published, self_ref):
+        if ref is not None:
+            return ref
+    return None

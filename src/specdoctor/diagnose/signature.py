@@ -1,0 +1,284 @@
+"""Symptom signature: which decidable shape of trouble one set of measurements shows.
+
+Pure functions over AcceptanceProfiles and the facts around them (errors in the log, tok/s
+against the spec-off baseline, greedy vs sampled, c=1 vs c=8, windows over uptime, a
+reference — preferably the oracle). The result is one class with its evidence in numbers
+("pos0 0.50, pos2 0.00, no error, 0.8x the spec-off tok/s") and the other classes that apply.
+
+Classes:
+- ``crash``: errors in the log (the server or a request failed);
+- ``zero``: drafts proposed, none accepted;
+- ``cliff``: a position j >= 1 whose conditional rate (j given j-1) falls to near zero while
+  the positions before it hold up — Case A's pos0 0.50, pos2 0.00. Never called for drafters
+  that propose variable-length drafts (ngram): their later positions count short drafts in the
+  denominator, so a falling tail is how they count, not a cliff;
+- ``steep-decay``: below the reference, and the loss grows with the position (the ratio to the
+  reference at the last position is under half of that at position 0);
+- ``uniform-low``: below the reference by about the same factor at every position;
+- ``sampling-bound``: greedy holds up, the sampled measurement falls well below its reference
+  (the sampled oracle when known, else greedy);
+- ``load-dependent``: concurrency 8 accepts differently from concurrency 1 (outside both
+  intervals);
+- ``drifting``: acceptance falls over the server's uptime (first vs last third of the windows);
+- ``slower-than-spec-off``: acceptance within the reference, yet fewer tok/s than speculation
+  off;
+- ``healthy``: within the reference's tolerance at every compared position;
+- ``unreferenced``: nothing to compare with and no cliff (state the numbers, decide nothing);
+- ``no-data``: no draft was counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from specdoctor.acceptance.profile import AcceptanceProfile
+from specdoctor.diagnose.references import Reference, conditional_from_unconditional
+
+CLASSES = ("healthy", "uniform-low", "cliff", "steep-decay", "zero", "crash", "sampling-bound",
+           "load-dependent", "drifting", "slower-than-spec-off", "unreferenced", "no-data")
+# Methods whose drafts vary in length step to step (vLLM's prompt-lookup family).
+VARIABLE_LENGTH_METHODS = frozenset({"ngram", "ngram_gpu", "suffix"})
+
+# A conditional rate below this, after a position accepted at least CLIFF_MIN_BEFORE, is a
+# cliff (Case A: 0.25 at pos1, then ~0 at pos2).
+CLIFF_CONDITIONAL = 0.15
+CLIFF_MIN_BEFORE = 0.20
+# Steep decay: the ratio to the reference at the last position under this share of position 0's.
+DECAY_RATIO = 0.5
+ABS_SLACK = 0.02          # absolute slack on top of a reference's relative tolerance
+SAMPLED_SHARE = 0.7       # sampled accepted/draft under this share of its reference
+LOAD_SHARE = 0.15         # c=8 vs c=1 relative difference when no intervals decide
+DRIFT_SHARE = 0.20        # last third of windows this much below the first third
+MIN_DRIFT_WINDOWS = 6
+SLOWER_SHARE = 0.95       # tok/s under this share of the spec-off tok/s
+# An oracle whose position 0 is under this is itself low: "the drafter is weak for this data"
+# (oracle.compare's threshold), so matching it is not "healthy".
+WEAK_POS0 = 0.5
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything measured about one setup, before any experiment."""
+
+    greedy: AcceptanceProfile | None
+    reference: Reference | None = None
+    sampled: AcceptanceProfile | None = None
+    sampled_reference: Reference | None = None   # the sampled oracle, when computed
+    sampled_label: str = ""
+    concurrent: AcceptanceProfile | None = None  # greedy at concurrency 8
+    windows: tuple[AcceptanceProfile, ...] = ()  # log windows in uptime order
+    errors: tuple[str, ...] = ()
+    tok_s: float | None = None
+    tok_s_spec_off: float | None = None
+    method: str | None = None
+
+    @property
+    def variable_length(self) -> bool:
+        return self.method in VARIABLE_LENGTH_METHODS
+
+
+@dataclass(frozen=True)
+class Signature:
+    cls: str
+    evidence: str
+    shape: str                       # the greedy shape alone (healthy, cliff, ...)
+    also: tuple[str, ...] = ()       # further classes that apply
+    numbers: dict[str, Any] = field(default_factory=dict)
+    cliff_at: int | None = None
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return (self.cls, *[c for c in self.also if c != self.cls])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"class": self.cls, "evidence": self.evidence, "shape": self.shape,
+                "also": list(self.also), "numbers": self.numbers, "cliff_at": self.cliff_at}
+
+
+# -- shape of one profile against a reference ---------------------------------------------------
+
+def within(measured: float, ref: float, tolerance: float, high: float | None = None) -> bool:
+    """Within tolerance below the reference (being above it is never "low"); a 95% interval
+    reaching the band counts as within."""
+    floor = ref * (1.0 - tolerance) - ABS_SLACK
+    return measured >= floor or (high is not None and high >= floor)
+
+
+def _pos_high(p: AcceptanceProfile, i: int) -> float | None:
+    iv = p.intervals.get(f"per_position[{i}]")
+    return None if iv is None else iv.high
+
+
+def find_cliff(pp: list[float], ref_cond: list[float | None] | None = None) -> int | None:
+    """The first position j >= 1 whose conditional rate collapses after a position that held.
+
+    With a reference, the positions before j must keep at least half their reference's
+    conditional rate (otherwise the loss started earlier: a decay, not a cliff)."""
+    cond = conditional_from_unconditional(pp)
+    for j in range(1, len(pp)):
+        c = cond[j]
+        if pp[j - 1] < CLIFF_MIN_BEFORE or c is None or c >= CLIFF_CONDITIONAL:
+            continue
+        if ref_cond is not None:
+            held = all((cond[i] or 0.0) >= 0.5 * (ref_cond[i] or 0.0)
+                       for i in range(min(j, len(ref_cond))))
+            if not held:
+                continue
+            if j < len(ref_cond) and (ref_cond[j] or 0.0) < 2 * CLIFF_CONDITIONAL:
+                continue  # the reference itself falls off here
+        return j
+    return None
+
+
+def shape(p: AcceptanceProfile | None, ref: Reference | None, variable_length: bool = False
+          ) -> tuple[str, str, int | None]:
+    """(class, evidence, cliff position) of one greedy profile."""
+    if p is None or not p.has_drafts:
+        return "no-data", "no draft was counted", None
+    if p.accepted_tokens == 0:
+        return "zero", f"{p.drafts} drafts, 0 accepted", None
+    pp = p.per_position
+    if pp is None:
+        return _shape_from_total(p, ref)
+    nums = "pos " + ", ".join(f"{i} {r:.2f}" for i, r in enumerate(pp))
+    ref_cond = ref.conditional() if ref is not None else None
+    if not variable_length:
+        j = find_cliff(pp, ref_cond)
+        if j is not None:
+            ev = f"{nums}: the conditional rate at pos{j} is {pp[j] / pp[j - 1]:.2f}" + (
+                f" (reference {ref_cond[j]:.2f})" if ref_cond and j < len(ref_cond)
+                and ref_cond[j] is not None else "")
+            return "cliff", ev, j
+    if ref is None:
+        return "unreferenced", f"{nums}; no reference to compare with", None
+    n = min(len(pp), ref.k)
+    rnums = "/".join(f"{r:.2f}" for r in ref.per_position[:n])
+    against = f"{nums} vs {ref.source} reference {rnums} ({ref.name})"
+    low = [i for i in range(n) if not within(pp[i], ref.per_position[i], ref.tolerance,
+                                             _pos_high(p, i))]
+    if not low:
+        if ref.source == "oracle" and ref.per_position and ref.per_position[0] < WEAK_POS0:
+            # The engine reaches the oracle, and the oracle itself is low: low all the same
+            # (the oracle runs the served files as they are, so it shares their errors).
+            return (own_shape(pp), f"{against}: equal to the oracle, and the oracle itself is "
+                    f"low (pos0 {ref.per_position[0]:.2f} < {WEAK_POS0})", None)
+        return "healthy", f"{against}: within {ref.tolerance:.0%} at every position", None
+    ratios = [pp[i] / ref.per_position[i] if ref.per_position[i] > 0 else 1.0 for i in range(n)]
+    lens = " (variable-length drafts: later positions count short drafts)" if variable_length \
+        else ""
+    if n >= 2 and ratios[0] > 0 and ratios[-1] / ratios[0] < DECAY_RATIO and not variable_length:
+        return ("steep-decay", f"{against}: ratio to reference {ratios[0]:.2f} at pos0, "
+                f"{ratios[-1]:.2f} at pos{n - 1}", None)
+    return ("uniform-low", f"{against}: ratio to reference "
+            + ", ".join(f"{r:.2f}" for r in ratios) + lens, None)
+
+
+def own_shape(pp: list[float]) -> str:
+    """Low with no reference to divide by: steep decay if the conditional rate halves from
+    position 0 to the last position, else uniformly low."""
+    cond = [c for c in conditional_from_unconditional(pp) if c is not None]
+    if len(cond) >= 2 and cond[0] > 0 and cond[-1] / cond[0] < DECAY_RATIO:
+        return "steep-decay"
+    return "uniform-low"
+
+
+def _shape_from_total(p: AcceptanceProfile, ref: Reference | None) -> tuple[str, str, None]:
+    apd = p.accepted_per_draft or 0.0
+    if ref is None:
+        return "unreferenced", f"{apd:.2f} accepted per draft; no reference", None
+    r = ref.accepted_per_draft
+    ev = (f"{apd:.2f} accepted per draft (no per-position data) vs {ref.source} reference "
+          f"{r:.2f}")
+    if within(apd, r, ref.tolerance):
+        return "healthy", ev, None
+    return "uniform-low", ev, None
+
+
+# -- the other facts ----------------------------------------------------------------------------
+
+def _apd_interval(p: AcceptanceProfile) -> tuple[float, float] | None:
+    iv = p.intervals.get("accepted_per_draft")
+    return None if iv is None else (iv.low, iv.high)
+
+
+def differs(a: AcceptanceProfile, b: AcceptanceProfile, share: float) -> bool:
+    """Accepted per draft differs: disjoint intervals when both have them, else by ``share``."""
+    xa, xb = a.accepted_per_draft, b.accepted_per_draft
+    if xa is None or xb is None:
+        return False
+    ia, ib = _apd_interval(a), _apd_interval(b)
+    if ia is not None and ib is not None:
+        return ia[1] < ib[0] or ib[1] < ia[0]
+    return abs(xa - xb) > share * max(xa, xb, 1e-9)
+
+
+def drift(windows: tuple[AcceptanceProfile, ...]) -> tuple[float, float] | None:
+    """(first third, last third) accepted per draft over uptime; None if too few windows."""
+    from specdoctor.acceptance.profile import sum_profiles
+
+    ws = [w for w in windows if w.has_drafts and w.count_weighted]
+    if len(ws) < MIN_DRIFT_WINDOWS:
+        return None
+    third = len(ws) // 3
+    first = sum_profiles(ws[:third]).accepted_per_draft
+    last = sum_profiles(ws[-third:]).accepted_per_draft
+    if first is None or last is None:
+        return None
+    return first, last
+
+
+def classify(f: Facts) -> Signature:
+    """One class (the most specific trouble), its evidence in numbers, the others that apply."""
+    base, ev, cliff_at = shape(f.greedy, f.reference, f.variable_length)
+    also: list[str] = []
+    parts = [ev]
+    nums: dict[str, Any] = {}
+    if f.greedy is not None and f.greedy.per_position is not None:
+        nums["per_position"] = [round(x, 4) for x in f.greedy.per_position]
+        nums["mean_acceptance_length"] = round(f.greedy.mean_acceptance_length or 0, 4)
+    if f.reference is not None:
+        nums["reference"] = f.reference.to_json()
+    if f.errors:
+        also.append("crash")
+        parts.append(f"{len(f.errors)} error line(s), first: {f.errors[0][:160]}")
+    else:
+        parts.append("no error")
+    healthy_greedy = base == "healthy"
+    if f.sampled is not None and f.sampled.has_drafts:
+        s = f.sampled.accepted_per_draft or 0.0
+        sref = (f.sampled_reference.accepted_per_draft if f.sampled_reference is not None
+                else (f.greedy.accepted_per_draft if f.greedy is not None else None))
+        nums["sampled_accepted_per_draft"] = round(s, 4)
+        if sref:
+            label = "sampled oracle" if f.sampled_reference is not None else "greedy"
+            parts.append(f"sampled ({f.sampled_label or 'T>0'}) {s:.2f} accepted per draft vs "
+                         f"{label} {sref:.2f}")
+            below = (not within(s, sref, f.sampled_reference.tolerance)
+                     if f.sampled_reference is not None else s < SAMPLED_SHARE * sref)
+            if below and (healthy_greedy or f.greedy is None or base == "unreferenced"):
+                also.append("sampling-bound")
+    if f.concurrent is not None and f.greedy is not None and differs(f.concurrent, f.greedy,
+                                                                      LOAD_SHARE):
+        also.append("load-dependent")
+        parts.append(f"c=8 {f.concurrent.accepted_per_draft:.2f} vs c=1 "
+                     f"{f.greedy.accepted_per_draft:.2f} accepted per draft")
+    d = drift(f.windows)
+    if d is not None:
+        nums["drift_first_last"] = [round(d[0], 4), round(d[1], 4)]
+        if d[1] < (1 - DRIFT_SHARE) * d[0]:
+            also.append("drifting")
+            parts.append(f"accepted per draft {d[0]:.2f} in the first third of uptime, "
+                         f"{d[1]:.2f} in the last")
+    if f.tok_s is not None and f.tok_s_spec_off:
+        ratio = f.tok_s / f.tok_s_spec_off
+        nums["tok_s_vs_spec_off"] = round(ratio, 3)
+        parts.append(f"{ratio:.2f}x the spec-off tok/s")
+        if ratio < SLOWER_SHARE and base in ("healthy", "unreferenced"):
+            also.append("slower-than-spec-off")
+    order = ("crash", "zero", "cliff", "steep-decay", "uniform-low", "sampling-bound",
+             "load-dependent", "drifting", "slower-than-spec-off")
+    present = [base, *also]
+    cls = next((c for c in order if c in present), base)
+    return Signature(cls, "; ".join(parts), base, tuple(c for c in present if c != cls), nums,
+                     cliff_at)

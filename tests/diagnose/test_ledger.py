@@ -1,0 +1,86 @@
+"""Ledger: candidates ordered by verdict cost, launches grouped, verdicts kept with evidence."""
+
+from __future__ import annotations
+
+import json
+
+from specdoctor.diagnose import catalogue as C
+from specdoctor.diagnose import ledger as L
+from specdoctor.diagnose.references import published_for
+from specdoctor.diagnose.signature import Facts, classify
+from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
+from specdoctor.store.ledger import open_ledger_store
+from tests.conftest import run_cli
+from tests.diagnose.recorded import counts
+
+
+def case_a_ledger() -> L.Ledger:
+    sig = classify(Facts(counts([0.5, 0.25, 0.0]), published_for("dflash", 3), method="dflash"))
+    assert sig.cls == "cliff"
+    return L.build(sig, C.load(), restart_min=2.0)
+
+
+def test_candidates_are_ordered_by_verdict_cost_not_likelihood():
+    led = case_a_ledger()
+    ids = [e.hypothesis for e in led.entries]
+    assert {"compile-cache-pollution", "rope-sync", "kernel-numerics", "draft-quality",
+            "attention-mask", "draft-config-mismatch"} <= set(ids)
+    assert "sampling-confound" not in ids and "uptime-drift" not in ids
+    minutes = [e.cost.minutes(2.0) for e in led.entries]
+    assert minutes == sorted(minutes)
+
+
+def test_plan_groups_experiments_that_share_a_launch():
+    steps = case_a_ledger().plan(C.load(), restart_min=2.0)
+    names = [s.experiment for s in steps]
+    # the fresh compile cache rides on the probes' launch (Case A's H2 with H3): adjacent
+    i, j = names.index("compile-cache-ab"), names.index("probes")
+    assert abs(i - j) == 1
+    # static and offline experiments come before any relaunch
+    first_restart = next(k for k, s in enumerate(steps) if s.cost.restarts)
+    assert all(s.cost.restarts == 0 for s in steps[:first_restart])
+    assert names.index("oracle-greedy") < first_restart
+
+
+def test_verdicts_keep_evidence_and_a_decisive_one_is_not_overwritten():
+    led = case_a_ledger()
+    led.apply(ExperimentResult("compile-cache-ab", [
+        Finding("compile-cache-pollution", Verdict.CONFIRMED, "0.75 → 2.3 with a fresh cache",
+                recovered=0.9)]))
+    led.apply(ExperimentResult("later", [
+        Finding("compile-cache-pollution", Verdict.INCONCLUSIVE, "crashed")]))
+    e = led.entry("compile-cache-pollution")
+    assert e.verdict is Verdict.CONFIRMED and len(e.evidence) == 2
+    assert led.root_cause() == ("compile-cache-pollution", [])
+    assert led.explained(C.load())   # a cliff explained by a confirmed cause
+    led.mark(("rope-sync",), Verdict.INCONCLUSIVE, "no launch command", "probes")
+    assert led.entry("rope-sync").verdict is Verdict.INCONCLUSIVE
+
+
+def test_an_unexplained_signature_is_not_explained():
+    led = case_a_ledger()
+    led.apply(ExperimentResult("x", [Finding("rope-sync", Verdict.EXCLUDED, "probe")]))
+    assert not led.explained(C.load())
+
+
+def test_ledger_is_persisted_and_shown(isolated_store):
+    led = case_a_ledger()
+    led.apply(ExperimentResult("probes", [Finding("rope-sync", Verdict.EXCLUDED,
+                                                  "[probe] rope=False")]))
+    store = open_ledger_store(isolated_store)
+    inv = store.start("python -m vllm... (test)")
+    store.save(inv, signature=led.signature.to_json(), ledger=led.to_json(),
+               experiments=[r.to_json() for r in led.results], status="done",
+               result={"root_cause": None, "other_causes": []})
+    store.close()
+    proc = run_cli("ledger", "show", str(inv), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["signature"]["class"] == "cliff"
+    rope = next(e for e in data["ledger"] if e["id"] == "rope-sync")
+    assert rope["verdict"] == "excluded" and "rope=False" in rope["evidence"][0]
+    text = run_cli("ledger", "show", str(inv))
+    assert "rope-sync" in text.stdout and "cliff" in text.stdout
+    missing = run_cli("ledger", "show", "999")
+    assert missing.returncode == 2 and "no investigation 999" in missing.stderr
+    assert "Traceback" not in missing.stderr

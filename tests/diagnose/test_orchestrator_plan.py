@@ -1,0 +1,90 @@
+"""The plan runs experiments cheapest first; a crashing one is recorded inconclusive with the
+reason, the diagnosis goes on, and every step is saved to the store as it happens."""
+
+from __future__ import annotations
+
+import time
+
+from specdoctor.diagnose import catalogue as C
+from specdoctor.diagnose import experiments, orchestrator
+from specdoctor.diagnose.ledger import build
+from specdoctor.diagnose.references import published_for
+from specdoctor.diagnose.signature import Facts, classify
+from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.store.ledger import open_ledger_store
+from tests.diagnose.recorded import counts
+
+
+class Crashes:
+    id = "logs-scan"
+
+    def unavailable(self, ctx):
+        return None
+
+    def run(self, ctx, hypotheses):
+        raise RuntimeError("disk on fire")
+
+
+class Confirms:
+    id = "trained-depth"
+
+    def unavailable(self, ctx):
+        return None
+
+    def run(self, ctx, hypotheses):
+        return ExperimentResult(self.id, [Finding("k-beyond-training", Verdict.CONFIRMED,
+                                                  "past the depth", recovered=0.5)])
+
+
+def test_a_crash_is_inconclusive_and_the_diagnosis_goes_on(tmp_path, monkeypatch,
+                                                           isolated_store):
+    sig = classify(Facts(counts([0.7, 0.3, 0.05]), published_for("mtp", 3), method="mtp"))
+    cat = C.load()
+    ledger = build(sig, cat, 2.0)
+    real = {"logs-scan": Crashes(), "trained-depth": Confirms()}
+    monkeypatch.setattr(experiments, "load", lambda eid: real.get(eid))
+    store = open_ledger_store(isolated_store)
+    saver = orchestrator.Saver(store, orchestrator.Target(url="http://x"))
+    ctx = Context(workdir=tmp_path)
+    orchestrator._run_plan(ctx, ledger, cat, orchestrator.Options(workdir=tmp_path),
+                           time.monotonic(), None, saver)
+    cc = ledger.entry("cudagraph-capture-size") or ledger.entry("metric-convention")
+    assert cc.verdict is Verdict.INCONCLUSIVE
+    assert "crashed: RuntimeError: disk on fire" in cc.evidence[-1]
+    assert (tmp_path / "crash-logs-scan.txt").read_text().count("disk on fire") >= 1
+    assert ledger.entry("k-beyond-training").verdict is Verdict.CONFIRMED
+    # the symptom is explained: the dearer experiments are not run, and the ledger says why
+    cache = ledger.entry("compile-cache-pollution")
+    assert cache.verdict is Verdict.PENDING and "k-beyond-training" in cache.evidence[-1]
+    saved = store.get(saver.id)
+    assert saved.status == "running" and any(e["verdict"] == "confirmed" for e in saved.ledger)
+    assert [r["experiment"] for r in saved.experiments][:1] == ["logs-scan"]
+    store.close()
+
+    # without that experiment in the build, the others say they are missing instead of vanishing
+    monkeypatch.setattr(experiments, "load", lambda eid: None)
+    ledger = build(sig, cat, 2.0)
+    orchestrator._run_plan(ctx, ledger, cat, orchestrator.Options(workdir=tmp_path),
+                           time.monotonic(), None, orchestrator.Saver(None, orchestrator.Target()))
+    cache = ledger.entry("compile-cache-pollution")
+    assert cache.verdict is Verdict.INCONCLUSIVE and "not available" in cache.evidence[-1]
+    assert ledger.root_cause() == (None, [])
+
+
+def test_after_a_recovery_the_signature_is_stated_against_the_recovered_curve():
+    from specdoctor.diagnose.references import reference_from_profile
+
+    measured = counts([0.86, 0.81, 0.65, 0.58])   # the rope-theta draft of the live test
+    facts = Facts(measured, reference_from_profile(measured, "oracle", "oracle"))
+    sig = classify(facts)
+    assert sig.cls == "healthy"                     # against the files' own oracle
+    ledger = build(sig, C.load(), 2.0, also=("draft-config-mismatch",))
+    ledger.apply(ExperimentResult("oracle-counterfactual", [
+        Finding("draft-config-mismatch", Verdict.CONFIRMED, "rope", recovered=1.0)],
+        curves={"before": measured, "after rope_theta → 10000": counts([1.0] * 4)}))
+    notes: list[str] = []
+    final = orchestrator._against_recovery(sig, facts, ledger, "draft-config-mismatch", notes)
+    assert final.cls in ("uniform-low", "steep-decay")
+    assert "counterfactual rope_theta → 10000" in final.evidence
+    assert notes and "healthy" in notes[0]
+    assert orchestrator._against_recovery(sig, facts, ledger, None, []) is sig

@@ -1,0 +1,118 @@
+"""Signature classification on profiles recorded from real lab runs and on constructed ones."""
+
+from __future__ import annotations
+
+from specdoctor.diagnose.references import published_for, reference_from_profile
+from specdoctor.diagnose.signature import Facts, classify, find_cliff, shape
+from tests.diagnose.recorded import counts, measure_fixture, profile, tok_s
+
+
+def oracle_ref(case: str):
+    return reference_from_profile(profile(case, "offline"), "oracle", "oracle")
+
+
+def test_healthy_drafters_match_their_oracle():
+    for case in ("healthy:eagle3", "healthy:dflash", "healthy:mtp", "dflash-causal"):
+        sig = classify(Facts(profile(case), oracle_ref(case)))
+        assert sig.cls == "healthy", (case, sig.evidence)
+
+
+def test_recorded_window_fault_is_a_steep_decay_against_the_healthy_drafter():
+    ref = reference_from_profile(profile("healthy:dflash"), "healthy run", "user")
+    sig = classify(Facts(profile("dflash-window"), ref, method="dflash"))
+    assert sig.cls == "steep-decay"
+    assert "pos 0 0.39, 1 0.10, 2 0.00" in sig.evidence
+
+
+def test_recorded_pos0_control_is_a_cliff_at_position_1():
+    ref = reference_from_profile(profile("control:eagle3:perfect"), "perfect", "user")
+    sig = classify(Facts(profile("control:eagle3:pos0"), ref, method="eagle3"))
+    assert sig.cls == "cliff" and sig.cliff_at == 1
+
+
+def test_case_a_shape_is_a_cliff_for_a_fixed_length_drafter_but_never_for_ngram():
+    case_a = counts([0.50, 0.25, 0.0])
+    ref = published_for("dflash", 3)
+    assert classify(Facts(case_a, ref, method="dflash")).cls == "cliff"
+    assert classify(Facts(case_a, ref, method="dflash")).cliff_at == 2
+    sig = classify(Facts(case_a, published_for("ngram", 3), method="ngram"))
+    assert sig.cls != "cliff" and sig.cliff_at is None
+
+
+def test_recorded_ngram_run_is_healthy_against_its_own_oracle_and_not_a_cliff():
+    p = measure_fixture("lab-ngram-k3")  # 0.70 / 0.49 / 0.39
+    ref = reference_from_profile(p, "oracle", "oracle")
+    assert classify(Facts(p, ref, method="ngram")).cls == "healthy"
+    assert shape(p, None, variable_length=True)[0] == "unreferenced"
+
+
+def test_a_decay_that_started_at_position_0_is_not_a_cliff():
+    # conditional 0.3 at pos0 against a reference of 0.9: the loss is there from the start
+    pp = [0.30, 0.03, 0.0]
+    ref = reference_from_profile(counts([0.9, 0.8, 0.7]), "r", "user")
+    assert find_cliff(pp, ref.conditional()) is None
+    assert find_cliff(pp, None) == 1
+
+
+def test_zero_and_crash_and_no_data():
+    assert classify(Facts(profile("eagle3-d2t-off-by-one"), oracle_ref("healthy:eagle3"))).cls \
+        == "zero"
+    sig = classify(Facts(profile("healthy:eagle3"), oracle_ref("healthy:eagle3"),
+                         errors=("EngineDeadError: Unsupported CPU attention",)))
+    assert sig.cls == "crash" and sig.shape == "healthy" and "EngineDeadError" in sig.evidence
+    assert classify(Facts(None)).cls == "no-data"
+
+
+def test_k_far_beyond_training_decays_steeply_against_published_mtp():
+    sig = classify(Facts(profile("mtp-k-beyond-training"), published_for("mtp", 6),
+                         method="mtp"))
+    assert sig.cls == "steep-decay"
+
+
+def test_slower_than_spec_off_despite_healthy_acceptance():
+    p = profile("healthy:eagle3")
+    f = Facts(p, oracle_ref("healthy:eagle3"), tok_s=tok_s("healthy:eagle3"),
+              tok_s_spec_off=tok_s("healthy:eagle3") * 1.25)
+    sig = classify(f)
+    assert sig.cls == "slower-than-spec-off" and "0.80x the spec-off tok/s" in sig.evidence
+    faster = classify(Facts(p, oracle_ref("healthy:eagle3"), tok_s=200.0, tok_s_spec_off=100.0))
+    assert faster.cls == "healthy"
+
+
+def test_sampling_bound_when_greedy_holds_and_sampled_falls():
+    g = counts([1.0, 1.0, 1.0, 1.0])
+    ref = reference_from_profile(g, "oracle", "oracle")
+    sampled = counts([0.34, 0.0, 0.0, 0.0])
+    assert classify(Facts(g, ref, sampled=sampled)).cls == "sampling-bound"
+    sampled_ref = reference_from_profile(counts([0.33, 0.0, 0.0, 0.0]), "sampled oracle", "oracle")
+    assert classify(Facts(g, ref, sampled=sampled, sampled_reference=sampled_ref)).cls == "healthy"
+
+
+def test_load_dependent_uses_the_intervals():
+    p = profile("healthy:eagle3")   # accepted per draft 1.83, 95% [1.59, 2.08]
+    ref = oracle_ref("healthy:eagle3")
+    lower = profile("control:eagle3:pos0")   # 1.00, interval [1, 1]: disjoint
+    assert classify(Facts(p, ref, concurrent=lower)).cls == "load-dependent"
+    assert classify(Facts(p, ref, concurrent=p)).cls == "healthy"
+    overlapping = profile("healthy:dflash")  # 1.29, 95% [1.02, 1.61]: overlaps eagle3's
+    assert classify(Facts(p, ref, concurrent=overlapping)).cls == "healthy"
+
+
+def test_drifting_over_uptime():
+    early = [counts([0.8, 0.6, 0.4], 50)] * 4
+    late = [counts([0.4, 0.2, 0.1], 50)] * 4
+    ref = reference_from_profile(counts([0.8, 0.6, 0.4]), "r", "user")
+    g = counts([0.6, 0.4, 0.25])
+    sig = classify(Facts(g, ref, windows=tuple(early + late)))
+    assert "drifting" in sig.classes
+    assert "drifting" not in classify(Facts(g, ref, windows=tuple(early + early))).classes
+
+
+def test_equal_to_a_low_oracle_is_still_low():
+    # recorded: a window fault, measured and predicted offline from the same files
+    sig = classify(Facts(profile("dflash-window"), oracle_ref("dflash-window"), method="dflash"))
+    assert sig.cls == "steep-decay" and "the oracle itself is low" in sig.evidence
+    # a weak but flat drafter
+    flat = counts([0.3, 0.09, 0.027])
+    sig = classify(Facts(flat, reference_from_profile(flat, "oracle", "oracle")))
+    assert sig.cls == "uniform-low"
