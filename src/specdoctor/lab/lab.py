@@ -224,11 +224,22 @@ def _resolve(method: str, k: int | None, port: int, target: Path | None, draft: 
 def with_packs(spec: LaunchSpec, names: tuple[str, ...]) -> LaunchSpec:
     """The launch with probe packs on (``lab up --patch NAME``): shipped packs
     (``specdoctor probe list``) or spec files; their [probe] lines go to the server's log."""
+    import dataclasses
+    import os
+
     from specdoctor.experiments.probes import run as probes
 
     for name in names:
         pack, _ = probes.prepare(name, lab_dir() / "packs" / f"{spec.port}-{Path(name).stem}")
         spec = probes.with_pack(spec, pack, lab_dir() / "logs" / f"{pack.name}-{spec.port}.log")
+    # A fault's runtime patch is part of the engine: it stays first on the path, so it is
+    # installed first and these packs wrap (and tap) the engine with the fault in it.
+    parts = spec.env.get("PYTHONPATH", "").split(os.pathsep)
+    lab_patches = [p for p in parts if p.startswith(str(lab_dir() / "patches") + os.sep)]
+    if lab_patches:
+        rest = [p for p in parts if p not in lab_patches]
+        spec = dataclasses.replace(spec, env={**spec.env,
+                                              "PYTHONPATH": os.pathsep.join(lab_patches + rest)})
     return spec
 
 
