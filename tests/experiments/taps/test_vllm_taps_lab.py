@@ -146,3 +146,17 @@ def test_draft_taps_from_a_real_server_pass_taps_check(tapped_server):
     found = json.loads(proc.stdout)["findings"]
     cos = [f["data"]["cosine"] for f in found if f["check"] == "recompute"]
     assert len(cos) == len(files) and min(cos) >= 0.9999
+
+
+def test_probe_packs_wrap_the_engine_with_the_fault_in_it():
+    """The fault's patch stays first on PYTHONPATH, so it is installed first and a tap pack added
+    by `lab up --patch` wraps it: the tap sees the output the layer really returns."""
+    pytest.importorskip("transformers")
+    from specdoctor.lab import lab as labmod
+    from tests.lab.test_served_blind import patch_dirs
+
+    plan = labmod.plan(labmod.LabRequest(method="draft_model", port=18766, fault="draft-heads-lost"))
+    spec = labmod.with_packs(plan.spec, ("draft-attention-taps",))
+    dirs = patch_dirs(spec)
+    assert len(dirs) == 2 and dirs[0] == patch_dirs(plan.spec)[0]
+    assert json.loads((dirs[1] / "pack.json").read_text())["name"] == "draft-attention-taps"
