@@ -98,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "draft_heads_lost.json").write_text(json.dumps(out, indent=1) + "\n")
     lines = [f"draft_heads_lost: commit {info['commit']}, {info['date']}, {info['machine']}",
-             f"draft_model, random target as its own draft, k={a.k}, greedy, {a.n} code prompts, "
-             f"{a.max_tokens} tokens", ""]
+             (f"draft_model, random target as its own draft, k={a.k}, greedy, {a.n} code prompts, "
+              f"{a.max_tokens} tokens"), ""]
     for r in rows:
         m, t = r["measured"], r["taps"]
         acc = "—" if not m else (f"per-position {m['per_position']}, mean acceptance length "

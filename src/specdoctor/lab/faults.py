@@ -1,4 +1,4 @@
-"""The lab's fault catalogue for drafters that read the target's hidden states, as data.
+"""The lab's fault catalogue (trained drafters, and the draft model's attention), as data.
 
 Each fault is one realistic mistake in serving a trained drafter, with the root cause that
 ``specdoctor diagnose`` must name for it, how to apply it (an edit of a copy of the drafter's
