@@ -37,8 +37,12 @@ def test_drafter_methods_take_their_trained_k_and_a_fault_its_own():
 
 
 def test_bad_requests_name_the_fix():
-    with pytest.raises(LabError, match="no controls or faults"):
+    with pytest.raises(LabError, match="faults of ngram: none"):
         labmod.plan(labmod.LabRequest(method="ngram", fault="dflash-causal"))
+    with pytest.raises(LabError, match="faults of draft_model: draft-heads-lost"):
+        labmod.plan(labmod.LabRequest(method="draft_model", fault="dflash-causal"))
+    with pytest.raises(LabError, match="no controls"):
+        labmod.plan(labmod.LabRequest(method="ngram", control="pos0"))
     with pytest.raises(LabError, match="target: random, trained"):
         labmod.plan(labmod.LabRequest(target="huge"))
     with pytest.raises(LabError, match="at least 1"):

@@ -31,11 +31,18 @@ def served_dirs(spec) -> list[Path]:
     return dirs + ([Path(model)] if model else [])
 
 
-def what_the_engine_sees(spec) -> str:
-    """Every string the server is given or can read: argv, env, label, and each served
-    directory's path, file names and file contents (binary files as latin-1)."""
-    parts = [*spec.argv, *spec.env.values(), spec.label, spec.shell_command()]
-    for d in served_dirs(spec):
+def patch_dirs(spec) -> list[Path]:
+    """Directories the lab put on the server's PYTHONPATH (a fault's runtime patch)."""
+    entries = spec.env.get("PYTHONPATH", "").split(":")
+    return [Path(e) for e in entries if e and (Path(e) / "sitecustomize.py").is_file()]
+
+
+def what_the_engine_sees(spec, dirs: list[Path] | None = None) -> str:
+    """Every string the server is given or can read: argv, env (names and values), label, and
+    each served or patch directory's path, file names and file contents (binary files as
+    latin-1)."""
+    parts = [*spec.argv, *spec.env, *spec.env.values(), spec.label, spec.shell_command()]
+    for d in served_dirs(spec) if dirs is None else dirs:
         for f in sorted(d.iterdir()):
             parts += [str(f), f.read_bytes().decode("latin-1")]
     return "\n".join(parts)
@@ -44,11 +51,13 @@ def what_the_engine_sees(spec) -> str:
 @pytest.mark.parametrize("fault_id", list(faults.FAULTS))
 def test_nothing_a_server_reads_names_its_fault(fault_id):
     f = faults.get(fault_id)
-    control = CONTROL[f.method]
-    spec = labmod.lab_spec(f.method, None, 18765, control=control, fault=fault_id)
+    spec = labmod.lab_spec(f.method, None, 18765, control=CONTROL.get(f.method), fault=fault_id)
     seen = what_the_engine_sees(spec)
     for word in (fault_id, f.root_cause, "-patched", cache.DONE, cache.LAB_PREFIX + "_"):
         assert word not in seen, f"{word!r} is visible to the engine for {fault_id}"
+    patched = what_the_engine_sees(spec, patch_dirs(spec))  # its runtime is the probes' own
+    for word in (fault_id, f.root_cause):
+        assert word not in patched, f"{word!r} is in the runtime patch of {fault_id}"
     for d in served_dirs(spec):
         assert d.parent.name == "served" and len(d.name) == 16, d
         assert not any(p.name.startswith(cache.LAB_PREFIX) for p in d.iterdir()), d
@@ -93,3 +102,22 @@ def test_a_fault_leaves_no_trace_in_the_served_k_beyond_training_setup():
     assert sick.argv == healthy.argv and sick.label == healthy.label
     assert drafters.serve("mtp", control="pos0", fault="mtp-k-beyond-training").fault == \
         "mtp-k-beyond-training"  # the lab itself still knows
+
+
+def test_a_runtime_patch_is_on_the_path_named_by_content_and_its_lines_go_to_the_lab():
+    """draft-heads-lost changes no file the server reads: its patch pack is on PYTHONPATH, in a
+    directory named by content hash, and its one line goes to a file of the lab, not the log."""
+    from specdoctor.lab import patches
+
+    healthy = labmod.lab_spec("draft_model", None, 18765)
+    sick = labmod.lab_spec("draft_model", None, 18765, fault="draft-heads-lost")
+    assert sick.argv == healthy.argv and sick.label == healthy.label
+    (d,) = patch_dirs(sick)
+    assert not patch_dirs(healthy)
+    digest = patches.content_hash("attn-shard")
+    assert d.parent.name == digest and len(digest) == 16
+    config = json.loads((d / "pack.json").read_text())
+    assert config["name"] == digest and [p["name"] for p in config["probes"]] == [digest]
+    assert config["probes"][0]["replace"] == "attn_shard.py:forward"  # the patch is really on
+    sink = Path(sick.env[config["sink_env"]])
+    assert sink.parent == d.parent  # the lab's file, not the server's log

@@ -44,7 +44,7 @@ D = labmod.LabRequest()  # the defaults shown here are the library's
               help="eagle3/dflash/mtp: serve a hand-wired control drafter with a designed "
                    "profile instead of the trained one (pos0, perfect; see docs/lab.md).")
 @click.option("--fault", default=D.fault, metavar="ID",
-              help="eagle3/dflash/mtp: serve with one fault of the lab's catalogue: "
+              help="Serve with one fault of the lab's catalogue (with its --method): "
                    + ", ".join(f"{f.id} ({f.root_cause})" for f in labfaults.FAULTS.values())
                    + " (docs/lab.md).")
 @click.option("--patch", "patches", multiple=True, metavar="NAME",

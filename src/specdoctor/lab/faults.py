@@ -1,4 +1,4 @@
-"""The lab's fault catalogue for drafters that read the target's hidden states, as data.
+"""The lab's fault catalogue (trained drafters, and the draft model's attention), as data.
 
 Each fault is one realistic mistake in serving a trained drafter, with the root cause that
 ``specdoctor diagnose`` must name for it, how to apply it (an edit of a copy of the drafter's
@@ -15,7 +15,14 @@ Root causes (the labels ``diagnose`` uses):
 - ``attention-mask``: the drafter attends with another mask than it was trained with;
 - ``draft-config-mismatch``: the drafter's config wires it to the wrong target features;
 - ``tokenizer-mismatch``: draft token ids are mapped to the wrong target tokens;
-- ``k-beyond-training``: more draft tokens per step than the drafter was trained to make.
+- ``k-beyond-training``: more draft tokens per step than the drafter was trained to make;
+- ``draft-attention-partial``: the draft's attention output is missing part of its heads over
+  part of the context (Case B: a draft that reads a context-parallel shard as the whole cache).
+
+A fault may also carry a runtime patch (``runtime_patch``: a pack of ``lab.patches``) that the
+lab puts on the server's PYTHONPATH; the pack is built under a content hash and its lines go to
+a file of the lab, so neither its directory, its name, the server's env nor its log names the
+fault (``lab.patches``).
 
 Apply one: ``specdoctor lab up --method dflash --fault dflash-causal`` (or
 ``lab_spec(method, fault=…)``).
@@ -33,7 +40,7 @@ from specdoctor.errors import LabError
 from specdoctor.lab.drafters import Served, cache
 
 ROOT_CAUSES = ("attention-mask", "draft-config-mismatch", "tokenizer-mismatch",
-               "k-beyond-training")
+               "k-beyond-training", "draft-attention-partial")
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,7 @@ class Fault:
     config: dict[str, Any] = field(default_factory=dict)  # drafter config.json: dotted key → value
     config_edit: str | None = None  # name of an edit in _CONFIG_EDITS
     tensor_edit: str | None = None  # name of an edit in _TENSOR_EDITS
+    runtime_patch: str | None = None  # a pack of lab.patches, on the server's PYTHONPATH
 
     def apply(self, served: Served) -> Served:
         """The served pair with this fault in it (a patched copy of the drafter, built once)."""
@@ -131,6 +139,15 @@ FAULTS: dict[str, Fault] = {f.id: f for f in (
           why="raising k far past what the drafter was trained for (Case A: num_spec 5 = 7 for a "
               "block-8 drafter): the layer is fed its own outputs five times over",
           k=6),
+    Fault("draft-heads-lost", "draft_model", "draft-attention-partial",
+          changes="a runtime patch of vLLM's CPU attention, on the draft's layers only: past the "
+                  "first quarter of each sequence, 3 of every 4 heads of the draft's attention "
+                  "output are zeros (the target's attention is untouched)",
+          why="Case B: the draft's parallel config lost decode_context_parallel_size, so its "
+              "attention read one rank's quarter of a sharded KV cache as the whole context; "
+              "on three of four ranks the heads came out all zeros and the next all-reduce hid "
+              "it. Nothing errors; acceptance falls",
+          runtime_patch="attn-shard"),
 )}
 
 

@@ -176,9 +176,15 @@ def _resolve(method: str, k: int | None, port: int, target: Path | None, draft: 
         # Qwen-typed targets would get a Qwen2 tokenizer class: name the lab tokenizer.
         extra_args = ("--tokenizer", str(published(served.tokenizer)), *extra_args)
         label += "".join(f":{x}" for x in served.tags)  # never the fault: see drafters.Served
-    elif control is not None or fault is not None:
-        raise LabError(f"{method} has no controls or faults",
-                       f"controls and faults exist for: {', '.join(DRAFTER_METHODS)}")
+    elif control is not None:
+        raise LabError(f"{method} has no controls",
+                       f"controls exist for: {', '.join(DRAFTER_METHODS)}")
+    elif fault is not None:
+        from specdoctor.lab import faults
+
+        if faults.get(fault).method != method:
+            raise LabError(f"fault {fault} is a {faults.get(fault).method} fault, not {method}",
+                           f"faults of {method}: {', '.join(faults.ids(method)) or 'none'}")
     if target is None:
         from specdoctor.lab.models import target_model
 
@@ -205,18 +211,35 @@ def _resolve(method: str, k: int | None, port: int, target: Path | None, draft: 
         "--speculative-config", json.dumps(speculative_config(method, k, target, draft)),
         *extra_args,
     )
-    return LabPlan(LaunchSpec(argv=argv, env=lab_env(cache_root), port=port, label=label),
-                   k, target, draft)
+    spec = LaunchSpec(argv=argv, env=lab_env(cache_root), port=port, label=label)
+    if fault is not None:
+        from specdoctor.lab import faults, patches
+
+        patch = faults.get(fault).runtime_patch
+        if patch is not None:  # the pack is named by content hash: see lab.patches
+            spec = patches.apply(spec, patch, lab_dir() / "patches")
+    return LabPlan(spec, k, target, draft)
 
 
 def with_packs(spec: LaunchSpec, names: tuple[str, ...]) -> LaunchSpec:
     """The launch with probe packs on (``lab up --patch NAME``): shipped packs
     (``specdoctor probe list``) or spec files; their [probe] lines go to the server's log."""
+    import dataclasses
+    import os
+
     from specdoctor.experiments.probes import run as probes
 
     for name in names:
         pack, _ = probes.prepare(name, lab_dir() / "packs" / f"{spec.port}-{Path(name).stem}")
         spec = probes.with_pack(spec, pack, lab_dir() / "logs" / f"{pack.name}-{spec.port}.log")
+    # A fault's runtime patch is part of the engine: it stays first on the path, so it is
+    # installed first and these packs wrap (and tap) the engine with the fault in it.
+    parts = spec.env.get("PYTHONPATH", "").split(os.pathsep)
+    lab_patches = [p for p in parts if p.startswith(str(lab_dir() / "patches") + os.sep)]
+    if lab_patches:
+        rest = [p for p in parts if p not in lab_patches]
+        spec = dataclasses.replace(spec, env={**spec.env,
+                                              "PYTHONPATH": os.pathsep.join(lab_patches + rest)})
     return spec
 
 

@@ -7,15 +7,18 @@ import json
 import pytest
 
 from specdoctor.errors import LabError
-from specdoctor.lab import drafters, faults
+from specdoctor.lab import drafters, faults, lab, patches
 
 
 def test_catalogue_covers_every_root_cause_with_valid_entries():
     assert {f.root_cause for f in faults.FAULTS.values()} == set(faults.ROOT_CAUSES)
     for f in faults.FAULTS.values():
-        assert f.method in drafters.METHODS
-        assert f.config or f.config_edit or f.tensor_edit or f.k, f.id  # each changes something
-        assert f.id.startswith(f.method)
+        assert f.method in lab.METHODS
+        # each changes something
+        assert f.config or f.config_edit or f.tensor_edit or f.k or f.runtime_patch, f.id
+        assert f.id.startswith(f.method.split("_")[0])
+        if f.runtime_patch:
+            assert f.runtime_patch in patches.available(), f.id
     rows = faults.catalogue()
     assert [r["id"] for r in rows] == list(faults.FAULTS)
     json.dumps(rows)  # plain data

@@ -9,7 +9,7 @@ fp8, and reads back where each digit landed. `canonical_pages` then returns the 
 as (num_blocks, block_size, H_kv, D), the layout `taps check` recomputes from.
 
 `tap_forward` is what a probe calls after `CPUAttentionBackendImpl.forward`: it taps q,
-both page tensors, block table, seq lens, query start locations, the output, fp8 scales
+both page tensors (only the blocks the requests read, the table renumbered), block table, seq lens, query start locations, the output, fp8 scales
 and the metadata that fixes the mask (causal, window, scale).
 """
 
@@ -84,6 +84,21 @@ def canonical_pages(kv_cache: Any, isa: str, dtype_name: str, kv_cache_dtype: st
     return out[0], out[1]
 
 
+def used_blocks(kv_cache: Any, block_table: Any, seq_lens: Any) -> tuple[Any, Any]:
+    """Only the blocks the requests read (a server's cache is GiBs): the cache restricted to
+    them, in first-use order, and the block table renumbered into it (unused slots -> 0)."""
+    import torch
+
+    bs = kv_cache.shape[2]
+    need = (seq_lens.to(torch.int64) + bs - 1) // bs
+    cols = torch.arange(block_table.shape[1])
+    live = cols[None, :] < need[:, None]
+    used, inverse = torch.unique(block_table[live].to(torch.int64), return_inverse=True)
+    table = torch.zeros_like(block_table)
+    table[live] = inverse.to(table.dtype)
+    return kv_cache[used], table
+
+
 def tap_forward(impl: Any, layer: Any, query: Any, kv_cache: Any, attn_metadata: Any, output: Any,
                 name: str = "attn", layer_name: str | None = None, meta: dict[str, Any] | None = None) -> None:
     """Tap one CPUAttentionBackendImpl.forward call (after it ran)."""
@@ -94,9 +109,10 @@ def tap_forward(impl: Any, layer: Any, query: Any, kv_cache: Any, attn_metadata:
     n = attn_metadata.num_actual_tokens
     reqs = attn_metadata.seq_lens.numel()
     kv_dtype = str(getattr(impl, "kv_cache_dtype", "auto"))
-    k_pages, v_pages = canonical_pages(kv_cache, layer.isa, str(query.dtype).removeprefix("torch."), kv_dtype)
+    cache, table = used_blocks(kv_cache, attn_metadata.block_table[:reqs], attn_metadata.seq_lens)
+    k_pages, v_pages = canonical_pages(cache, layer.isa, str(query.dtype).removeprefix("torch."), kv_dtype)
     tensors = {"q": query[:n], "k_cache": k_pages, "v_cache": v_pages,
-               "block_table": attn_metadata.block_table[:reqs], "seqused_k": attn_metadata.seq_lens,
+               "block_table": table, "seqused_k": attn_metadata.seq_lens,
                "cu_seqlens_q": attn_metadata.query_start_loc[: reqs + 1],
                "out": output[:n].reshape(n, impl.num_heads, impl.head_size)}
     if kv_dtype.startswith("fp8"):

