@@ -72,3 +72,16 @@ def test_cli_plot_takes_png_and_refuses_txt_before_reading(tmp_path: Path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bad = run_cli("logs", str(LOG), "--plot", str(tmp_path / "c.txt"))
     assert bad.returncode != 0 and "SVG or PNG" in bad.stderr
+
+
+def test_inline_svg_for_html_reports_names_each_curve():
+    from specdoctor.report.plot import per_position_svg
+
+    before = AcceptanceProfile(10, 30, 3, (2, 1, 0), 3)
+    after = AcceptanceProfile(10, 30, 27, (10, 9, 8), 3)
+    svg = per_position_svg({"before": before, "after: rope_theta=10000": after}, "counterfactual")
+    root = ET.fromstring(svg)  # one well-formed element, no XML prolog or doctype
+    assert root.tag.endswith("svg")
+    text = " ".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
+    assert "before (AL 1.30)" in text and "after: rope_theta=10000 (AL 3.70)" in text
+    assert "counterfactual" in text

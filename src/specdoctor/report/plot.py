@@ -88,3 +88,16 @@ def write_plot(path: Path, series: Mapping[str, AcceptanceProfile], title: str =
     fig, axes = new_figure()
     draw_per_position(axes[0][0], series, title)
     save(fig, path)
+
+
+def per_position_svg(series: Mapping[str, AcceptanceProfile], title: str = "") -> str:
+    """The same per-position chart as ``write_plot``, as an inline ``<svg>`` element (for HTML
+    reports that must stay one self-contained file)."""
+    import io
+
+    fig, axes = new_figure()
+    draw_per_position(axes[0][0], series, title)
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
