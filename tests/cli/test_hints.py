@@ -26,8 +26,6 @@ ENGINE_FLAGS = frozenset({"--speculative-config", "--per-request-spec-decode-met
 # Hints that are wrong on this branch and fixed on the branch that owns their file; a listed
 # hint that no longer occurs is reported (a warning) so the entry can go.
 PENDING: dict[tuple[str, str], str] = {
-    ("src/specdoctor/sources/sglang.py", "--k"): "logs has no --k; the sources branch owns it",
-    ("src/specdoctor/lab/faults.py", "diagnose"): "`diagnose` lands with the diagnose branch",
 }
 
 

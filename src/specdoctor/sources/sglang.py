@@ -224,7 +224,8 @@ def parse_log(
         reading.notes.append(RATE_ONLY_NOTE)
         if k_used is None:
             reading.notes.append(
-                "k unknown (no --k, no logged server_args): acceptance rate not derived; SGLang's "
+                "k unknown (the log has no server_args line with speculative_num_draft_tokens): "
+                "acceptance rate not derived; SGLang's "
                 "printed accept rate changed definition between versions and is kept as printed"
             )
         longest = max(w.profile.reported_mean_acceptance_length or 0.0 for w in reading.windows)
