@@ -135,9 +135,13 @@ def test_a_draft_that_loses_dcp_is_a_structural_lead_with_citations():
     assert f.hypothesis == "draft-parallel-config" and f.verdict is Verdict.INCONCLUSIVE
     assert "decode_context_parallel_size target 2 vs draft 1" in f.evidence
     if __import__("importlib").util.find_spec("vllm") is not None:
-        files = {c["file"] for c in f.citations}
-        assert "vllm/config/speculative.py" in files
-        assert all(len(c["sha256"]) == 64 for c in f.citations)
+        import hashlib
+        from pathlib import Path
+
+        root = Path(__import__("importlib").util.find_spec("vllm").submodule_search_locations[0])
+        want = {rel: hashlib.sha256((root.parent / rel).read_bytes()).hexdigest()
+                for rel in ("vllm/config/speculative.py", "vllm/v1/spec_decode/eagle.py")}
+        assert {c["file"]: c["sha256"] for c in f.citations} == want
     kept = p.MethodResult("mtp", "x", [])
     audit.variations[0].methods = [kept]
     (g,) = hook.parallel_findings(audit, "mtp", {"decode_context_parallel_size": 2})
@@ -149,3 +153,18 @@ def test_a_missing_model_directory_is_recorded_not_raised(tmp_path, pair):
     res = hook.Experiment().run(_ctx(tmp_path, target, tmp_path / "nowhere"), ALL)
     assert res.error and "model audit" in res.error
 
+
+
+def test_dflash_window_fault_is_an_attention_mask_lead_and_k_past_the_block_too(tmp_path):
+    from specdoctor.lab import drafters, faults
+
+    served = faults.get("dflash-window").apply(drafters.serve("dflash", control="pos0"))
+    ctx = Context(workdir=tmp_path, method="dflash", k=5, target_dir=served.target,
+                  draft_dir=served.draft)
+    by = _by(hook.Experiment().run(ctx, ALL))
+    mask = by["attention-mask"]
+    assert mask.verdict is Verdict.INCONCLUSIVE and '"swa": 4' in mask.evidence, mask.evidence
+    assert "vs target null" in mask.evidence
+    depth = by["k-beyond-training"]   # the control drafter's block is 4: k=5 asks for 6
+    assert depth.verdict is Verdict.INCONCLUSIVE and "block_size 4" in depth.evidence
+    assert set(by) == {"attention-mask", "k-beyond-training"}, by

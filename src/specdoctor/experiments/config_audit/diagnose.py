@@ -159,21 +159,30 @@ def parallel_findings(audit: Any, method: str, layout: dict[str, int]) -> list[F
 
 
 def _citations(code: str) -> tuple[dict[str, str], ...]:
-    """The vLLM source files named by ``code`` with their sha256, where installed."""
+    """The vLLM source files named by ``code`` with their sha256, where installed (found
+    without importing them)."""
     out = []
     for mod in ("vllm.config.speculative", code.rsplit(".", 2)[0] if "." in code else ""):
-        if not mod:
-            continue
-        try:
-            spec = importlib.util.find_spec(mod)
-        except (ImportError, ValueError):
-            continue
-        if spec is None or not spec.origin or not Path(spec.origin).is_file():
-            continue
-        data = Path(spec.origin).read_bytes()
-        out.append({"file": mod.replace(".", "/") + ".py",
-                    "sha256": hashlib.sha256(data).hexdigest()})
+        path = _source_file(mod) if mod else None
+        if path is not None:
+            out.append({"file": "/".join(mod.split(".")) + ".py",
+                        "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
     return tuple(out)
+
+
+def _source_file(module: str) -> Path | None:
+    top, *rest = module.split(".")
+    try:
+        spec = importlib.util.find_spec(top)   # a top-level spec imports nothing
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations or not rest:
+        return None
+    for root in spec.submodule_search_locations:
+        path = Path(root, *rest[:-1], rest[-1] + ".py")
+        if path.is_file():
+            return path
+    return None
 
 
 class Experiment:
