@@ -142,10 +142,35 @@ def test_a_draft_that_loses_dcp_is_a_structural_lead_with_citations():
         want = {rel: hashlib.sha256((root.parent / rel).read_bytes()).hexdigest()
                 for rel in ("vllm/config/speculative.py", "vllm/v1/spec_decode/eagle.py")}
         assert {c["file"]: c["sha256"] for c in f.citations} == want
-    kept = p.MethodResult("mtp", "x", [])
+    kept = p.MethodResult("mtp", "x", [], shares_target=True)
     audit.variations[0].methods = [kept]
     (g,) = hook.parallel_findings(audit, "mtp", {"decode_context_parallel_size": 2})
-    assert "no structural lead" in g.evidence
+    assert "no structural lead" in g.evidence and "target's own ParallelConfig" in g.evidence
+
+
+@pytest.mark.skipif(__import__("importlib").util.find_spec("vllm") is None,
+                    reason="the parallel audit reads the installed vLLM")
+def test_a_sharded_launch_runs_the_parallel_audit_with_the_installed_vllm(tmp_path):
+    from specdoctor.lab import drafters
+
+    served = drafters.serve("dflash", control="pos0")
+    launch = Launch(("vllm", "serve", str(served.target), "-tp", "4", "-dcp", "2",
+                     "--speculative-config", json.dumps({"method": "dflash",
+                                                         "model": str(served.draft),
+                                                         "num_speculative_tokens": 3})))
+    ctx = Context(workdir=tmp_path, launch=launch, method="dflash", k=3,
+                  target_dir=served.target, draft_dir=served.draft)
+    res = hook.Experiment().run(ctx, ("draft-parallel-config",))
+    (f,) = res.findings
+    assert f.verdict is Verdict.INCONCLUSIVE and "DFlashProposer" in f.evidence, f.evidence
+    assert "'decode_context_parallel_size': 2" in f.evidence
+    assert {c["file"] for c in f.citations} == {"vllm/config/speculative.py",
+                                                "vllm/v1/spec_decode/dflash.py"}
+    (var,) = res.numbers["parallel"]["variations"]
+    assert var["target_args"] == {"tensor_parallel_size": 4, "decode_context_parallel_size": 2}
+    # unsharded: the audit does not run
+    plain = hook.Experiment().run(_ctx(tmp_path, served.target, served.draft), ("draft-parallel-config",))
+    assert "parallel" not in plain.numbers
 
 
 def test_a_missing_model_directory_is_recorded_not_raised(tmp_path, pair):

@@ -150,11 +150,16 @@ def parallel_findings(audit: Any, method: str, layout: dict[str, int]) -> list[F
                     f"sharded cache as if unsharded unless something else restores it — a "
                     f"structural lead, the probes decide", citations=_citations(m.code)))
             else:
+                dropped = [d for d in var.dropped_by_create if d.field in CP_FIELDS]
+                how = ("it runs with the target's own ParallelConfig" if m.shares_target else
+                       "restored: " + ", ".join(m.restored) if m.restored else "kept")
+                note = ("; create_draft_parallel_config drops " + ", ".join(
+                    f"{d.field} {d.target} → {d.draft}" for d in dropped) if dropped else "")
                 out.append(Finding(
                     "draft-parallel-config", Verdict.INCONCLUSIVE,
-                    f"under {layout} the {method} draft keeps the target's context-parallel "
-                    f"fields ({m.code}" + (", restored: " + ", ".join(m.restored)
-                                           if m.restored else "") + "): no structural lead"))
+                    f"under {layout} vLLM {audit.vllm_version} gives the {method} draft the "
+                    f"target's context-parallel fields ({m.code}: {how}{note}): no structural "
+                    f"lead", citations=_citations(m.code)))
     return out
 
 
