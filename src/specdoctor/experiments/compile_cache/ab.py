@@ -29,7 +29,8 @@ from typing import Any
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments.compile_cache import scan as scanmod
-from specdoctor.lab import launch  # LaunchSpec and start/stop: moving to specdoctor.launch
+from specdoctor.launch import process as launch
+from specdoctor.launch.spec import LaunchSpec
 
 CACHE_ENV = ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 MeasureFn = Callable[[str], AcceptanceProfile]
@@ -103,7 +104,7 @@ def decide(found: AcceptanceProfile | None, isolated: AcceptanceProfile | None
     return "inconclusive", ev + ["a difference too small to call"]
 
 
-def ab(spec: launch.LaunchSpec, measure_fn: MeasureFn, *, workdir: Path | None = None,
+def ab(spec: LaunchSpec, measure_fn: MeasureFn, *, workdir: Path | None = None,
        timeout_s: float = 900.0, keep_isolated: bool = False,
        on_progress: Callable[[str], None] | None = None) -> ABResult:
     """Run ``spec`` as found, then with an isolated cache root; ``measure_fn(url)`` measures
@@ -123,7 +124,7 @@ def ab(spec: launch.LaunchSpec, measure_fn: MeasureFn, *, workdir: Path | None =
     return ABResult(verdict, ev, found, isolated, spec.to_json())
 
 
-def _arm(name: str, spec: launch.LaunchSpec, env: dict[str, str], workdir: Path,
+def _arm(name: str, spec: LaunchSpec, env: dict[str, str], workdir: Path,
          measure_fn: MeasureFn, timeout_s: float,
          on_progress: Callable[[str], None] | None) -> Arm:
     log = workdir / f"{name}.log"
