@@ -70,7 +70,7 @@ def test_greedy_oracle_and_engine_agree_per_position(lab_run, greedy_oracle):
 
     m = lab_run["greedy"]
     assert m.error is None and m.unit == "request"
-    c = compareunits(greedy_oracle.promptunits(), units(m))
+    c = compare_units(greedy_oracle.prompt_units(), units(m))
     for p in c.positions:
         assert not p.significant, c.to_json()
         o, s = p.oracle, p.measured
@@ -122,7 +122,7 @@ def test_sampled_oracle_exposes_or_matches_the_engine(lab_run):
     # vLLM's default drafts by argmax (draft_sample_method 'greedy'): the oracle does the same.
     s = Sampling(*SAMPLING, draft="argmax")
     oracle = _oracle(lab_run, sampling=s, samples=4)
-    c = compareunits(oracle.promptunits(), units(m))
+    c = compare_units(oracle.prompt_units(), units(m))
     # The engine's own steps, re-scored: its drafts are the drafter's argmax chain exactly, so
     # whatever is lost is lost in verification.
     torch.set_num_threads(1)

@@ -6,17 +6,13 @@ of a float32 output (never copied back) and truncates a float input to int64, so
 temperature and top-p at draft positions are not the request's (docs/oracle.md, "Finding").
 This replaces it, when that module is first imported, by ``repeat_interleave`` with vLLM's
 ``replace_from -> replace_to`` substitution — the Triton kernel's semantics. Copied into a
-temporary directory as ``sitecustomize.py`` by the test; the hook file is exec'd first.
+temporary directory as ``sitecustomize.py`` by the test, after the draft-trace pack on the path
+(whose runtime chains this file).
 """
 
 import importlib.abc
 import importlib.util
-import os
 import sys
-
-_HOOK = os.environ.get("SPECDOCTOR_HOOK_FILE")
-if _HOOK:
-    exec(compile(open(_HOOK).read(), _HOOK, "exec"))  # noqa: S102 - the oracle's draft hook
 
 _TARGET = "vllm.utils.cpu_triton_utils"
 

@@ -18,6 +18,7 @@ cores), two measurements and four oracle runs (well under a minute each).
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -47,8 +48,9 @@ def lab_run(tmp_path_factory):
     shutil.copy(Path(__file__).with_name("sampler_patch.py"), site / "sitecustomize.py")
     log = tmp / "drafts.jsonl"
     env = engine_trace.hook_env(log)
-    env["PYTHONPATH"] = str(site) + ":" + env["PYTHONPATH"]
-    env["SPECDOCTOR_HOOK_FILE"] = str(engine_trace.HOOK_DIR / "sitecustomize.py")
+    # the draft-trace pack first on the path; its runtime chains the next sitecustomize (the patch)
+    env["PYTHONPATH"] = env["PYTHONPATH"].split(os.pathsep)[0] + os.pathsep + str(site) + (
+        os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
     spec = labmod.lab_spec(METHOD, K, free_port(), budget=BUDGET)
     tok = [a for i, a in enumerate(spec.argv) if i and spec.argv[i - 1] == "--tokenizer"][0]
     runs = greedy_and_sampled(spec, env, log, take("code", N), MAX_TOKENS, SAMPLING)
@@ -100,10 +102,10 @@ def test_sampled_oracle_overlaps_the_patched_engine_and_a_wrong_verifier_does_no
     m = lab_run["sampled"]
     assert m.error is None
     right = _oracle(lab_run, sampling=Sampling(*SAMPLING), samples=4)
-    c = compareunits(right.promptunits(), units(m))
+    c = compare_units(right.prompt_units(), units(m))
     assert all(_overlap(c)), c.to_json()
     wrong = _oracle(lab_run, sampling=Sampling(0.5, SAMPLING[1]), samples=4)
-    w = compareunits(wrong.promptunits(), units(m))
+    w = compare_units(wrong.prompt_units(), units(m))
     assert not all(_overlap(w)), w.to_json()
 
 
