@@ -82,3 +82,18 @@ def test_launch_changes_one_argument_at_a_time():
     assert off.arg("--speculative-config") is None and off.argv[:5] == la.argv[:5]
     assert la.with_env(B="2").env == {"A": "1", "B": "2"}
     assert Launch(("x", "--port=7",)).arg("--port") == "7"
+
+
+def test_the_oracle_runs_for_every_method_it_covers_and_mtp_needs_no_drafter_dir(tmp_path):
+    from specdoctor.diagnose.experiments.oracle import oracle_unavailable
+    from specdoctor.experiments.base import Context
+
+    def why(method, draft):
+        return oracle_unavailable(Context(workdir=tmp_path, method=method, target_dir=tmp_path,
+                                          draft_dir=draft, prompts=["def f():"]))
+
+    assert why("mtp", None) is None  # its layers are in the target's checkpoint
+    assert why("ngram", None) is None
+    assert why("eagle3", tmp_path) is None and why("dflash", tmp_path) is None
+    assert "drafter's directory" in why("eagle3", None)
+    assert "no oracle for method 'suffix'" in why("suffix", None)

@@ -17,6 +17,11 @@ from specdoctor.diagnose.experiments import common
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 
 
+# Drafters without a directory of their own: prompt lookup, and MTP layers that live in the
+# target's checkpoint.
+NO_DRAFT_DIR = ("ngram", "mtp")
+
+
 def oracle_unavailable(ctx: Context) -> str | None:
     from specdoctor.oracle.runner import METHODS
 
@@ -25,7 +30,7 @@ def oracle_unavailable(ctx: Context) -> str | None:
     if ctx.method not in METHODS:
         return (f"no oracle for method {ctx.method!r} in this build "
                 f"(it covers {', '.join(METHODS)})")
-    if ctx.method != "ngram" and ctx.draft_dir is None:
+    if ctx.method not in NO_DRAFT_DIR and ctx.draft_dir is None:
         return "the drafter's directory is unknown"
     if not ctx.prompts:
         return "no prompts were measured"
@@ -40,7 +45,8 @@ def run_oracle(ctx: Context, temperature: float, top_p: float, draft_dir: Any = 
     draft_mode = "argmax" if s.draft_sample_method in ("greedy", "argmax") else "probabilistic"
     cfg = OracleConfig(
         target=ctx.target_dir, prompts=tuple(ctx.prompts), method=ctx.method or "draft_model",
-        draft=(draft_dir or ctx.draft_dir) if ctx.method != "ngram" else None,
+        draft=(draft_dir or ctx.draft_dir) if ctx.method not in NO_DRAFT_DIR else None,
+        tokenizer=ctx.tokenizer_dir,
         k=ctx.k or 4, max_tokens=ctx.max_tokens,
         sampling=Sampling(temperature, top_p, draft_mode),
         prompt_lookup_min=s.prompt_lookup[0], prompt_lookup_max=s.prompt_lookup[1],
