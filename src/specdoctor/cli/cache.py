@@ -89,7 +89,7 @@ def ab_(command: tuple[str, ...], port: int | None, lab_method: str | None,
 
 def _spec(command: tuple[str, ...], port: int | None, lab_method: str | None,
           control: str | None, fault: str | None):
-    from specdoctor.lab.launch import LaunchSpec, free_port
+    from specdoctor.launch import LaunchSpec, free_port
 
     if lab_method:
         from specdoctor.lab import lab as labmod

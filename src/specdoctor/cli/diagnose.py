@@ -70,7 +70,7 @@ class ProcessLauncher:
         self.timeout_s = timeout_s
 
     def start(self, launch: Any, log_path: Path) -> Any:
-        from specdoctor.lab import launch as proc  # process handling; moves to specdoctor.launch
+        from specdoctor import launch as proc
 
         spec = proc.LaunchSpec(argv=launch.argv, env=dict(launch.env), port=launch.port,
                                host=launch.host)
@@ -83,7 +83,7 @@ class ProcessLauncher:
         return _Server(handle)
 
     def stop(self, server: Any) -> None:
-        from specdoctor.lab import launch as proc
+        from specdoctor import launch as proc
 
         proc.stop(server.handle)
 
@@ -105,7 +105,7 @@ def lab_launch(method: str) -> Any:
     """The lab's launch command, as a plain Launch: the diagnosis sees a command, no more."""
     from specdoctor.experiments.base import Launch
     from specdoctor.lab import lab as labmod
-    from specdoctor.lab.launch import free_port
+    from specdoctor.launch import free_port
 
     labmod.check_installed()
     spec = labmod.lab_spec(method, k=None, port=free_port())

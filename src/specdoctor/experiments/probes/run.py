@@ -27,7 +27,7 @@ from specdoctor.errors import InputError
 from specdoctor.experiments.probes import packs
 from specdoctor.experiments.probes import spec as specmod
 from specdoctor.experiments.probes.build import BuiltPack, build
-from specdoctor.lab.launch import LaunchSpec
+from specdoctor.launch import LaunchSpec
 from specdoctor.paths import home
 
 _LINE = re.compile(r"\[probe\] (\S+) (\{.*\})\s*$")
