@@ -41,19 +41,22 @@ def bootstrap_intervals(
     Returns an empty dict when the data allows no interval: fewer than two units, or units
     without the counts a figure needs.
     """
+    return _blocks(units, max_blocks).intervals(resamples=resamples, seed=seed,
+                                                min_units=min_units)
+
+
+def _blocks(units: Sequence[AcceptanceProfile], max_blocks: int) -> UnitBlocks:
     blocks = UnitBlocks(max_blocks)
     for u in units:
         blocks.add(u)
-    return blocks.intervals(resamples=resamples, seed=seed, min_units=min_units)
+    return blocks
 
 
 def with_bootstrap(profile: AcceptanceProfile, units: Sequence[AcceptanceProfile],
                    unit: str = "requests", **kw: int) -> AcceptanceProfile:
     """PROFILE with the intervals of a bootstrap over UNITS, or with the reason there are none
     (too few units, units without counts), so a table says why instead of showing nothing."""
-    blocks = UnitBlocks(kw.pop("max_blocks", 500))
-    for u in units:
-        blocks.add(u)
+    blocks = _blocks(units, kw.pop("max_blocks", 500))
     intervals = blocks.intervals(**kw)
     return profile.with_intervals(intervals, unavailable=blocks.unavailable(
         unit, kw.get("min_units")))
