@@ -152,20 +152,22 @@ def test_server_dying_midway_keeps_what_was_measured(server, isolated_store):
 
     done_before = finished_requests(server["url"])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "specdoctor", "measure", "--url", server["url"], "-n", "200",
-         "--max-tokens", "48", "--json"],
+        [sys.executable, "-m", "specdoctor", "measure", "--url", server["url"], "-n", "2000",
+         "--max-tokens", "64", "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
     # kill it once the warm-up and at least one measured request are done (a fixed sleep
     # is too short on a loaded machine)
     deadline = time.monotonic() + 300
     while finished_requests(server["url"]) < done_before + 2 and time.monotonic() < deadline:
         time.sleep(0.5)
+    # more requests than any machine finishes before `lab down` lands: the run must be cut short
+    assert proc.poll() is None, "measure finished before the server was stopped"
     assert run_cli("lab", "down", "--port", str(server["port"]), env=server["env"]).returncode == 0
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 3, err[-2000:]
     assert "Traceback" not in err
     result = json.loads(out)
-    assert result["error"] and 0 < result["requests"] < 200
+    assert result["error"] and 0 < result["requests"] < 2000
     assert result["total"]["drafts"] > 0  # from the finished requests' own metrics
     status, error = sqlite3.connect(isolated_store).execute(
         "SELECT status, error FROM runs WHERE id = ?", (result["run_id"],)).fetchone()

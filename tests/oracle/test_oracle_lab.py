@@ -135,6 +135,9 @@ def test_sampled_oracle_exposes_or_matches_the_engine(lab_run):
     # test_eagle3_live.py, where the intervals must overlap).
     assert vllm_cpu_expand_drops_floats()
     assert any(p.significant and p.gap.value > 0 for p in c.positions), c.to_json()
-    lost = [x - y for x, y in zip(r.to_json()["expected_per_position"],
-                                  r.to_json()["realized_per_position"])]
-    assert lost[1] > 0.05 and r.to_json()["realized_per_position"][1] == 0, r.to_json()
+    # The defect zeroes every acceptance past the first position. Position 2 is judged by counts:
+    # the oracle's expected acceptances there over the engine's steps, against the engine's zero
+    # (P(0 | Poisson(7)) < 0.001; a fixed gap in rate would hinge on the sampled prompts).
+    j = r.to_json()
+    expected_at_2 = j["expected_per_position"][1] * r.draft_tokens / K
+    assert expected_at_2 > 7 and j["realized_per_position"][1] == 0, j
