@@ -88,3 +88,20 @@ def test_after_a_recovery_the_signature_is_stated_against_the_recovered_curve():
     assert "counterfactual rope_theta → 10000" in final.evidence
     assert notes and "healthy" in notes[0]
     assert orchestrator._against_recovery(sig, facts, ledger, None, []) is sig
+
+
+def test_matching_the_oracle_keeps_the_causes_the_oracle_shares():
+    """An MTP layer run at k=6, trained for one step: the engine matches the oracle (healthy
+    against it), yet k past the trained depth is still to be tested, as are the files' causes."""
+    from specdoctor.diagnose.references import reference_from_profile
+
+    measured = counts([0.70, 0.30, 0.10, 0.03, 0.01, 0.0])
+    oracle_facts = Facts(measured, reference_from_profile(measured, "oracle", "oracle"))
+    sig = classify(oracle_facts)
+    assert sig.cls == "healthy"
+    ledger = build(sig, C.load(), 2.0, also=orchestrator.kept_candidates(oracle_facts))
+    kept = {e.hypothesis: e.experiment for e in ledger.entries}
+    assert kept["k-beyond-training"] == "trained-depth"
+    assert {"draft-config-mismatch", "tokenizer-mismatch", "attention-mask"} <= set(kept)
+    published = Facts(measured, reference_from_profile(measured, "paper", "published"))
+    assert orchestrator.kept_candidates(published) == ()

@@ -126,11 +126,7 @@ def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
         facts = _facts(ctx, opts, oracle_result)
         sig = classify(facts)
         cat = catalogue_mod.load()
-        # The oracle runs the served files as they are: matching it clears the engine, not the
-        # files, so the file-side causes stay candidates whenever it is the reference.
-        file_side = rules.FILE_SIDE if (facts.reference is not None and ctx.draft_dir
-                                        and facts.reference.source == "oracle") else ()
-        ledger = build(sig, cat, opts.restart_min, also=file_side)
+        ledger = build(sig, cat, opts.restart_min, also=kept_candidates(facts))
         if oracle_result is not None:
             ledger.apply(oracle_result)
         saver.save(sig, ledger)
@@ -151,6 +147,15 @@ def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
     d.report = write_report(d, opts.workdir, target.describe())
     saver.save(sig, ledger, "done", d.to_json())
     return d
+
+
+def kept_candidates(facts: Facts) -> tuple[str, ...]:
+    """Hypotheses kept whatever the signature says. The oracle runs the served setup as
+    configured (its files, its k): matching it clears the engine, not the setup, so those
+    causes stay candidates whenever it is the reference."""
+    if facts.reference is not None and facts.reference.source == "oracle":
+        return rules.ORACLE_SHARED
+    return ()
 
 
 # -- steps ---------------------------------------------------------------------------------------

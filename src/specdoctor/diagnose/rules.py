@@ -28,6 +28,9 @@ ENGINE_SIDE = ("compile-cache-pollution", "rope-sync", "kernel-numerics",
 # Causes that live in the served files themselves: the oracle shares them, so draft-quality
 # waits for their counterfactuals.
 FILE_SIDE = ("draft-config-mismatch", "tokenizer-mismatch", "attention-mask")
+# Causes the oracle shares because it runs the served setup as configured: the files, and k.
+# Matching the oracle clears the engine, never these, so they stay candidates.
+ORACLE_SHARED = (*FILE_SIDE, "k-beyond-training")
 # A gap must also be this large (accepted per draft, relative to the oracle) to count, so that
 # numerics near-ties between an fp32 oracle and the engine do not count as a lost acceptance.
 MIN_REL_GAP = 0.05
