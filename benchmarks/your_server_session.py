@@ -8,12 +8,14 @@ k = 4), then, through the ``specdoctor`` CLI in a fresh ``$SPECDOCTOR_HOME`` and
 at temperature 0.7, ``oracle --compare`` on that run, ``recon extract`` of the installed vLLM,
 ``astexec`` on its ``SpeculativeConfig.compute_hash``, ``masks diff`` from the snapshot, and
 ``lab down``. Tables are 100 columns wide (``COLUMNS=100``). Paths are shortened to the
-variables the doc defines ($MODELS, $TARGET, $DRAFT, $SITE) and the server's home to
-``$SPECDOCTOR_HOME``; nothing else is edited.
+variables the doc defines ($MODELS, $TARGET, $DRAFT, $SITE), the server's home to
+``$SPECDOCTOR_HOME``, the interpreter to ``python3`` and its prefix to ``$PREFIX``; nothing
+else is edited.
 
 Writes benchmarks/results/your_server_session.txt (the transcript, with commit, date, machine
 and load) and .json (per command: argv, exit status, seconds, output). One vLLM boot, about
-five to ten minutes on 2 cores.
+five to ten minutes on 2 cores. ``--render`` rewrites the .txt from the .json alone (shortening
+the interpreter's paths again, if they were left in), with no server.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ ASTEXEC_STUB = ("safe_hash=lambda data, usedforsecurity=False: "
 ASTEXEC_CALL = ("[SpeculativeConfig.compute_hash(SimpleNamespace(method='draft_model', "
                 "num_speculative_tokens=k, draft_model_config=None)) for k in (2, 4)]")
 RECORDED = re.compile(r"recorded as run (\d+)")
+# Paths of the machine that ran it, in the order they are replaced (longest first).
+MACHINE_PATHS = [(sys.executable, "python3"), (sys.prefix, "$PREFIX")]
 
 
 def log(msg: str) -> None:
@@ -55,7 +59,7 @@ class Session:
     def short(self, text: str) -> str:
         for long, var in self.shorten:
             text = text.replace(long, var)
-        return text
+        return scrub(text)
 
     def run(self, *args: str, timeout: float = 1800) -> dict[str, Any]:
         argv = [sys.executable, "-m", "specdoctor", *args]
@@ -70,6 +74,12 @@ class Session:
         if p.returncode != 0:
             log(f"exit {p.returncode}: {p.stderr[-1500:]}")
         return step
+
+
+def scrub(text: str) -> str:
+    for long, var in MACHINE_PATHS:
+        text = text.replace(long, var)
+    return text
 
 
 def recorded_run(step: dict[str, Any]) -> str:
@@ -96,7 +106,11 @@ def transcript(header: list[str], steps: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, default=None, help="lab port (default: a free one)")
+    ap.add_argument("--render", action="store_true",
+                    help="only rewrite the .txt from the committed .json (no server)")
     args = ap.parse_args(argv)
+    if args.render:
+        return render()
 
     from _provenance import git_commit, load, machine, utc_now
 
@@ -149,19 +163,35 @@ def main(argv: list[str] | None = None) -> int:
     meta["load_at_end"] = load()
     meta["wall_s"] = round(time.perf_counter() - t_start, 1)
 
-    header = [__doc__.splitlines()[0],
-              (f"commit {meta['commit']}, {meta['date']}; {meta['machine']}; load "
-               f"{meta['load_at_start']} at start, {meta['load_at_end']} at end; "
-               f"{meta['wall_s']} s in all"),
-              (f"MODELS=$SPECDOCTOR_MODELS TARGET=$MODELS/{target.name} "
-               f"DRAFT=$MODELS/{draft.name}"),
-              "SITE=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')"]
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "your_server_session.json").write_text(
         json.dumps({"meta": meta, "steps": s.steps}, indent=1) + "\n")
-    (RESULTS / "your_server_session.txt").write_text(transcript(header, s.steps))
+    (RESULTS / "your_server_session.txt").write_text(transcript(header(meta), s.steps))
     log(f"wrote benchmarks/results/your_server_session.txt and .json ({meta['wall_s']} s)")
     return 0 if all(step["returncode"] == 0 for step in s.steps) else 1
+
+
+def header(meta: dict[str, Any]) -> list[str]:
+    return [__doc__.splitlines()[0],
+            (f"commit {meta['commit']}, {meta['date']}; {meta['machine']}; load "
+             f"{meta['load_at_start']} at start, {meta['load_at_end']} at end; "
+             f"{meta['wall_s']} s in all"),
+            (f"MODELS=$SPECDOCTOR_MODELS TARGET=$MODELS/{meta['models']['TARGET']} "
+             f"DRAFT=$MODELS/{meta['models']['DRAFT']}"),
+            "SITE=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')"]
+
+
+def render() -> int:
+    path = RESULTS / "your_server_session.json"
+    res = json.loads(path.read_text())
+    for step in res["steps"]:
+        for key in ("command", "stdout", "stderr"):
+            step[key] = scrub(step[key])
+    path.write_text(json.dumps(res, indent=1) + "\n")
+    (RESULTS / "your_server_session.txt").write_text(transcript(header(res["meta"]),
+                                                               res["steps"]))
+    log("rewrote benchmarks/results/your_server_session.txt and .json from the .json")
+    return 0
 
 
 if __name__ == "__main__":
