@@ -206,8 +206,7 @@ def _ppci(meas: dict[str, Any]) -> str:
     cis = [ci95.get(f"per_position[{i}]") for i in range(len(meas["per_position"]))]
     out = " / ".join(f"{x:.3f}" + (f" [{c[0]:.2f}, {c[1]:.2f}]" if c else "")
                      for x, c in zip(meas["per_position"], cis))
-    return out + (f" (no interval: {meas['ci95_unavailable']})"
-                  if meas.get("ci95_unavailable") else "")
+    return out + (f" ({meas['ci95_unavailable']})" if meas.get("ci95_unavailable") else "")
 
 
 def _mal(meas: dict[str, Any]) -> str:
