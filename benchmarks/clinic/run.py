@@ -27,10 +27,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "clinic.json"
-SAMPLER_FIX = Path(__file__).with_name("sampler_fix")
+SAMPLER_FIX = "cpu-sampler-fix"  # the probe pack the sampled-patched case serves with
 OFFICIAL = "1.0,0.95"
 DRAFTER_BUDGET = ["full"]   # training budget of the lab's drafters (--drafters)
 BASE_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1"}
+
+
+def _with_pack(name: str, tmp: Path) -> dict[str, str]:
+    """The server environment with a shipped probe pack on, built into ``tmp`` the way
+    ``specdoctor lab up --patch NAME`` builds it (its folder first on PYTHONPATH, its gate set)."""
+    from specdoctor.experiments.probes import run as probes
+
+    pack, _ = probes.prepare(name, tmp / "site")
+    return probes.pack_env(pack, pythonpath="")
 
 
 @dataclass(frozen=True)
@@ -137,7 +146,7 @@ CASES = [
          "self-draft measured sampled on vllm-cpu 0.32 as shipped"),
     Case("sampled-patched", "sampling-confound",
          lambda tmp: _draft_model(tmp, sampling=["greedy", OFFICIAL],
-                                  env={"PYTHONPATH": str(SAMPLER_FIX)}),
+                                  env=_with_pack(SAMPLER_FIX, tmp)),
          "self-draft measured sampled with the CPU sampler defect patched"),
     Case("healthy-eagle3", None, _lab_drafter("eagle3", None), "trained EAGLE3"),
     Case("healthy-dflash", None, _lab_drafter("dflash", None), "trained DFlash"),

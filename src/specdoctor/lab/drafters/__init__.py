@@ -9,9 +9,9 @@ Random-weight drafters accept nothing, so no fault can be seen on them. Each met
   server that measures anything else has a broken measurement path.
 
 ``serve(method, control=…, fault=…)`` resolves what a lab server runs: target, drafter,
-tokenizer. One module per method holds that method's config, tensors, reference forward
-(the same code trains the head and predicts offline what the server will measure), training
-and controls.
+tokenizer. One module per method holds that method's config, tensors, reference forward (what
+training differentiates), training and controls. What a server will measure is predicted by
+the oracle from the served checkpoint (``offline.predict``), not by this training code.
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ trained drafter is non-causal within its block (serving it causal is Case A's hy
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,8 +29,6 @@ from specdoctor.lab.drafters.fit import FitRecipe, fit
 
 if TYPE_CHECKING:
     import torch
-
-    from specdoctor.lab.drafters.targets import TargetData
 
 ARCH = "DFlashDraftModel"
 MASK_TOKEN = 2  # <|pad|>: never in the text, so its (target) embedding only ever means "mask"
@@ -181,29 +178,6 @@ def labels(greedy: torch.Tensor, anchors: torch.Tensor, k: int) -> torch.Tensor:
     idx = anchors[..., None] + torch.arange(k)
     out = torch.gather(greedy, 1, idx.clamp(max=t - 1).flatten(1)).view(idx.shape)
     return out.masked_fill(idx > t - 1, -1)
-
-
-def runs(p: dict[str, torch.Tensor], s: Shape, embed: torch.Tensor, head: torch.Tensor,
-         data: TargetData, k: int, causal: bool | None = None) -> torch.Tensor:
-    """[N, T] leading right drafts per start p (the block anchored at P = p + 1)."""
-    import torch
-
-    n, t = data.ids.shape
-    anchors = torch.arange(1, t).expand(n, t - 1)
-    aux = torch.cat([data.aux[i] for i in s.aux_ids], -1)
-    with torch.no_grad():
-        drafted = forward(p, s, embed, head, aux, data.ids, anchors, k, causal).argmax(-1)
-    right = drafted == labels(data.greedy, anchors, k)  # [N, T-1, k]
-    r = nn.run_lengths(right.permute(2, 0, 1).flatten(1)).view(n, t - 1)
-    return torch.cat([r, torch.zeros(n, 1, dtype=r.dtype)], 1)
-
-
-def runs_fn(target: Path, draft: Path | None) -> Callable[[TargetData, int], torch.Tensor]:
-    assert draft is not None
-    p, s = load(draft)
-    t = cache.load_tensors(target)
-    embed, head = t["model.embed_tokens.weight"], t["lm_head.weight"]
-    return lambda data, k: runs(p, s, embed, head, data, k)
 
 
 # -- trained ----------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ only ever counts drafts whose predecessors were right).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,8 +26,6 @@ from specdoctor.lab.drafters.fit import FitRecipe, fit
 
 if TYPE_CHECKING:
     import torch
-
-    from specdoctor.lab.drafters.targets import TargetData
 
 ARCH = "LlamaForCausalLMEagle3"
 
@@ -152,32 +149,6 @@ def draft_ids(d2t: torch.Tensor) -> torch.Tensor:
     return torch.arange(len(d2t)) + d2t
 
 
-def runs(p: dict[str, torch.Tensor], s: Shape, d2t: torch.Tensor, embed: torch.Tensor,
-         data: TargetData, k: int) -> torch.Tensor:
-    """[N, T] leading right drafts for every start (offline.profile's ``runs_fn``)."""
-    import torch
-
-    to_target = draft_ids(d2t)
-    aux = torch.cat([data.aux[i] for i in s.aux_ids], -1)
-    n, t = data.ids.shape
-    with torch.no_grad():
-        logits = forward(p, s, embed, aux, data.ids, k)
-    right = []
-    for j, lg in enumerate(logits):
-        drafted = to_target[lg.argmax(-1)]
-        want = torch.full((n, t), -1, dtype=torch.long)
-        want[:, :t - 1 - j] = data.greedy[:, 1 + j:]
-        right.append(drafted == want)
-    return nn.run_lengths(torch.stack(right).flatten(1)).view(n, t)
-
-
-def runs_fn(target: Path, draft: Path | None) -> Callable[[TargetData, int], torch.Tensor]:
-    assert draft is not None
-    p, s, d2t = load(draft)
-    embed = cache.load_tensors(target)["model.embed_tokens.weight"]
-    return lambda data, k: runs(p, s, d2t, embed, data, k)
-
-
 # -- trained ----------------------------------------------------------------------------------
 
 def vocabulary(greedy: torch.Tensor, size: int, vocab: int) -> torch.Tensor:
@@ -250,22 +221,6 @@ def write(out: Path, p: dict[str, torch.Tensor], s: Shape, d2t: torch.Tensor) ->
     cache.write_config(out, config(s))
     cache.save_tensors(out, {**{k: v.detach() for k, v in p.items()},
                              "d2t": d2t.to(torch.int64), "t2d": t2d})
-
-
-def load(draft: Path) -> tuple[dict[str, torch.Tensor], Shape, torch.Tensor]:
-    import json
-
-    t = cache.load_tensors(draft)
-    d2t = t.pop("d2t")
-    t.pop("t2d", None)
-    c = json.loads((draft / "config.json").read_text())
-    s = Shape(hidden=c["hidden_size"], heads=c["num_attention_heads"],
-              kv_heads=c["num_key_value_heads"], intermediate=c["intermediate_size"],
-              vocab=c["vocab_size"], draft_vocab=c["draft_vocab_size"],
-              aux_ids=tuple(c["eagle_aux_hidden_state_layer_ids"]),
-              rope_theta=c["rope_parameters"]["rope_theta"],
-              norm_before_residual=bool(c.get("norm_before_residual", False)))
-    return t, s, d2t
 
 
 # -- controls (on the cycle target) --------------------------------------------------------------

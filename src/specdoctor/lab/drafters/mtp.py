@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,8 +27,6 @@ from specdoctor.lab.drafters.fit import FitRecipe, fit
 
 if TYPE_CHECKING:
     import torch
-
-    from specdoctor.lab.drafters.targets import TargetData
 
 PREFIX = "model.mtp_layers.0."
 
@@ -122,27 +119,6 @@ def forward(p: dict[str, torch.Tensor], s: Shape, embed: torch.Tensor, head: tor
     return out
 
 
-def runs(p: dict[str, torch.Tensor], s: Shape, embed: torch.Tensor, head: torch.Tensor,
-         data: TargetData, k: int) -> torch.Tensor:
-    import torch
-
-    n, t = data.ids.shape
-    with torch.no_grad():
-        logits = forward(p, s, embed, head, data.aux[-1], data.ids, k)
-    right = []
-    for j, lg in enumerate(logits):
-        want = torch.full((n, t), -1, dtype=torch.long)
-        want[:, :t - 1 - j] = data.greedy[:, 1 + j:]
-        right.append(lg.argmax(-1) == want)
-    return nn.run_lengths(torch.stack(right).flatten(1)).view(n, t)
-
-
-def runs_fn(target: Path, draft: Path | None = None
-            ) -> Callable[[TargetData, int], torch.Tensor]:
-    p, s, embed, head = load(target)
-    return lambda data, k: runs(p, s, embed, head, data, k)
-
-
 # -- the served checkpoint: a MiMo body with its MTP layer ---------------------------------------
 
 def write(out: Path, body_config: dict[str, Any], body: dict[str, torch.Tensor],
@@ -153,17 +129,6 @@ def write(out: Path, body_config: dict[str, Any], body: dict[str, torch.Tensor],
     cache.copy_tokenizer(tokenizer, out)
     cache.write_config(out, cfg)
     cache.save_tensors(out, {**body, **{PREFIX + k: v.detach() for k, v in p.items()}})
-
-
-def load(target: Path) -> tuple[dict[str, torch.Tensor], Shape, torch.Tensor, torch.Tensor]:
-    """(MTP tensors, shape, embeddings, LM head) of a MiMo directory."""
-    t = cache.load_tensors(target)
-    c = json.loads((target / "config.json").read_text())
-    s = Shape(hidden=c["hidden_size"], heads=c["num_attention_heads"],
-              kv_heads=c["num_key_value_heads"], intermediate=c["intermediate_size"],
-              rope_theta=c["rope_parameters"]["rope_theta"])
-    p = {k[len(PREFIX):]: v for k, v in t.items() if k.startswith(PREFIX)}
-    return p, s, t["model.embed_tokens.weight"], t["lm_head.weight"]
 
 
 # -- trained ----------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Reference tensor code shared by the drafters: the few ops vLLM's drafter forwards are made of.
 
-Each drafter module re-states its vLLM forward with these functions, once, and uses that one
-statement both to train its head and to predict offline what the server will measure. So the
+Each drafter module re-states its vLLM forward with these functions, once, and trains its head
+through that statement; the head is then served by vLLM and replayed by the oracle. So the
 conventions must be vLLM's exactly:
 
 - RMSNorm: ``x * rsqrt(mean(x^2) + eps) * w`` (fp32 here throughout);
@@ -83,10 +83,3 @@ def ttt_mask(t: int, step: int) -> torch.Tensor:
     causal = torch.ones(t, t, dtype=torch.bool).tril()
     eye = torch.eye(t, dtype=torch.bool)
     return torch.cat([causal] + [eye] * step, dim=1)[None]
-
-
-def run_lengths(correct: torch.Tensor) -> torch.Tensor:
-    """correct [k, N] booleans (draft j right for start n) → leading run of Trues per start."""
-    import torch
-
-    return torch.cumprod(correct.to(torch.int64), dim=0).sum(0)
