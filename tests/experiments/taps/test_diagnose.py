@@ -222,3 +222,20 @@ def test_only_the_parallel_question_needs_no_relaunch(tmp_path):
                   prompts=("a",), method="draft_model")
     res = hook.Experiment().run(ctx, (hook.PARALLEL,))
     assert [f.verdict for f in res.findings] == [Verdict.EXCLUDED] and not launcher.started
+
+
+def test_an_engine_side_gap_plans_taps_at_its_measured_cost():
+    """What the clinic's heads-lost case needs: with the oracle gap open (steep decay, measured
+    far below the oracle), the ledger asks taps about draft-attention-partial, at the cost
+    measured for it (one restart plus about 20 s: benchmarks/results/taps_diagnose.txt)."""
+    from specdoctor.diagnose import catalogue
+    from specdoctor.diagnose.ledger import build
+    from specdoctor.diagnose.signature import Signature
+
+    cat = catalogue.load()
+    for cls in ("steep-decay", "uniform-low", "cliff", "zero"):
+        ledger = build(Signature(cls, "", cls), cat, restart_min=2.0)
+        steps = {s.experiment: s for s in ledger.plan(cat, 2.0)}
+        assert hook.HID in steps["taps"].hypotheses, cls
+    cost = cat.experiments["taps"].cost
+    assert cost.restarts == 1 and cost.cpu_min <= 1.0 and cost.gpu_min == 0
