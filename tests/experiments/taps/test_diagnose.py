@@ -170,6 +170,8 @@ def test_the_hook_is_wired_and_says_what_it_cannot_reach(tmp_path):
     assert exp.unavailable(ctx) is None
     ctx.method = "eagle3"
     assert "draft_model" in exp.unavailable(ctx)
+    ctx.method = "ngram"
+    assert "no draft attention" in exp.unavailable(ctx)
     ctx.method, ctx.launch = "draft_model", None
     assert "launch command" in exp.unavailable(ctx)
 

@@ -45,6 +45,7 @@ PACK = "draft-attention-taps"
 # builds a draft_model draft under "draft_model"); EAGLE, DFlash and MTP drafts are named like
 # target layers, so the pack cannot tell them apart by name.
 PREFIXES = {"draft_model": "draft_model."}
+LOOKUP_METHODS = ("ngram", "ngram_gpu", "suffix")
 NUM_PROMPTS = 2
 MAX_TOKENS = 16
 TAPS_MAX = 32                   # records per process
@@ -166,6 +167,8 @@ class Experiment:
             return "needs a launch command to relaunch with the draft's attention tapped"
         if not ctx.prompts:
             return "no prompts to send"
+        if ctx.method in LOOKUP_METHODS:
+            return f"{ctx.method} drafts by prompt lookup: there is no draft attention to tap"
         if ctx.method not in PREFIXES:
             return (f"the draft-attention-taps pack recognises the draft's attention layers of "
                     f"{', '.join(PREFIXES)} drafters only (by layer name); "
