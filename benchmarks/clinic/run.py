@@ -132,6 +132,21 @@ def _lab_drafter(method: str, fault: str | None, k: int | None = None) -> Callab
     return build
 
 
+def _heads_lost(tmp: Path) -> Setup:
+    """Self-draft whose draft attention loses 3 of 4 heads past the first quarter of its
+    context: the lab's runtime patch, built once, copied to a neutral folder on PYTHONPATH."""
+    from specdoctor.lab import faults, patches
+    from specdoctor.lab.lab import lab_dir
+
+    built, env = patches.build(faults.get("draft-heads-lost").runtime_patch or "",
+                               lab_dir() / "patches")
+    site = _copy(built, tmp / "site")
+    sink = json.loads((site / "pack.json").read_text()).get("sink_env")
+    if sink:
+        env[sink] = str(tmp / "lines.log")
+    return _draft_model(tmp, env={**env, "PYTHONPATH": str(site)})
+
+
 CASES = [
     Case("healthy-self", None, lambda tmp: _draft_model(tmp), "target drafting for itself"),
     Case("healthy-ngram", None, _ngram, "prompt lookup"),
@@ -159,6 +174,9 @@ CASES = [
          "EAGLE3 vocabulary map off by one"),
     Case("mtp-k", "k-beyond-training", _lab_drafter("mtp", "mtp-k-beyond-training"),
          "MTP run at k=6, trained for one step"),
+    Case("draft-heads-lost", "draft-attention-partial", _heads_lost,
+         "self-draft with a runtime patch zeroing 3 of 4 draft attention heads past the first "
+         "quarter of the context"),
 ]
 
 

@@ -99,8 +99,8 @@ def _attend(q: Any, k: Any, v: Any, causal: bool, window: int | None, scale: flo
     return attention(q.to(torch.float64), k, v, mask, scale)
 
 
-def recompute(rec: Record, out_name: str = "out") -> Comparison:
-    """The kernel's output against fp64 attention over this record's own pages."""
+def reference(rec: Record, out_name: str = "out") -> tuple[Any, Any]:
+    """(the kernel's output, fp64 attention over this record's own pages), both (T, H_q, D)."""
     import torch
 
     p = paged(rec)
@@ -110,6 +110,12 @@ def recompute(rec: Record, out_name: str = "out") -> Comparison:
     for s, n in enumerate(p.seqused_k.tolist()):
         k, v = gather(p.k_cache, p.block_table[s], n), gather(p.v_cache, p.block_table[s], n)
         ref[cu[s]:cu[s + 1]] = _attend(p.q[cu[s]:cu[s + 1]], k, v, p.causal, p.window, p.scale)
+    return out, ref
+
+
+def recompute(rec: Record, out_name: str = "out") -> Comparison:
+    """The kernel's output against fp64 attention over this record's own pages."""
+    out, ref = reference(rec, out_name)
     return compare(out, ref, f"{rec.label}: {out_name} vs fp64 over its own pages")
 
 

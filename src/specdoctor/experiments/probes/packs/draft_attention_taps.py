@@ -3,13 +3,16 @@
 Runs inside the engine process on every attention call, so it returns at once unless taps are
 on (SPECDOCTOR_TAPS) and the layer is the draft's (its name starts with SPECDOCTOR_TAPS_PREFIX,
 default "draft_model.", the prefix vLLM gives a draft_model draft). It logs one row the first
-time it taps a layer, so the server's log says the tap is live.
+time it taps a layer, so the server's log says the tap is live, and one row ({"live": NAME})
+the first time it sees any other layer, so a log without taps can still tell "the pack ran but
+no layer had the prefix" from "the pack never ran".
 """
 
 import os
 
 DEFAULT_PREFIX = "draft_model."
 _seen = set()
+_seen_other = []
 
 
 def tap_draft(call):
@@ -18,6 +21,9 @@ def tap_draft(call):
     layer = call.param("layer")
     name = str(getattr(layer, "layer_name", ""))
     if not name.startswith(os.environ.get("SPECDOCTOR_TAPS_PREFIX", DEFAULT_PREFIX)):
+        if not _seen_other:
+            _seen_other.append(name)
+            return [{"live": name}]
         return None
     metadata = call.param("attn_metadata")
     if metadata is None:
