@@ -201,10 +201,11 @@ def run_case(case: Case, budget: float) -> dict:
             *[x for s in setup.sampling for x in ("--sampling", s)],
             "--suite", "code", "--num-prompts", "8", "--max-tokens", "48",
             "--budget", str(budget), "--out", str(tmp / "out"), "--no-store", "--json"]
+    commit = _commit()   # the code diagnose runs is the code when it starts
     t1 = time.monotonic()
     proc = subprocess.run(args, capture_output=True, text=True, timeout=3600)
     wall = time.monotonic() - t1
-    row: dict = {"case": case.name, "commit": _commit(), "about": case.about,
+    row: dict = {"case": case.name, "commit": commit, "about": case.about,
                  "expected": case.root_cause,
                  "build_s": round(build_s, 1), "diagnose_wall_s": round(wall, 1),
                  "command": cmd, "sampling": setup.sampling}

@@ -40,6 +40,7 @@ def test_healthy_lab_excluded_and_faulty_lab_confirmed(tmp_path):
     assert max(s["max_rel_err_per_head"]) < 8 * 2.0 ** -23     # float32 rounding only
     assert res.numbers["accepted_per_draft_with_taps"] == 4.0   # the taps change nothing
     assert by[hook.PARALLEL].verdict is Verdict.EXCLUDED
+    _taps_check_trusts(res.numbers["tapdir"])
 
     res, by = _run(tmp_path / "faulty", "draft-heads-lost")
     f = by[hook.HID]
@@ -49,3 +50,22 @@ def test_healthy_lab_excluded_and_faulty_lab_confirmed(tmp_path):
     assert s["off_rows_position"][0] >= 0.25 and s["matching_rows_position"][1] < 0.25
     assert "3 of 4 heads (1, 2, 3)" in f.evidence
     assert res.numbers["accepted_per_draft_with_taps"] < 1.0    # the fault bit under the taps
+
+
+def _taps_check_trusts(tapdir: str) -> None:
+    """The healthy relaunch's taps, read back by `specdoctor taps check` as a user would: draft
+    layers only, every call recomputed at cosine >= 0.9999."""
+    import json
+    from pathlib import Path
+
+    from tests.conftest import run_cli
+
+    files = sorted(Path(tapdir).glob("*.safetensors"))
+    assert files, "the pack tapped nothing"
+    layers = {f.name.split(".r")[0] for f in files}
+    assert all(x.startswith("attn.draft_model.") for x in layers), layers  # draft only
+    proc = run_cli("taps", "check", tapdir, "--json")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    found = json.loads(proc.stdout)["findings"]
+    cos = [f["data"]["cosine"] for f in found if f["check"] == "recompute"]
+    assert len(cos) == len(files) and min(cos) >= 0.9999
