@@ -78,3 +78,19 @@ def test_a_url_that_is_not_a_server_is_recorded_inconclusive(tmp_path):
     assert d["signature"]["class"] == "crash" and "127.0.0.1:9" in d["signature"]["evidence"]
     assert d["root_cause"] is None and any("127.0.0.1:9" in n for n in d["notes"])
     assert (tmp_path / "report.md").is_file()
+
+
+def test_a_log_excerpt_without_start_up_lines_takes_the_method_from_the_user(tmp_path):
+    """llama.cpp's EAGLE3 per-position excerpt (tests/sources/fixtures, copied from a public PR)
+    names no method: unreferenced, with what to give; with --method eagle3 it is compared with
+    the published EAGLE3 figures."""
+    from specdoctor.diagnose.orchestrator import Options, Target, diagnose
+
+    log = Path(__file__).parents[1] / "sources/fixtures/llamacpp/pr24536_eagle3_per_position.log"
+    bare = diagnose(Target(logs=(log,)), Options(workdir=tmp_path / "a"))
+    assert bare.signature.cls == "unreferenced"
+    assert any("pass --method" in n for n in bare.notes)
+    told = diagnose(Target(logs=(log,)), Options(workdir=tmp_path / "b", method="eagle3"))
+    assert told.signature.cls != "unreferenced"
+    assert "vs published reference" in told.signature.evidence
+    assert not any("pass --method" in n for n in told.notes)

@@ -132,6 +132,12 @@ def lab_launch(method: str) -> Any:
                    "stay pending.")
 @click.option("--reference", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help='A reference profile JSON: {"per_position": [...]} (unconditional).')
+@click.option("--method", "spec_method", default=None,
+              help="With --logs or --url: the speculative method the server runs (draft_model, "
+                   "ngram, eagle3, mtp, dflash, ...) where its logs do not say; picks the "
+                   "published reference.")
+@click.option("--k", "spec_k", type=click.IntRange(1, 64), default=None,
+              help="With --logs or --url: draft tokens per step, where the logs do not say.")
 @click.option("--load", "load_ab", is_flag=True, help="Also measure greedy at concurrency 8.")
 @click.option("--lab-method", default="draft_model", show_default=True,
               help="With no target: which lab server to diagnose.")
@@ -143,7 +149,7 @@ def lab_launch(method: str) -> Any:
 def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
              logs: tuple[Path, ...], sampling: tuple[str, ...], suites: tuple[str, ...],
              num_prompts: int, max_tokens: int, budget: float, reference: Path | None,
-             load_ab: bool, lab_method: str, out_dir: Path | None, db: Path | None,
+             spec_method: str | None, spec_k: int | None, load_ab: bool, lab_method: str, out_dir: Path | None, db: Path | None,
              no_store: bool, as_json: bool) -> None:
     """Measure, classify the symptom, rank hypotheses by the cost of deciding them, run the
     experiments cheapest first within --budget, and report the root cause with its evidence."""
@@ -159,6 +165,10 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
     for p in logs:
         if not p.is_file():
             raise InputError(f"{p}: no such log file", "check the path")
+    if (spec_method is not None or spec_k is not None) and (launch_cmd is not None or
+                                                             not (url or logs)):
+        raise InputError("--method and --k are read from the server command",
+                         "drop them, or use them with --logs or --url")
     greedy, sampled = parse_sampling(sampling)
     launch = None
     if launch_cmd is not None:
@@ -173,7 +183,8 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
     workdir = out_dir or Path(tempfile.mkdtemp(prefix="specdoctor-diagnose-"))
     opts = Options(greedy=greedy, sampled=sampled, suites=suites or ("code", "essay"),
                    prompts_per_suite=num_prompts, max_tokens=max_tokens, budget_min=budget,
-                   reference_file=reference, concurrency8=load_ab, workdir=workdir)
+                   reference_file=reference, concurrency8=load_ab, workdir=workdir,
+                   method=spec_method, k=spec_k)
     store = None
     if not no_store:
         from specdoctor.store.ledger import open_ledger_store

@@ -63,6 +63,10 @@ class Options:
     reference_file: Path | None = None
     concurrency8: bool = False
     workdir: Path = Path(".")
+    # The speculative method and k as the user states them, for targets that do not say
+    # (a log excerpt without its start-up lines, a URL): they pick the published reference.
+    method: str | None = None
+    k: int | None = None
 
 
 @dataclass
@@ -122,9 +126,12 @@ def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
             _read_logs(ctx, target.logs, notes)
         if server is not None:
             ctx.data.setdefault("server_logs", {})["baseline"] = _read(server.log_path)
+        _user_setup(ctx, opts, notes)
         oracle_result = _oracle_first(ctx, notes)
         facts = _facts(ctx, opts, oracle_result)
         sig = classify(facts)
+        if sig.cls == "unreferenced":
+            notes.append(no_reference(ctx.method))
         cat = catalogue_mod.load()
         ledger = build(sig, cat, opts.restart_min, also=kept_candidates(facts))
         if oracle_result is not None:
@@ -175,6 +182,27 @@ def _context(target: Target, opts: Options, launcher: Launcher | None,
         ctx.target_dir, ctx.draft_dir, ctx.tokenizer_dir = s.target, s.draft, s.tokenizer
     ctx.data["suite"] = ",".join(opts.suites)
     return ctx
+
+
+def no_reference(method: str | None) -> str:
+    """What to give so that a symptom can be called low (pure)."""
+    first = ("pass --method (and --k) to compare with the published figures for that drafter, "
+             if method is None else f"no published figures for {method}: ")
+    return ("no reference to compare with, so nothing can be called low: " + first
+            + "--reference FILE with your own, or diagnose --launch '<the server command>' so the "
+              "oracle computes what these weights allow")
+
+
+def _user_setup(ctx: Context, opts: Options, notes: list[str]) -> None:
+    """--method/--k where the target does not say (a stated value wins, with a note when the
+    target said otherwise)."""
+    for attr, given in (("method", opts.method), ("k", opts.k)):
+        if given is None:
+            continue
+        found = getattr(ctx, attr)
+        if found is not None and found != given:
+            notes.append(f"the target says {attr} {found}; using the {given} you gave")
+        setattr(ctx, attr, given)
 
 
 def _start(ctx: Context, launch: Launch, notes: list[str]) -> Any:
