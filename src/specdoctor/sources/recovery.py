@@ -165,7 +165,14 @@ def _fit(d: int, accepted: int, rates: list[str] | tuple[str, ...], units: list[
     lows: list[int] = []
     highs: list[int] = []
     for s, r in zip(units, rates):
-        a_lo, a_hi = rate_fits(s, d, r)
+        # rate_fits, inline where no end of (2s-1)d/2000 < a < (2s+1)d/2000 is a whole number
+        lo_num = (2 * s - 1) * d
+        hi_num = lo_num + 2 * d
+        if lo_num % 2000 and hi_num % 2000:
+            a_lo = lo_num // 2000 + 1 if s else 0
+            a_hi = hi_num // 2000
+        else:
+            a_lo, a_hi = rate_fits(s, d, r)
         a_hi = min(a_hi, d)
         if a_lo > a_hi:
             return None

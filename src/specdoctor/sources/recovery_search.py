@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Recovered:
+class Recovered(NamedTuple):
+    """What one window's printed figures pin down (a named tuple: one is built per window)."""
+
     drafts: int | None
     per_position: tuple[int, ...] | None
     approximate_positions: bool = False
@@ -279,7 +280,10 @@ def nearest_summing(d: int, accepted: int, rates_printed: list[str] | tuple[str,
     sum(lows) <= accepted <= sum(highs)): the nearest to rate*d, then the sum fixed by moving
     the first positions as far as they go. Exact sums, approximate split; None when the result
     is not non-increasing."""
-    pos_l = [min(max(round(float(r) * d), lo), hi) for r, lo, hi in zip(rates_printed, lows, highs)]
+    pos_l = []
+    for r, lo, hi in zip(rates_printed, lows, highs):
+        a = round(float(r) * d)
+        pos_l.append(lo if a < lo else hi if a > hi else a)
     diff = accepted - sum(pos_l)
     for i in range(len(pos_l)):
         if diff == 0:
@@ -288,9 +292,8 @@ def nearest_summing(d: int, accepted: int, rates_printed: list[str] | tuple[str,
         step = min(diff, room) if diff > 0 else max(diff, room)
         pos_l[i] += step
         diff -= step
-    if diff != 0 or not non_increasing(tuple(pos_l)):
-        return None
-    return tuple(pos_l), True
+    pos = tuple(pos_l)
+    return (pos, True) if diff == 0 and non_increasing(pos) else None
 
 
 def positions_for(d: int, accepted: int, rates_printed: list[str] | tuple[str, ...]
