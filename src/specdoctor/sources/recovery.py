@@ -147,37 +147,41 @@ def _units(rates: list[str] | tuple[str, ...]) -> list[int] | None:
     return None if None in units else units  # type: ignore[return-value]
 
 
+def _intervals(d: int, units: list[int], rates: list[str] | tuple[str, ...]
+               ) -> tuple[list[int], list[int]]:
+    """For each rate, the lowest and highest integer a that print as it over d (``rate_fits``,
+    its arithmetic inline where no end of (2s-1)d/2000 < a < (2s+1)d/2000 is a whole number);
+    lowest > highest where none does."""
+    lows: list[int] = []
+    highs: list[int] = []
+    for s, r in zip(units, rates):
+        lo_num = (2 * s - 1) * d
+        hi_num = lo_num + 2 * d
+        if lo_num % 2000 and hi_num % 2000:
+            lows.append(lo_num // 2000 + 1 if s else 0)
+            highs.append(hi_num // 2000)
+        else:
+            a_lo, a_hi = rate_fits(s, d, r)
+            lows.append(a_lo)
+            highs.append(a_hi)
+    return lows, highs
+
+
 def _fit(d: int, accepted: int, rates: list[str] | tuple[str, ...], units: list[int]
          ) -> tuple[tuple[int, ...], bool] | None:
     """Integer a_i printing as ``rates`` over d, non-increasing, summing to ``accepted`` (what
     the reference's ``_positions_for`` returns, for rates in ``_THOUSANDTHS``, 0 < d < 2^31)."""
+    lows, highs = _intervals(d, units, rates)
     if d < 1000:
         # A printed rate covers less than one integer: the one that prints it, or none (that
         # integer is also the reference's nearest to rate*d, within 0.0005*d < 0.5 of it).
-        pos: list[int] = []
-        for s, r in zip(units, rates):
-            a_lo, a_hi = rate_fits(s, d, r)
-            if a_lo != a_hi:
-                return None
-            pos.append(a_lo)
-        exact = tuple(pos)
-        return (exact, False) if sum(exact) == accepted and non_increasing(exact) else None
-    lows: list[int] = []
-    highs: list[int] = []
-    for s, r in zip(units, rates):
-        # rate_fits, inline where no end of (2s-1)d/2000 < a < (2s+1)d/2000 is a whole number
-        lo_num = (2 * s - 1) * d
-        hi_num = lo_num + 2 * d
-        if lo_num % 2000 and hi_num % 2000:
-            a_lo = lo_num // 2000 + 1 if s else 0
-            a_hi = hi_num // 2000
-        else:
-            a_lo, a_hi = rate_fits(s, d, r)
-        a_hi = min(a_hi, d)
-        if a_lo > a_hi:
+        if lows != highs:
             return None
-        lows.append(a_lo)
-        highs.append(a_hi)
+        exact = tuple(lows)
+        return (exact, False) if sum(exact) == accepted and non_increasing(exact) else None
+    highs = [min(a_hi, d) for a_hi in highs]  # a count of drafts accepted at i: at most d
+    if any(a_lo > a_hi for a_lo, a_hi in zip(lows, highs)):
+        return None
     if not sum(lows) <= accepted <= sum(highs):
         return None
     if lows == highs:
@@ -202,10 +206,10 @@ def _sum_bounds(accepted: int, rates: list[str] | tuple[str, ...], units: list[i
     ``accepted`` (L(D) <= accepted <= H(D) fails; see the module doc). D1 > D2 when no D can.
     Only D in [lo, hi] are evaluated."""
     def high_sum(d: int) -> int:
-        return sum(rate_fits(s, d, r)[1] for s, r in zip(units, rates))
+        return sum(_intervals(d, units, rates)[1])
 
     def low_sum(d: int) -> int:
-        return sum(rate_fits(s, d, r)[0] for s, r in zip(units, rates))
+        return sum(_intervals(d, units, rates)[0])
 
     # Each highest a_i is within 1 below (2s_i+1)D/2000: with c = sum(2s_i+1), H(D) < A
     # below 2000A/c, and H(D) >= A from 2000(A+k)/c on.
