@@ -179,9 +179,12 @@ def _fit(d: int, accepted: int, rates: list[str] | tuple[str, ...], units: list[
             return None
         exact = tuple(lows)
         return (exact, False) if sum(exact) == accepted and non_increasing(exact) else None
-    highs = [min(a_hi, d) for a_hi in highs]  # a count of drafts accepted at i: at most d
-    if any(a_lo > a_hi for a_lo, a_hi in zip(lows, highs)):
-        return None
+    # From 1000 drafts every rate covers an integer; only a rate from 1.000 up reaches past d,
+    # the most drafts that can accept position i.
+    if max(units) >= 1000:
+        highs = [min(a_hi, d) for a_hi in highs]
+        if any(a_lo > a_hi for a_lo, a_hi in zip(lows, highs)):
+            return None
     if not sum(lows) <= accepted <= sum(highs):
         return None
     if lows == highs:
