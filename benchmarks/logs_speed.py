@@ -302,6 +302,15 @@ def bench(path: Path, truth: Truth, label: str, runs: int) -> dict[str, object]:
     return {"label": label, "ratios": ratios}
 
 
+def startup(runs: int) -> None:
+    """CPU seconds of `specdoctor logs --help` (imports only) beside a bare interpreter."""
+    bare = [run_measured([sys.executable, "-c", "pass"])[1] for _ in range(max(runs, 5))]
+    helps = [run_measured([*SPECDOCTOR, "--help"])[1] for _ in range(max(runs, 5))]
+    print(f"start-up, CPU s (min/median/max over {len(helps)} runs): specdoctor logs --help "
+          f"{min(helps):.2f}/{statistics.median(helps):.2f}/{max(helps):.2f}, python -c pass "
+          f"{min(bare):.2f}/{statistics.median(bare):.2f}/{max(bare):.2f}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-gb", type=float, default=0.25)
@@ -321,6 +330,7 @@ def main() -> None:
     print("python benchmarks/logs_speed.py " + " ".join(sys.argv[1:]))
     # as an install compiles them (this machine may run with PYTHONDONTWRITEBYTECODE set)
     compileall.compile_dir(str(ROOT / "src" / "specdoctor"), quiet=1)
+    startup(args.runs)
     tmp = Path(tempfile.mkdtemp(dir=args.dir))
     try:
         for label, method, k, per_window in [
