@@ -303,12 +303,15 @@ def bench(path: Path, truth: Truth, label: str, runs: int) -> dict[str, object]:
 
 
 def startup(runs: int) -> None:
-    """CPU seconds of `specdoctor logs --help` (imports only) beside a bare interpreter."""
-    bare = [run_measured([sys.executable, "-c", "pass"])[1] for _ in range(max(runs, 5))]
-    helps = [run_measured([*SPECDOCTOR, "--help"])[1] for _ in range(max(runs, 5))]
-    print(f"start-up, CPU s (min/median/max over {len(helps)} runs): specdoctor logs --help "
-          f"{min(helps):.2f}/{statistics.median(helps):.2f}/{max(helps):.2f}, python -c pass "
-          f"{min(bare):.2f}/{statistics.median(bare):.2f}/{max(bare):.2f}", flush=True)
+    """CPU seconds of `specdoctor logs --help` (its imports), of a bare interpreter, and of an
+    interpreter importing numpy (which the bootstrap interval of a total needs)."""
+    def cpu(argv: list[str]) -> str:
+        xs = [run_measured(argv)[1] for _ in range(max(runs, 5))]
+        return f"{min(xs):.2f}/{statistics.median(xs):.2f}/{max(xs):.2f}"
+
+    print(f"start-up, CPU s (min/median/max over {max(runs, 5)} runs): specdoctor logs --help "
+          f"{cpu([*SPECDOCTOR, '--help'])}, python -c pass {cpu([sys.executable, '-c', 'pass'])}, "
+          f"python -c 'import numpy' {cpu([sys.executable, '-c', 'import numpy'])}", flush=True)
 
 
 def main() -> None:
