@@ -37,6 +37,14 @@ def _per_position(rng: random.Random, drafts: int, k: int) -> list[int]:
     return out
 
 
+def _window(rng: random.Random, k_max: int) -> tuple[int, int, list[int], str, list[str]]:
+    """k, the draft count, per-position counts and the mean and rates printed for them."""
+    k = rng.randint(1, k_max)
+    drafts = _drafts(rng)
+    per_pos = _per_position(rng, drafts, k)
+    return (k, drafts, per_pos, *_printed(drafts, per_pos))
+
+
 def _drafts(rng: random.Random) -> int:
     if rng.random() < 0.015:
         return rng.randint(10**5, 10**7)  # huge windows (the search takes ~0.1 s on each)
@@ -73,10 +81,7 @@ def test_arithmetic_matches_the_search_on_generated_windows(seed):
     rng = random.Random(seed)
     seen: Counter[str] = Counter()
     for _ in range(200):
-        k = rng.randint(1, 8)
-        drafts = _drafts(rng)
-        per_pos = _per_position(rng, drafts, k)
-        mean, rates = _printed(drafts, per_pos)
+        k, drafts, per_pos, mean, rates = _window(rng, 8)
         accepted = sum(per_pos)
         drafted = _drafted(rng, drafts, per_pos, k)
         for fixed in (True, False, None):
@@ -151,10 +156,7 @@ def test_rates_on_rounding_boundaries():
 def test_positions_for_a_known_count(seed):
     rng = random.Random(seed)
     for _ in range(400):
-        k = rng.randint(1, 6)
-        drafts = _drafts(rng)
-        per_pos = _per_position(rng, drafts, k)
-        _, rates = _printed(drafts, per_pos)
+        _, drafts, per_pos, _, rates = _window(rng, 6)
         accepted = sum(per_pos)
         for d in {drafts, drafts - 1, drafts + 1, max(1, drafts // 2), 2 * drafts + 1, 0}:
             for a in (accepted, accepted + rng.choice([-1, 1])):

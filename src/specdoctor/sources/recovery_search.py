@@ -51,11 +51,7 @@ def recover_counts(
     fixed_length: bool | None,
     k: int | None = -1,
 ) -> Recovered:
-    """The draft count and per-position counts of one window (see the module doc).
-
-    ``k`` is the most tokens one draft carries; by default the length of the per-position
-    list (vLLM prints one rate per position up to k); None when unknown (llama.cpp).
-    """
+    """``recovery.recover_counts`` by search: every candidate draft count tried in turn."""
     if k == -1:
         k = len(rates_printed) if rates_printed else None
     fixed_d = drafted // k if (fixed_length and k and drafted % k == 0) else None
@@ -298,8 +294,7 @@ def nearest_summing(d: int, accepted: int, rates_printed: list[str] | tuple[str,
 
 def positions_for(d: int, accepted: int, rates_printed: list[str] | tuple[str, ...]
                   ) -> tuple[tuple[int, ...], bool] | None:
-    """Per-position counts for a known draft count ``d`` (and whether they are approximate),
-    or None when no non-increasing integers summing to ``accepted`` print as given."""
+    """``recovery.positions_for`` for any printed rates (the candidates formatted if need be)."""
     if d <= 0 or not all(_is_number(r) for r in rates_printed):
         return None
     return _positions_for(d, accepted, rates_printed)
