@@ -23,7 +23,12 @@ drafts: the draft count is recovered, or bounded, from the printed mean and rate
 
 Each run times `grep -c -F 'SpecDecoding metrics'` and `specdoctor logs FILE` (table output)
 back to back on the same warm file and takes their ratio; --runs runs give min/median/max of
-the times and of the ratio. The generator adds up, as it writes, the counts it printed; the
+the times and of the ratio, in wall time and in CPU time (user + system, the child's own and
+its grep's: steadier than wall time on a shared machine). The specdoctor timed is this
+checkout's (src/ first on PYTHONPATH), its modules byte-compiled first as an install compiles
+them. Beside it, `specdoctor logs` on the first 20 windows of the same file gives the fixed
+cost (interpreter, imports, the bootstrap interval) that any file pays, and the rest of the CPU
+time divided by the windows gives the cost of one window. The generator adds up, as it writes, the counts it printed; the
 totals `specdoctor` reads (``read_logs``, outside the timing) must equal them exactly.
 (results/logs_speed_bulk_vs_plain.txt: the payload-table reader this replaced, against the
 plain reader, on these logs.)
@@ -34,6 +39,7 @@ plain reader, on these logs.)
 from __future__ import annotations
 
 import argparse
+import compileall
 import math
 import os
 import platform
@@ -163,18 +169,21 @@ def build(path: Path, size: int, method: str, k: int, noise_per_window: int, see
 
 def run_measured(argv: list[str]) -> tuple[float, float, str, int]:
     """Wall seconds, CPU seconds (user + system), stdout, and the child's peak RSS in KiB
-    (wait4's rusage of that child). On a shared machine the CPU seconds vary less.
+    (wait4's rusage of that child, its own children included). On a shared machine the CPU
+    seconds vary less.
 
     Stdout goes to a real file: GNU grep notices a /dev/null stdout and stops at the first
     match, which would time nothing.
     """
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])}
     with tempfile.TemporaryFile() as out:
         pid = os.fork()
         if pid == 0:
             os.dup2(out.fileno(), 1)
             fd = os.open(os.devnull, os.O_WRONLY)
             os.dup2(fd, 2)
-            os.execvp(argv[0], argv)
+            os.execvpe(argv[0], argv, env)
         t0 = time.perf_counter()
         _, status, usage = os.wait4(pid, 0)
         wall = time.perf_counter() - t0
@@ -210,32 +219,112 @@ def check_totals(path: Path, truth: Truth) -> str:
             f"(true {truth.drafts:,d}); {pos_note}")
 
 
+def head_windows(path: Path, n: int) -> Path:
+    """The file's lines up to its n-th metrics line, beside it."""
+    out = path.with_suffix(".head.log")
+    seen = 0
+    with open(path, encoding="utf-8") as src, open(out, "w", encoding="utf-8") as dst:
+        for line in src:
+            dst.write(line)
+            seen += "SpecDecoding metrics:" in line
+            if seen == n:
+                break
+    return out
+
+
+SPECDOCTOR = [sys.executable, "-m", "specdoctor", "logs"]
+SPECDOCTOR_ARGS = ["--windows", "0", "--no-store"]
+
+
+def specdoctor_grep(path: Path) -> list[str]:
+    """The grep command line specdoctor runs on a vLLM log file, in its locale."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from specdoctor.sources.scan import _grep_argv
+    from specdoctor.sources.vllm_log import MARKERS
+
+    return ["env", "LC_ALL=C", *_grep_argv("grep", str(path), tuple(m.encode() for m in MARKERS))]
+
+
+def where_the_time_goes(path: Path) -> tuple[float, float]:
+    """CPU seconds, in this process (imports done, numpy loaded): the vLLM reader alone
+    (grep's output parsed, counts recovered, windows built), and ``read_logs`` (the same, plus
+    the totals and the bootstrap interval); the least of three tries each."""
+    sys.path.insert(0, str(ROOT / "src"))
+    import numpy  # noqa: F401  (loaded before timing, as the start-up figure includes it)
+
+    from specdoctor.sources.base import ReadOptions
+    from specdoctor.sources.logs import read_logs
+    from specdoctor.sources.registry import source
+    from specdoctor.sources.scan import open_input
+
+    def cpu(f: object) -> float:
+        best = math.inf
+        for _ in range(3):
+            t = time.process_time()
+            f()  # type: ignore[operator]
+            best = min(best, time.process_time() - t)
+        return best
+
+    reader = cpu(lambda: source("vllm").read(open_input(str(path)), ReadOptions(), lambda w: None))
+    whole = cpu(lambda: read_logs([path], keep_windows=False, last_windows=1))
+    return reader, whole
+
+
 def bench(path: Path, truth: Truth, label: str, runs: int) -> dict[str, object]:
     size = path.stat().st_size
     subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)  # warm the cache
-    grep_t, sd_t, ratios, cpu_ratios, rss = [], [], [], [], []
+    head = head_windows(path, 20)
+    load_start = os.getloadavg()[0]
+    own_grep = specdoctor_grep(path)
+    grep_t, grep_cpu, sd_t, sd_cpu, ratios, cpu_ratios, rss, fixed_cpu, own_cpu = (
+        [] for _ in range(9))
     for _ in range(runs):
         g, g_cpu, g_out, _ = run_measured(["grep", "-c", "-F", "SpecDecoding metrics", str(path)])
-        s, s_cpu, s_out, s_rss = run_measured(
-            [sys.executable, "-m", "specdoctor", "logs", str(path), "--windows", "0", "--no-store"])
+        s, s_cpu, s_out, s_rss = run_measured([*SPECDOCTOR, str(path), *SPECDOCTOR_ARGS])
+        fixed_cpu.append(run_measured([*SPECDOCTOR, str(head), *SPECDOCTOR_ARGS])[1])
+        own_cpu.append(run_measured(own_grep)[1])
         m = re.search(r"total of ([\d,]+) windows", s_out)
         seen = int(m.group(1).replace(",", "")) if m else -1
         assert int(g_out.strip()) == truth.windows == seen, (g_out, truth.windows, seen)
         grep_t.append(g)
+        grep_cpu.append(g_cpu)
         sd_t.append(s)
+        sd_cpu.append(s_cpu)
         ratios.append(s / g)
         cpu_ratios.append(s_cpu / max(g_cpu, 1e-3))
         rss.append(s_rss / 1024)
+    load_end = os.getloadavg()[0]
+    head.unlink()
     check = check_totals(path, truth)
 
     def mmm(xs: list[float], fmt: str) -> str:
         return "/".join(fmt % x for x in (min(xs), statistics.median(xs), max(xs)))
 
+    reader, whole = where_the_time_goes(path)
     print(f"{label:22s} {size / 1e9:5.2f} GB {truth.windows:>8,d} windows  "
           f"grep {mmm(grep_t, '%.2f')} s  specdoctor {mmm(sd_t, '%.2f')} s  "
           f"ratio {mmm(ratios, '%.2f')}x  (CPU time ratio {mmm(cpu_ratios, '%.2f')}x)  "
-          f"peak RSS {max(rss):.0f} MB\n{'':22s} totals: {check}", flush=True)
+          f"peak RSS {max(rss):.0f} MB\n"
+          f"{'':22s} CPU s: grep {mmm(grep_cpu, '%.2f')}, specdoctor {mmm(sd_cpu, '%.2f')}; of "
+          f"which start-up {statistics.median(fixed_cpu):.2f} (a 20-window log), reading "
+          f"{reader:.2f} ({reader / truth.windows * 1e6:.1f} us a window), totals and interval "
+          f"{whole - reader:.2f}, its grep pass {statistics.median(own_cpu):.2f}; load average "
+          f"{load_start:.1f} -> "
+          f"{load_end:.1f}\n"
+          f"{'':22s} totals: {check}", flush=True)
     return {"label": label, "ratios": ratios}
+
+
+def startup(runs: int) -> None:
+    """CPU seconds of `specdoctor logs --help` (its imports), of a bare interpreter, and of an
+    interpreter importing numpy (which the bootstrap interval of a total needs)."""
+    def cpu(argv: list[str]) -> str:
+        xs = [run_measured(argv)[1] for _ in range(max(runs, 5))]
+        return f"{min(xs):.2f}/{statistics.median(xs):.2f}/{max(xs):.2f}"
+
+    print(f"start-up, CPU s (min/median/max over {max(runs, 5)} runs): specdoctor logs --help "
+          f"{cpu([*SPECDOCTOR, '--help'])}, python -c pass {cpu([sys.executable, '-c', 'pass'])}, "
+          f"python -c 'import numpy' {cpu([sys.executable, '-c', 'import numpy'])}", flush=True)
 
 
 def main() -> None:
@@ -248,13 +337,16 @@ def main() -> None:
     args = ap.parse_args()
     if args.runs < 1:
         raise SystemExit("--runs must be at least 1")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, cwd=ROOT).stdout.strip()
+    from _provenance import git_commit, machine
+
     load = os.getloadavg()[0]
-    print(f"logs speed ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}, "
-          f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"load average {load:.1f} at start; min/median/max over {args.runs} runs)")
+    print(f"logs speed ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, commit {git_commit()}, "
+          f"{machine()}, Python {platform.python_version()}, load average {load:.1f} at start; "
+          f"min/median/max over {args.runs} runs)")
     print("python benchmarks/logs_speed.py " + " ".join(sys.argv[1:]))
+    # as an install compiles them (this machine may run with PYTHONDONTWRITEBYTECODE set)
+    compileall.compile_dir(str(ROOT / "src" / "specdoctor"), quiet=1)
+    startup(args.runs)
     tmp = Path(tempfile.mkdtemp(dir=args.dir))
     try:
         for label, method, k, per_window in [

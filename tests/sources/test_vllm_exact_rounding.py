@@ -1,13 +1,14 @@
 """The draft-count recovery's exact integer shortcuts against the formatting they replace:
 the reference functions below are the recovery as it was before the shortcuts (formatting
-every candidate as vLLM does), and must agree with it on every input."""
+every candidate as vLLM does), and both the search (``recovery_search``) and the arithmetic
+that the readers use (``recovery``) must agree with it on every input."""
 
 import math
 import random
 
 import pytest
 
-from specdoctor.sources import recovery
+from specdoctor.sources import recovery, recovery_search
 
 
 def reference_candidate_drafts(accepted: int, drafted: int, mean_printed: str, k: int) -> list[int]:
@@ -40,7 +41,7 @@ def reference_positions_for(
                 return None
             guess.append(a)
         pos = tuple(guess)
-        return (pos, False) if sum(pos) == accepted and recovery._non_increasing(pos) else None
+        return (pos, False) if sum(pos) == accepted and recovery_search.non_increasing(pos) else None
     ranges: list[range] = []
     for r in rates_printed:
         if r == "nan":
@@ -56,7 +57,7 @@ def reference_positions_for(
         return None
     if all(len(x) == 1 for x in ranges):
         pos = tuple(x.start for x in ranges)
-        return (pos, False) if recovery._non_increasing(pos) else None
+        return (pos, False) if recovery_search.non_increasing(pos) else None
     # Several integers print the same: take the nearest to rate*d, then fix the sum by
     # moving the positions with the most room. Exact sums, approximate split.
     pos_l = [min(max(round(float(r) * d), x.start), x.stop - 1) for r, x in zip(rates_printed, ranges)]
@@ -68,7 +69,7 @@ def reference_positions_for(
         step = min(diff, room) if diff > 0 else max(diff, room)
         pos_l[i] += step
         diff -= step
-    if diff != 0 or not recovery._non_increasing(tuple(pos_l)):
+    if diff != 0 or not recovery_search.non_increasing(tuple(pos_l)):
         return None
     return tuple(pos_l), True
 
@@ -110,19 +111,21 @@ def _window(rng, max_drafts):
 def _check(accepted, drafted, mean, rates, k):
     for fixed in (True, False):
         if accepted > 0:
-            got = recovery.recover_counts(accepted, drafted, mean, rates, fixed)
             want = reference_recover(accepted, drafted, mean, rates, fixed)
-            assert (got.drafts, got.per_position, got.approximate_positions) == (
-                want.drafts, want.per_position, want.approximate_positions), (
-                accepted, drafted, mean, rates, fixed)
+            for module in (recovery_search, recovery):
+                got = module.recover_counts(accepted, drafted, mean, rates, fixed)
+                assert (got.drafts, got.per_position, got.approximate_positions) == (
+                    want.drafts, want.per_position, want.approximate_positions), (
+                    module.__name__, accepted, drafted, mean, rates, fixed)
     if accepted > 0:
-        assert (recovery.candidate_drafts(accepted, drafted, mean, k)
+        assert (recovery_search.candidate_drafts(accepted, drafted, mean, k)
                 == reference_candidate_drafts(accepted, drafted, mean, k))
 
 
 def _check_positions(d, accepted, rates):
-    assert (recovery._positions_for(d, accepted, rates)
-            == reference_positions_for(d, accepted, rates)), (d, accepted, rates)
+    want = reference_positions_for(d, accepted, rates)
+    assert recovery_search._positions_for(d, accepted, rates) == want, (d, accepted, rates)
+    assert recovery.positions_for(d, accepted, rates) == want, (d, accepted, rates)
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -170,7 +173,7 @@ def test_rates_on_rounding_boundaries():
             a = (2 * s + 1) * d // 2000
             for x in (a - 1, a, a + 1):
                 if 0 <= x <= d:
-                    assert (recovery._rate_fits(s, d, r)[0] <= x <= recovery._rate_fits(s, d, r)[1]) == (
+                    assert (recovery_search.rate_fits(s, d, r)[0] <= x <= recovery_search.rate_fits(s, d, r)[1]) == (
                         f"{x / d:.3f}" == r)
 
 
@@ -183,7 +186,7 @@ def test_means_on_rounding_boundaries():
                     d = 200 * a // den
                     for mean in ("%.2f" % (1 + a / d), "%.2f" % (1 + a / d + 0.01)):
                         for k in (1, 2, 4):
-                            assert (recovery.candidate_drafts(a, d * k, mean, k)
+                            assert (recovery_search.candidate_drafts(a, d * k, mean, k)
                                     == reference_candidate_drafts(a, d * k, mean, k)), (a, d, mean, k)
     for d in (1, 5, 999, 1000, 1001, 123_456):
         for per_pos in ([d], [d, d, d], [d, 0], [0, 0]):

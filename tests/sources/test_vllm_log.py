@@ -116,7 +116,7 @@ def test_grep_and_python_scans_agree_on_a_real_log(tmp_path):
     text = log.read_bytes()
     f = tmp_path / "no-final-newline.log"
     f.write_bytes(text.rstrip(b"\n"))
-    markers = (vllm_log.METRICS_NEEDLE.encode(),)
+    markers = tuple(m.encode() for m in vllm_log.MARKERS)
     for path in (log, f):
         via_grep = list(scan.iter_marked_lines(str(path), markers))
         via_python = list(scan._python_scan(str(path), markers, 4096))

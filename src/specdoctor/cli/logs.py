@@ -7,12 +7,9 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from specdoctor.cli.options import plot_option, record, store_options
-from specdoctor.report.console import err_console
-from specdoctor.report.table import print_notes, profile_table, windows_table
-from specdoctor.sources.logs import ENGINES, read_logs
+from specdoctor.sources.registry import ENGINES
 
 
 @click.command()
@@ -40,6 +37,13 @@ def logs(files: tuple[str, ...], engine: str | None, drafter: str, by_file: bool
     file is read on its own (its own method and k) and its windows are labelled with it; the
     total adds the windows' counts — never averages their averages — and does not depend on
     the order of the files. Malformed metrics lines are skipped and counted."""
+    # imported here, not at the top: `logs --help` and the command list stay fast
+    from rich.console import Console
+
+    from specdoctor.report.console import err_console
+    from specdoctor.report.table import print_notes, profile_table, windows_table
+    from specdoctor.sources.logs import read_logs
+
     console = err_console()
     with console.status(f"reading {len(files)} log file(s)…") if console.is_terminal else nullcontext():
         res = read_logs(list(files), engine, drafter, keep_windows=as_json,

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from specdoctor.acceptance.profile import AcceptanceProfile
@@ -88,7 +88,7 @@ def recover_counts(accepted: int, generated: int, mean_printed: str | None,
     counts are kept only when exact."""
     rec = recovery.recover_counts(accepted, generated, mean_printed, rates_printed, None, k=None)
     if rec.approximate_positions:
-        return replace(rec, per_position=None, approximate_positions=False)
+        return rec._replace(per_position=None, approximate_positions=False)
     return rec
 
 

@@ -72,12 +72,13 @@ class _Collector:
         self.all: list[Window] | None = [] if keep_all else None
 
     def add(self, windows: list[Window]) -> None:
+        add_total, add_block = self.total.add, self.blocks.add
         for w in windows:
-            self.total.add(w.profile)
-            self.blocks.add(w.profile)
-            self.last.append(w)
-            if self.all is not None:
-                self.all.append(w)
+            add_total(w.profile)
+            add_block(w.profile)
+        self.last.extend(windows)
+        if self.all is not None:
+            self.all.extend(windows)
 
     __call__ = add
 

@@ -1,38 +1,61 @@
-"""Counts that a log line does not print, recovered from the figures it does print.
+"""Counts that a log line does not print, recovered from the figures it does print, by arithmetic.
 
 vLLM's V1 ``SpecDecoding metrics`` lines and llama-server's per-request ``draft acceptance``
-lines print accepted and draft tokens as integers, but the draft count D (verification steps
-with a draft) only through a rounded mean acceptance length (``%.2f`` of 1 + A/D) and, when
-logged, per-position rates (``%.3f`` of a_i/D). Both readers recover D here, the same way:
+lines print accepted (A) and draft tokens as integers, but the draft count D (verification
+steps with a draft) only through a rounded mean acceptance length (``%.2f`` of 1 + A/D) and,
+when logged, per-position rates (``%.3f`` of a_i/D: vllm/v1/spec_decode/metrics.py formats each
+rate with Python's ``f"{p:.3f}"`` and the mean with ``%.2f``, so a figure is the double a/D
+rounded half-to-even at its exact binary value). Both readers recover D here:
 
-- every D that reproduces every printed figure, formatted exactly as the engine formats it,
-  within the bounds the counts allow (each draft carries 1..k tokens and accepts at most k);
-- one such D: the draft count, exact;
-- several: the interval [lowest, highest] of them, never one of them presented as the count;
+- every D that reproduces every printed figure, within the bounds the counts allow (each draft
+  carries 1..k tokens and accepts at most k); one such D: the draft count, exact; several: the
+  interval [lowest, highest] of them, never one of them presented as the count;
 - fixed-length drafts (draft_model, EAGLE, MTP, DFlash: every draft carries k tokens): D is
-  draft tokens / k, exact whatever was printed.
+  draft tokens / k, exact whatever was printed;
+- per-position counts are exact when one integer a_i reproduces each rate; for large windows
+  (D > 1000, a printed rate covers several integers) they are the nearest integers to rate x D,
+  summing to A, and flagged approximate.
 
-Per-position counts are exact when one integer a_i reproduces each rate; for large windows
-(D > 1000, a printed rate covers several integers) they are the nearest integers to rate x D,
-summing to A, and flagged approximate.
+The results are those of trying every candidate D in turn (``sources.recovery_search``, the
+reference this module is tested against), computed instead of searched:
+
+- the integers a that print as rate r (s thousandths) over D form an interval,
+  (2s-1)D < 2000a < (2s+1)D, its ends decided by formatting only when they fall exactly on a
+  rounding boundary (``rate_fits``); the counts D that print mean m likewise
+  (``mean_span``: (2c-1)D < 200A < (2c+1)D, c = hundredths of m - 1);
+- the lowest and highest a_i that print as r_i never decrease as D grows (a/D only falls), so
+  neither do their sums L(D) and H(D); a D reproduces the rates only if L(D) <= A <= H(D),
+  so the fitting D lie in [D1, D2] (D1 the first D with H(D) >= A, D2 the last with
+  L(D) <= A), found by bisection inside brackets computed from sum(2s_i +- 1) (a few steps);
+- the conditions that are not monotone in D (each rate covering at least one integer below
+  1000 drafts, per-position counts non-increasing) are checked at the ends of [D1, D2] only,
+  moving inwards past a D that fails them: the first and last fitting D are those of the
+  search, without trying the candidates that the sums already rule out.
+
+Figures not printed the way the engines print them (a rate not of the form ``0.123``, a mean
+not ``2.34``, counts past 2^31) go to the reference search, which formats candidates one by one.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from dataclasses import dataclass
-from functools import lru_cache
+from collections.abc import Callable
 
+from specdoctor.sources import recovery_search as search
+from specdoctor.sources.recovery_search import (
+    EXACT_MAX_D,
+    Recovered,
+    mean_bounds,
+    mean_span,
+    nearest_summing,
+    non_increasing,
+    rate_fits,
+)
 
-@dataclass(frozen=True)
-class Recovered:
-    drafts: int | None
-    per_position: tuple[int, ...] | None
-    approximate_positions: bool = False
-    # When ``drafts`` is None: the lowest and highest draft counts consistent with every
-    # printed figure (None when the figures contradict each other or bound nothing).
-    drafts_range: tuple[int, int] | None = None
+__all__ = ["Recovered", "positions_for", "recover_counts", "recovery_notes"]
+
+# Every way "%.3f" prints a rate in [0, 2] (the rates the exact shortcuts cover): its
+# thousandths. A rate printed any other way is not in this table.
+_THOUSANDTHS = {f"{s // 1000}.{s % 1000:03d}": s for s in range(2001)}
 
 
 def recover_counts(
@@ -48,60 +71,60 @@ def recover_counts(
     ``k`` is the most tokens one draft carries; by default the length of the per-position
     list (vLLM prints one rate per position up to k); None when unknown (llama.cpp).
     """
+    units = _units(rates_printed) if rates_printed is not None else None
+    if ((rates_printed is not None and not units) or accepted <= 0 or drafted <= 0
+            or mean_printed is None or accepted > drafted):
+        # nothing to search (nothing drafted or accepted, no mean), or figures printed
+        # another way: the reference decides
+        return search.recover_counts(accepted, drafted, mean_printed, rates_printed,
+                                     fixed_length, k)
     if k == -1:
         k = len(rates_printed) if rates_printed else None
-    fixed_d = drafted // k if (fixed_length and k and drafted % k == 0) else None
-    if rates_printed is not None and not rates_are_numbers(rates_printed):
-        return Recovered(fixed_d, None)  # not rates as an engine prints them: nothing fits
-    zeros = tuple(0 for _ in (rates_printed or ()))
-    if drafted == 0:
-        return Recovered(0, zeros) if accepted == 0 else Recovered(None, None)
-    lo = max(1, -(-drafted // k), -(-accepted // k)) if k else 1
-    hi = drafted
-    if accepted == 0:
-        if fixed_d is not None:
-            return Recovered(fixed_d, zeros if rates_printed is not None else None)
-        if lo == hi:
-            return Recovered(lo, zeros if rates_printed is not None else None)
-        return Recovered(None, None, drafts_range=(lo, hi))
-    if mean_printed is None:
-        if fixed_d is not None:
-            return Recovered(fixed_d, None)
-        return Recovered(lo, None) if lo == hi else Recovered(None, None, drafts_range=(lo, hi))
-    if fixed_d is not None:
-        candidates: list[int] | None = [fixed_d]
-    else:
-        candidates = _drafts_fitting_mean(accepted, mean_printed, lo, hi)
-        if candidates is None:  # too many to try one by one: the bounds the mean sets
-            return Recovered(None, None, drafts_range=_mean_bounds(accepted, mean_printed, lo, hi))
-    first = _first_fit(candidates, accepted, rates_printed)
-    last = first
-    if first is not None and len(candidates) > 1:
-        last = _first_fit(candidates[::-1], accepted, rates_printed)
-    if first is not None and last is not None and first[0] == last[0]:
-        d, pos = first
+    if fixed_length and k and drafted % k == 0:
+        d = drafted // k
+        if rates_printed is None or units is None:
+            return Recovered(d, None)
+        if d >= EXACT_MAX_D:
+            return search.recover_counts(accepted, drafted, mean_printed, rates_printed,
+                                         fixed_length, k)
+        pos = _fit(d, accepted, rates_printed, units)
+        # the fixed-length count is exact even if the rates disagree (a fork's rounding)
         return Recovered(d, pos[0], pos[1]) if pos is not None else Recovered(d, None)
-    if fixed_d is not None:
-        # The fixed-length count is exact even if printed rates are inconsistent (a fork's
-        # different rounding); keep D, drop positions.
-        return Recovered(fixed_d, None)
-    if first is None or last is None:
+    lo = max(1, -(-drafted // k), -(-accepted // k)) if k else 1
+    bounds = mean_bounds(accepted, mean_printed, lo, drafted)
+    if bounds is None:
         return Recovered(None, None)
-    return Recovered(None, None, drafts_range=(first[0], last[0]))
+    if bounds[1] - bounds[0] > 100_000:  # as the reference: too many candidates to tell apart
+        return Recovered(None, None, drafts_range=bounds)
+    span = mean_span(accepted, mean_printed, *bounds)
+    if span is None:
+        return search.recover_counts(accepted, drafted, mean_printed, rates_printed,
+                                     fixed_length, k)
+    if not span:
+        return Recovered(None, None)
+    if rates_printed is None or units is None:
+        first, last = span[0], span[-1]
+        return (Recovered(first, None) if first == last
+                else Recovered(None, None, drafts_range=(first, last)))
+    d_lo, d_hi = _sum_bounds(accepted, rates_printed, units, span[0], span[-1])
+    found = _scan(range(d_lo, d_hi + 1), accepted, rates_printed, units)
+    if found is None:
+        return Recovered(None, None)
+    first, pos = found
+    top = _scan(range(d_hi, first, -1), accepted, rates_printed, units)
+    if top is None:
+        return Recovered(first, pos[0], pos[1])
+    return Recovered(None, None, drafts_range=(first, top[0]))
 
 
-def _first_fit(candidates: list[int], accepted: int,
-               rates_printed: list[str] | tuple[str, ...] | None
-               ) -> tuple[int, tuple[tuple[int, ...], bool] | None] | None:
-    """The first candidate D (in the order given) that reproduces the per-position rates too,
-    with its positions; only the ends of the set matter, so the middle is never tried."""
-    for d in candidates:
-        if rates_printed is None:
-            return d, None
-        pos = _positions_for(d, accepted, rates_printed)
-        if pos is not None:
-            return d, pos
-    return None
+def positions_for(d: int, accepted: int, rates_printed: list[str] | tuple[str, ...]
+                  ) -> tuple[tuple[int, ...], bool] | None:
+    """Per-position counts for a known draft count ``d`` (and whether they are approximate),
+    or None when no non-increasing integers summing to ``accepted`` print as given."""
+    units = _units(rates_printed)
+    if units is None or not 0 < d < EXACT_MAX_D:
+        return search.positions_for(d, accepted, rates_printed)
+    return _fit(d, accepted, rates_printed, units)
 
 
 def recovery_notes(rec: Recovered) -> tuple[str, ...]:
@@ -109,209 +132,112 @@ def recovery_notes(rec: Recovered) -> tuple[str, ...]:
     so a total lists each once)."""
     if rec.drafts is None:
         if rec.drafts_range is not None:
-            return ("draft count not printed and not pinned down by the printed figures: "
-                    "reported as the range of counts consistent with them",)
+            return (("draft count not printed and not pinned down by the printed figures: "
+                     "reported as the range of counts consistent with them"),)
         return ("draft count not recoverable: no count reproduces every printed figure",)
     if rec.approximate_positions:
         return ("per-position counts rounded from 3-decimal rates",)
     return ()
 
 
-def candidate_drafts(accepted: int, drafted: int, mean_printed: str, k: int) -> list[int]:
-    """Every D in [ceil(drafted / k), drafted] whose mean prints as ``mean_printed`` ([] when
-    more than 100 000 would have to be tried)."""
-    fits = _drafts_fitting_mean(accepted, mean_printed, max(1, -(-drafted // k)), drafted)
-    return fits or []
+def _units(rates: list[str] | tuple[str, ...]) -> list[int] | None:
+    """Each rate in thousandths, or None if one is not printed as "%.3f" prints [0, 2]."""
+    get = _THOUSANDTHS.get
+    units = [get(r) for r in rates]
+    return None if None in units else units  # type: ignore[return-value]
 
 
-def _mean_bounds(accepted: int, mean_printed: str, lo: int, hi: int) -> tuple[int, int] | None:
-    """[lo, hi] narrowed by the printed mean to within its rounding (half a hundredth, with a
-    margin: a superset of the D that print it)."""
-    try:
-        m = float(mean_printed)
-    except ValueError:
-        return None
-    if not math.isfinite(m):
-        return None
-    lo_ratio, hi_ratio = m - 1 - 0.0051, m - 1 + 0.0051
-    if hi_ratio > 0:
-        lo = max(lo, int(accepted / hi_ratio))
-    if lo_ratio > 0:
-        hi = min(hi, int(accepted / lo_ratio) + 1)
-    return (lo, hi) if lo <= hi else None
-
-
-def _drafts_fitting_mean(accepted: int, mean_printed: str, lo: int, hi: int) -> list[int] | None:
-    """The D in [lo, hi] with "%.2f" % (1 + accepted / D) == mean_printed; None when more
-    than 100 000 candidates would have to be formatted one by one."""
-    bounds = _mean_bounds(accepted, mean_printed, lo, hi)
-    if bounds is None:
-        return []
-    d_min, d_max = bounds
-    if d_max - d_min > 100_000:
-        return None
-    fits = _mean_fits(accepted, mean_printed, d_min, d_max)
-    if fits is not None:
-        return fits
-    return [d for d in range(d_min, d_max + 1) if "%.2f" % (1 + accepted / d) == mean_printed]
-
-
-# Exact shortcuts for vLLM's formatting. A float a/d printed with n decimals is a/d rounded
-# to n decimals (Python prints the double exactly, halves to even). The double differs from
-# the real a/d by under 1e-15 when a/d < 1000, and a real a/d that is not on a rounding
-# boundary (2j+1)/(2*10^n) stays at least 1/(2*10^n*d) from it (> 2e-13 while d < 2^31): so
-# the double rounds as the real quotient does, which integer arithmetic decides. Quotients
-# exactly on a boundary (rare) are formatted as vLLM formats them. Outside these bounds, or
-# for a printed figure not in the form Python prints, the callers format every candidate.
-_EXACT_MAX_D = 1 << 31
-
-
-@lru_cache(maxsize=1 << 12)
-def _printed_units(printed: str, decimals: int, max_units: int) -> int | None:
-    """The printed figure in units of 10^-decimals, if it is written as Python writes a
-    non-negative float with that many decimals and is at most max_units; else None."""
-    whole, dot, frac = printed.partition(".")
-    if (not dot or len(frac) != decimals or not whole.isdigit() or not frac.isdigit()
-            or not whole.isascii() or not frac.isascii() or (len(whole) > 1 and whole[0] == "0")):
-        return None
-    units = int(whole + frac)
-    return units if units <= max_units else None
-
-
-def _rate_fits(s: int, d: int, r: str) -> tuple[int, int]:
-    """[lowest, highest] integer a with f"{a/d:.3f}" == r, r printing s thousandths (empty
-    when lowest > highest); 0 < d < 2^31, s <= 2000."""
-    # a fits iff (2s-1)d < 2000a < (2s+1)d, boundaries decided by formatting.
-    lo_num, hi_num = (2 * s - 1) * d, (2 * s + 1) * d
-    a_lo = lo_num // 2000 + 1
-    if lo_num % 2000 == 0 and a_lo - 1 >= 0 and f"{(a_lo - 1) / d:.3f}" == r:
-        a_lo -= 1
-    a_hi = -(-hi_num // 2000) - 1
-    if hi_num % 2000 == 0 and f"{(a_hi + 1) / d:.3f}" == r:
-        a_hi += 1
-    return max(a_lo, 0), a_hi
-
-
-def _mean_fits(accepted: int, mean_printed: str, d_min: int, d_max: int) -> list[int] | None:
-    """The d in [d_min, d_max] with "%.2f" % (1 + accepted / d) == mean_printed, or None when
-    the exact shortcut does not apply (see above)."""
-    units = _printed_units(mean_printed, 2, 100_000)
-    if units is None:
-        return None if mean_printed.isascii() and mean_printed[:1].isdigit() else []
-    if d_max >= _EXACT_MAX_D or accepted >= _EXACT_MAX_D or d_min < 1:
-        return None
-    c = units - 100  # hundredths of accepted / d
-    # d fits iff (2c-1)d < 200a < (2c+1)d, boundaries decided by formatting.
-    a200 = 200 * accepted
-    if 2 * c + 1 <= 0:
-        return []
-    lo, hi = d_min, d_max
-    lo = max(lo, a200 // (2 * c + 1) + (1 if a200 % (2 * c + 1) else 0))
-    if 2 * c - 1 > 0:
-        hi = min(hi, -(-a200 // (2 * c - 1)) - 1 + (0 if a200 % (2 * c - 1) else 1))
-    fits = list(range(lo, hi + 1))
-    # exact ties sit at the ends: keep them only if they print as vLLM prints them
-    if fits and a200 % (2 * c + 1) == 0 and fits[0] == a200 // (2 * c + 1):
-        if "%.2f" % (1 + accepted / fits[0]) != mean_printed:
-            fits.pop(0)
-    if fits and 2 * c - 1 > 0 and a200 % (2 * c - 1) == 0 and fits[-1] == a200 // (2 * c - 1):
-        if "%.2f" % (1 + accepted / fits[-1]) != mean_printed:
-            fits.pop()
-    return fits
-
-
-def _positions_for(
-    d: int, accepted: int, rates_printed: list[str] | tuple[str, ...]
-) -> tuple[tuple[int, ...], bool] | None:
-    """Integer a_i with f"{a_i/d:.3f}" == printed, non-increasing, summing to accepted."""
-    exact = 0 < d < _EXACT_MAX_D
-    if d < 1000:
-        # Below 1000 drafts a printed rate covers less than one integer (0.001 * d < 1), so
-        # the only candidate is the nearest to rate*d: it fits, or no integer does.
-        guess = []
-        for r in rates_printed:
-            if r == "nan":
-                return None
-            a = round(float(r) * d)
-            s = _printed_units(r, 3, 2000) if exact else None
-            if s is not None:
-                a_lo, a_hi = _rate_fits(s, d, r)
-                if not a_lo <= a <= a_hi:
-                    return None
-            elif f"{a / d:.3f}" != r:
-                return None
-            guess.append(a)
-        pos = tuple(guess)
-        return (pos, False) if sum(pos) == accepted and _non_increasing(pos) else None
+def _intervals(d: int, units: list[int], rates: list[str] | tuple[str, ...]
+               ) -> tuple[list[int], list[int]]:
+    """For each rate, the lowest and highest integer a that print as it over d (``rate_fits``,
+    its arithmetic inline where no end of (2s-1)d/2000 < a < (2s+1)d/2000 is a whole number);
+    lowest > highest where none does."""
     lows: list[int] = []
     highs: list[int] = []
-    for r in rates_printed:
-        if r == "nan":
-            return None
-        s = _printed_units(r, 3, 2000) if exact else None
-        if s is not None:
-            # exactly the integers that print as r (all within rate*d +- 0.0005*d), in [0, d]
-            a_lo, a_hi = _rate_fits(s, d, r)
-            a_hi = min(a_hi, d)
+    for s, r in zip(units, rates):
+        lo_num = (2 * s - 1) * d
+        hi_num = lo_num + 2 * d
+        if lo_num % 2000 and hi_num % 2000:
+            lows.append(lo_num // 2000 + 1 if s else 0)
+            highs.append(hi_num // 2000)
         else:
-            centre = float(r) * d
-            lo = max(0, math.floor(centre - 0.0006 * d) - 1)
-            hi = min(d, math.ceil(centre + 0.0006 * d) + 1)
-            ok = [a for a in range(lo, hi + 1) if f"{a / d:.3f}" == r]
-            if not ok:
-                return None
-            a_lo, a_hi = ok[0], ok[-1]
-        if a_lo > a_hi:
+            a_lo, a_hi = rate_fits(s, d, r)
+            lows.append(a_lo)
+            highs.append(a_hi)
+    return lows, highs
+
+
+def _fit(d: int, accepted: int, rates: list[str] | tuple[str, ...], units: list[int]
+         ) -> tuple[tuple[int, ...], bool] | None:
+    """Integer a_i printing as ``rates`` over d, non-increasing, summing to ``accepted`` (what
+    the reference's ``_positions_for`` returns, for rates in ``_THOUSANDTHS``, 0 < d < 2^31)."""
+    lows, highs = _intervals(d, units, rates)
+    if d < 1000:
+        # A printed rate covers less than one integer: the one that prints it, or none (that
+        # integer is also the reference's nearest to rate*d, within 0.0005*d < 0.5 of it).
+        if lows != highs:
             return None
-        lows.append(a_lo)
-        highs.append(a_hi)
+        exact = tuple(lows)
+        return (exact, False) if sum(exact) == accepted and non_increasing(exact) else None
+    # From 1000 drafts every rate covers an integer; only a rate from 1.000 up reaches past d,
+    # the most drafts that can accept position i.
+    if max(units) >= 1000:
+        highs = [min(a_hi, d) for a_hi in highs]
+        if any(a_lo > a_hi for a_lo, a_hi in zip(lows, highs)):
+            return None
     if not sum(lows) <= accepted <= sum(highs):
         return None
     if lows == highs:
-        pos = tuple(lows)
-        return (pos, False) if _non_increasing(pos) else None
-    # Several integers print the same: take the nearest to rate*d, then fix the sum by
-    # moving the positions with the most room. Exact sums, approximate split.
-    pos_l = [min(max(round(float(r) * d), lo), hi) for r, lo, hi in zip(rates_printed, lows, highs)]
-    diff = accepted - sum(pos_l)
-    for i in range(len(pos_l)):
-        if diff == 0:
-            break
-        room = (highs[i] - pos_l[i]) if diff > 0 else (lows[i] - pos_l[i])
-        step = min(diff, room) if diff > 0 else max(diff, room)
-        pos_l[i] += step
-        diff -= step
-    if diff != 0 or not _non_increasing(tuple(pos_l)):
-        return None
-    return tuple(pos_l), True
+        exact = tuple(lows)
+        return (exact, False) if non_increasing(exact) else None
+    return nearest_summing(d, accepted, rates, lows, highs)
 
 
-def positions_for(d: int, accepted: int, rates_printed: list[str] | tuple[str, ...]
-                  ) -> tuple[tuple[int, ...], bool] | None:
-    """Per-position counts for a known draft count ``d`` (and whether they are approximate),
-    or None when no non-increasing integers summing to ``accepted`` print as given."""
-    if d <= 0 or not all(_is_number(r) for r in rates_printed):
-        return None
-    return _positions_for(d, accepted, rates_printed)
+def _scan(ds: range, accepted: int, rates: list[str] | tuple[str, ...], units: list[int]
+          ) -> tuple[int, tuple[tuple[int, ...], bool]] | None:
+    """The first d of ``ds`` (in its order) whose positions fit, with them."""
+    for d in ds:
+        pos = _fit(d, accepted, rates, units)
+        if pos is not None:
+            return d, pos
+    return None
 
 
-_RATE = re.compile(r"nan|\d{1,9}\.\d{1,9}")
+def _sum_bounds(accepted: int, rates: list[str] | tuple[str, ...], units: list[int], lo: int,
+                hi: int) -> tuple[int, int]:
+    """[D1, D2] within [lo, hi]: outside it no D has per-position intervals that can sum to
+    ``accepted`` (L(D) <= accepted <= H(D) fails; see the module doc). D1 > D2 when no D can.
+    Only D in [lo, hi] are evaluated."""
+    def high_sum(d: int) -> int:
+        return sum(_intervals(d, units, rates)[1])
+
+    def low_sum(d: int) -> int:
+        return sum(_intervals(d, units, rates)[0])
+
+    # Each highest a_i is within 1 below (2s_i+1)D/2000: with c = sum(2s_i+1), H(D) < A
+    # below 2000A/c, and H(D) >= A from 2000(A+k)/c on.
+    c = sum(2 * s + 1 for s in units)
+    a = max(lo, -(-2000 * accepted // c))
+    d1 = _least(high_sum, accepted, a, max(a, min(hi + 1, -(-2000 * (accepted + len(units)) // c))))
+    # Each lowest a_i is within 1 above (2s_i-1)D/2000 when s_i > 0, and 0 when s_i = 0: with
+    # c2 = sum(2s_i-1) over the k2 rates s_i > 0, L(D) <= A up to 2000(A-k2)/c2 and L(D) > A
+    # above 2000A/c2. D2 is one less than the least D with L(D) > A.
+    c2 = sum(2 * s - 1 for s in units if s)
+    if c2 == 0:  # every rate 0.000: L(D) = 0 for every D
+        return d1, hi
+    k2 = sum(1 for s in units if s)
+    a = max(lo, 2000 * (accepted - k2) // c2)
+    d2 = _least(low_sum, accepted + 1, a, max(a, min(hi + 1, 2000 * accepted // c2 + 1))) - 1
+    return d1, min(d2, hi)
 
 
-def rates_are_numbers(rates: list[str] | tuple[str, ...]) -> bool:
-    """Whether every printed rate is "nan" or a plain decimal (as engines print them)."""
-    match = _RATE.fullmatch
-    return all(match(r) for r in rates)
-
-
-def _is_number(r: str) -> bool:
-    """A finite number, or "nan" as Python prints it (a window without drafts)."""
-    try:
-        x = float(r)
-    except ValueError:
-        return False
-    return math.isfinite(x) or r == "nan"
-
-
-def _non_increasing(xs: tuple[int, ...]) -> bool:
-    return list(xs) == sorted(xs, reverse=True)
+def _least(f: Callable[[int], int], target: int, a: int, b: int) -> int:
+    """The least d in [a, b) with f(d) >= target, else b, for f non-decreasing (bisection;
+    f(b) is never evaluated)."""
+    while a < b:
+        mid = (a + b) // 2
+        if f(mid) >= target:
+            b = mid
+        else:
+            a = mid + 1
+    return a
