@@ -64,7 +64,8 @@ def parse_env(values: tuple[str, ...]) -> dict[str, str]:
 
 
 class ProcessLauncher:
-    """Starts a command as a detached process group, waits for /v1/models, stops it."""
+    """Starts a command as a detached process group, waits for /v1/models, stops it. Its
+    servers die with this command, even when it is killed outright (``die_with_parent``)."""
 
     def __init__(self, timeout_s: float = 900.0) -> None:
         self.timeout_s = timeout_s
@@ -74,7 +75,7 @@ class ProcessLauncher:
 
         spec = proc.LaunchSpec(argv=launch.argv, env=dict(launch.env), port=launch.port,
                                host=launch.host)
-        handle = proc.start(spec, log_path)
+        handle = proc.start(spec, log_path, die_with_parent=True)
         try:
             proc.wait_ready(handle, self.timeout_s)
         except BaseException:
@@ -185,9 +186,13 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
     def progress(msg: str) -> None:
         console.print(f"[dim]{time.monotonic() - t0:6.0f}s[/dim] {msg}")
 
+    from specdoctor.launch import stopping_started_on_exit
+
     try:
-        d = run(Target(launch=launch, url=url, logs=logs), opts,
-                ProcessLauncher() if launch is not None else None, store, progress)
+        # SIGTERM/SIGHUP unwind like Ctrl-C; no server outlives the command, however it ends
+        with stopping_started_on_exit():
+            d = run(Target(launch=launch, url=url, logs=logs), opts,
+                    ProcessLauncher() if launch is not None else None, store, progress)
     finally:
         if store is not None:
             store.close()

@@ -105,52 +105,145 @@ class Saver:
                         status=status, result=result)
 
 
+class DiagnosisFailed(SpecdoctorError):
+    """The diagnosis itself broke; what it had found is saved, its servers are stopped."""
+
+    exit_code = 5
+
+
+@dataclass
+class _Partial:
+    """What the investigation has so far: saved as it is when a step breaks."""
+
+    sig: Signature | None = None
+    ledger: Ledger | None = None
+    facts: Facts | None = None
+    step: str = "starting"
+
+
+class _Servers:
+    """The launcher as the diagnosis and its experiments see it: it keeps every server started
+    through it, so that the diagnosis stops each one on its way out, whatever ended it."""
+
+    def __init__(self, launcher: Launcher) -> None:
+        self.inner = launcher
+        self.live: list[Any] = []
+
+    def start(self, launch: Launch, log_path: Path) -> Any:
+        server = self.inner.start(launch, log_path)
+        self.live.append(server)
+        return server
+
+    def stop(self, server: Any) -> None:
+        try:
+            self.inner.stop(server)
+        finally:
+            if server in self.live:
+                self.live.remove(server)
+
+    def stop_all(self) -> None:
+        for server in list(self.live):
+            try:
+                self.stop(server)
+            except Exception:  # noqa: BLE001 - the next one must still be stopped
+                log.exception("could not stop the server at %s", getattr(server, "url", "?"))
+
+
 def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
              store: Any = None, progress: Callable[[str], None] = lambda m: None) -> Diagnosis:
+    """Measure, classify, run the ledger's experiments, report.
+
+    Every server started on the way is stopped before this returns or raises. A crashing
+    experiment is inconclusive and the diagnosis goes on; a report that cannot be written is a
+    note; any other break saves the partial investigation (status ``failed``) and raises
+    ``DiagnosisFailed`` naming it and the traceback."""
     t0 = time.monotonic()
     opts.workdir.mkdir(parents=True, exist_ok=True)
     saver = Saver(store, target)
-    ctx = _context(target, opts, launcher, progress)
+    servers = _Servers(launcher) if launcher is not None else None
+    ctx = _context(target, opts, servers, progress)
     notes: list[str] = []
-    server = None
+    part = _Partial()
     try:
-        if target.launch is not None:
-            server = _start(ctx, target.launch, notes)
-        if ctx.url is not None:
-            _measure(ctx, opts, notes)
-        if target.logs:
-            _read_logs(ctx, target.logs, notes)
-        if server is not None:
-            ctx.data.setdefault("server_logs", {})["baseline"] = _read(server.log_path)
-        oracle_result = _oracle_first(ctx, notes)
-        facts = _facts(ctx, opts, oracle_result)
-        sig = classify(facts)
-        cat = catalogue_mod.load()
-        # The oracle runs the served files as they are: matching it clears the engine, not the
-        # files, so the file-side causes stay candidates whenever it is the reference.
-        file_side = rules.FILE_SIDE if (facts.reference is not None and ctx.draft_dir
-                                        and facts.reference.source == "oracle") else ()
-        ledger = build(sig, cat, opts.restart_min, also=file_side)
-        if oracle_result is not None:
-            ledger.apply(oracle_result)
-        saver.save(sig, ledger)
-        if not ledger.entries:
-            progress(f"{sig.cls}: no candidate to test")
-        else:
-            server = _run_plan(ctx, ledger, cat, opts, time.monotonic(), server, saver)
-        _redecide_draft_quality(ctx, ledger)
+        _investigate(ctx, target, opts, saver, notes, part)
+        assert part.sig is not None and part.ledger is not None and part.facts is not None
+        part.step = "deciding the root cause"
+        root, others = part.ledger.root_cause()
+        sig = _against_recovery(part.sig, part.facts, part.ledger, root, notes)
+    except BaseException as exc:
+        where = _keep_traceback(ctx, "diagnose")
+        why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        saver.save(part.sig, part.ledger, "failed",
+                   {"error": f"stopped while {part.step}: {why}", "notes": notes,
+                    "traceback": None if where is None else str(where)})
+        if not isinstance(exc, Exception):
+            raise   # Ctrl-C, SIGTERM: saved, servers stopped below, then leave
+        raise DiagnosisFailed(
+            f"the diagnosis broke while {part.step}: {why}",
+            ("the partial investigation is saved"
+             + (f" (specdoctor ledger show {saver.id})" if saver.id is not None else "")
+             + (f"; traceback: {where}" if where is not None else "")
+             + "; please report it with the traceback")) from exc
     finally:
-        if server is not None and launcher is not None:
-            launcher.stop(server)
-    root, others = ledger.root_cause()
-    sig = _against_recovery(sig, facts, ledger, root, notes)
-    d = Diagnosis(sig, ledger, root, others, investigation=saver.id, notes=notes,
+        if servers is not None:
+            servers.stop_all()
+    d = Diagnosis(sig, part.ledger, root, others, investigation=saver.id, notes=notes,
                   wall_s=time.monotonic() - t0)
-    from specdoctor.diagnose.report import write_report
-
-    d.report = write_report(d, opts.workdir, target.describe())
-    saver.save(sig, ledger, "done", d.to_json())
+    d.report = _write_report(ctx, d, opts.workdir, target.describe(), notes)
+    saver.save(sig, part.ledger, "done", d.to_json())
     return d
+
+
+def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, notes: list[str],
+                 part: _Partial) -> None:
+    """Everything up to the ledger's verdicts; fills ``part`` as it goes."""
+    if target.launch is not None:
+        part.step = "starting the server"
+        _start(ctx, target.launch, notes)
+    if ctx.url is not None:
+        part.step = "measuring"
+        _measure(ctx, opts, notes)
+    if target.logs:
+        part.step = "reading the logs"
+        _read_logs(ctx, target.logs, notes)
+    if ctx.data.get("baseline_server") is not None:
+        ctx.data.setdefault("server_logs", {})["baseline"] = _read(
+            ctx.data["baseline_server"].log_path)
+    part.step = "computing the oracle"
+    oracle_result = _oracle_first(ctx, notes)
+    part.step = "classifying the symptom"
+    part.facts = facts = _facts(ctx, opts, oracle_result)
+    part.sig = sig = classify(facts)
+    cat = catalogue_mod.load()
+    # The oracle runs the served files as they are: matching it clears the engine, not the
+    # files, so the file-side causes stay candidates whenever it is the reference.
+    file_side = rules.FILE_SIDE if (facts.reference is not None and ctx.draft_dir
+                                    and facts.reference.source == "oracle") else ()
+    part.ledger = ledger = build(sig, cat, opts.restart_min, also=file_side)
+    if oracle_result is not None:
+        ledger.apply(oracle_result)
+    saver.save(sig, ledger)
+    part.step = "running the experiments"
+    if not ledger.entries:
+        ctx.progress(f"{sig.cls}: no candidate to test")
+    else:
+        _run_plan(ctx, ledger, cat, opts, time.monotonic(), ctx.data.get("baseline_server"),
+                  saver)
+    _redecide_draft_quality(ctx, ledger)
+
+
+def _write_report(ctx: Context, d: Diagnosis, workdir: Path, target: str,
+                  notes: list[str]) -> Path | None:
+    """The report files, or None with a note: a report that breaks loses no verdict."""
+    try:
+        from specdoctor.diagnose.report import write_report
+
+        return write_report(d, workdir, target)
+    except Exception as exc:  # noqa: BLE001 - the diagnosis is saved and printed all the same
+        where = _keep_traceback(ctx, "report")
+        notes.append(f"the report could not be written: {type(exc).__name__}: {exc}"
+                     + (f" (traceback: {where})" if where is not None else ""))
+        return None
 
 
 # -- steps ---------------------------------------------------------------------------------------
@@ -187,6 +280,7 @@ def _start(ctx: Context, launch: Launch, notes: list[str]) -> Any:
         ctx.data["errors"] = [exc.problem.splitlines()[0]]
         return None
     ctx.url = server.url
+    ctx.data["baseline_server"] = server
     return server
 
 
@@ -377,11 +471,13 @@ def _redecide_draft_quality(ctx: Context, ledger: Ledger) -> None:
             gap, ctx.data.get("oracle_pos0"), file_side_excluded=True)))
 
 
-def _keep_traceback(ctx: Context, name: str) -> None:
+def _keep_traceback(ctx: Context, name: str) -> Path | None:
+    path = ctx.workdir / f"crash-{name}.txt"
     try:
-        (ctx.workdir / f"crash-{name}.txt").write_text(traceback.format_exc())
+        path.write_text(traceback.format_exc())
     except OSError:
-        pass
+        return None
+    return path
 
 
 def _read(path: Path) -> str:

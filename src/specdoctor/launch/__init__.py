@@ -25,6 +25,7 @@ from specdoctor.launch.process import (
     started,
     stop,
     stop_started,
+    stopping_started_on_exit,
     tail,
     wait_ready,
 )
@@ -33,5 +34,5 @@ from specdoctor.launch.spec import LaunchSpec, parse_command
 __all__ = [
     "LaunchSpec", "ServerHandle", "Speculation", "free_port", "http_ok", "load_handle",
     "parse_command", "port_in_use", "save_handle", "start", "started", "stop", "stop_started",
-    "tail", "wait_ready",
+    "stopping_started_on_exit", "tail", "wait_ready",
 ]

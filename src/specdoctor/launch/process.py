@@ -15,12 +15,15 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from specdoctor.errors import LabError
 from specdoctor.launch.spec import LaunchSpec
@@ -114,6 +117,32 @@ def stop_started(grace_s: float = 20.0) -> list[ServerHandle]:
     for h in left:
         stop(h, grace_s)
     return left
+
+
+@contextmanager
+def stopping_started_on_exit(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP)
+                             ) -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP end the command the way Ctrl-C does (an exception,
+    so every ``finally`` on the way runs and stops its server); on the way out, whatever ended
+    the block, every server this process started and did not stop is stopped."""
+    installed: dict[int, Any] = {}
+
+    def leave(signum: int, _frame: Any) -> None:
+        for sig in installed:
+            signal.signal(sig, signal.SIG_IGN)   # a second signal must not cut the clean-up
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in signals:
+            installed[sig] = signal.signal(sig, leave)
+    try:
+        yield
+    finally:
+        try:
+            stop_started()
+        finally:
+            for sig, previous in installed.items():
+                signal.signal(sig, previous)
 
 
 def wait_ready(
