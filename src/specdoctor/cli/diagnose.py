@@ -134,6 +134,9 @@ def lab_launch(method: str) -> Any:
 @click.option("--reference", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help='A reference profile JSON: {"per_position": [...]} (unconditional).')
 @click.option("--load", "load_ab", is_flag=True, help="Also measure greedy at concurrency 8.")
+@click.option("--spec-off/--no-spec-off", "spec_off", default=True, show_default=True,
+              help="With --launch (or the lab), when acceptance looks healthy: compare tok/s "
+                   "with speculation off (one more server start).")
 @click.option("--lab-method", default="draft_model", show_default=True,
               help="With no target: which lab server to diagnose.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
@@ -144,12 +147,14 @@ def lab_launch(method: str) -> Any:
 def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
              logs: tuple[Path, ...], sampling: tuple[str, ...], suites: tuple[str, ...],
              num_prompts: int, max_tokens: int, budget: float, reference: Path | None,
-             load_ab: bool, lab_method: str, out_dir: Path | None, db: Path | None,
+             load_ab: bool, spec_off: bool, lab_method: str, out_dir: Path | None,
+             db: Path | None,
              no_store: bool, as_json: bool) -> None:
     """Measure, classify the symptom, rank hypotheses by the cost of deciding them, run the
     experiments cheapest first within --budget, and report the root cause with its evidence."""
     from specdoctor.diagnose.orchestrator import Options, Target, diagnose as run
     from specdoctor.experiments.base import Launch
+    from specdoctor.launch import stopping_started_on_exit
     from specdoctor.report.console import err_console
 
     if sum(x is not None and x != () for x in (launch_cmd, url, logs or None)) > 1:
@@ -174,7 +179,8 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
     workdir = out_dir or Path(tempfile.mkdtemp(prefix="specdoctor-diagnose-"))
     opts = Options(greedy=greedy, sampled=sampled, suites=suites or ("code", "essay"),
                    prompts_per_suite=num_prompts, max_tokens=max_tokens, budget_min=budget,
-                   reference_file=reference, concurrency8=load_ab, workdir=workdir)
+                   reference_file=reference, concurrency8=load_ab, spec_off=spec_off,
+                   workdir=workdir)
     store = None
     if not no_store:
         from specdoctor.store.ledger import open_ledger_store
@@ -185,8 +191,6 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
 
     def progress(msg: str) -> None:
         console.print(f"[dim]{time.monotonic() - t0:6.0f}s[/dim] {msg}")
-
-    from specdoctor.launch import stopping_started_on_exit
 
     try:
         # SIGTERM/SIGHUP unwind like Ctrl-C; no server outlives the command, however it ends

@@ -62,6 +62,8 @@ class Options:
     restart_min: float = 2.0
     reference_file: Path | None = None
     concurrency8: bool = False
+    # Compare tok/s with speculation off when acceptance looks healthy (one more server start)
+    spec_off: bool = True
     workdir: Path = Path(".")
 
 
@@ -145,7 +147,7 @@ class _Servers:
         for server in list(self.live):
             try:
                 self.stop(server)
-            except Exception:  # noqa: BLE001 - the next one must still be stopped
+            except Exception:  # the next one must still be stopped
                 log.exception("could not stop the server at %s", getattr(server, "url", "?"))
 
 
@@ -210,18 +212,24 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
         ctx.data.setdefault("server_logs", {})["baseline"] = _read(
             ctx.data["baseline_server"].log_path)
     part.step = "computing the oracle"
+    _as_served_vocabulary(ctx, notes)
     oracle_result = _oracle_first(ctx, notes)
     part.step = "classifying the symptom"
     part.facts = facts = _facts(ctx, opts, oracle_result)
     part.sig = sig = classify(facts)
+    speed_result = None
+    if _speed_check_wanted(ctx, opts, sig):
+        part.step = "measuring with speculation off"
+        speed_result = _spec_off_first(ctx, notes)
+        if "tok_s_spec_off" in ctx.data:
+            part.facts = facts = replace(facts, tok_s=ctx.data["tok_s_spec_on"],
+                                         tok_s_spec_off=ctx.data["tok_s_spec_off"])
+            part.sig = sig = classify(facts)
     cat = catalogue_mod.load()
-    # The oracle runs the served files as they are: matching it clears the engine, not the
-    # files, so the file-side causes stay candidates whenever it is the reference.
-    file_side = rules.FILE_SIDE if (facts.reference is not None and ctx.draft_dir
-                                    and facts.reference.source == "oracle") else ()
-    part.ledger = ledger = build(sig, cat, opts.restart_min, also=file_side)
-    if oracle_result is not None:
-        ledger.apply(oracle_result)
+    part.ledger = ledger = build(sig, cat, opts.restart_min, also=file_side(ctx, facts))
+    for early in (oracle_result, speed_result):
+        if early is not None:
+            ledger.apply(early)
     saver.save(sig, ledger)
     part.step = "running the experiments"
     if not ledger.entries:
@@ -344,6 +352,59 @@ def _oracle_first(ctx: Context, notes: list[str]) -> ExperimentResult | None:
         return None
 
 
+def file_side(ctx: Context, facts: Facts) -> tuple[str, ...]:
+    """Causes in the drafter's own files to keep as candidates whatever the signature.
+
+    The oracle runs the served files as they are: matching it clears the engine, not the files,
+    so they stay candidates whenever it is the reference; with no reference at all, their
+    counterfactuals (which need none) are the way to a verdict."""
+    if ctx.draft_dir is None:
+        return ()
+    if facts.reference is None or facts.reference.source == "oracle":
+        return rules.FILE_SIDE
+    return ()
+
+
+def _as_served_vocabulary(ctx: Context, notes: list[str]) -> None:
+    """A drafter whose tokenizer is not the target's is run by the engine on the target's ids as
+    they are; the oracle must read them the same way to reproduce what the engine does."""
+    from specdoctor.diagnose.experiments.vocab import as_served_map
+
+    try:
+        path = as_served_map(ctx)
+    except (OSError, ValueError) as exc:
+        notes.append(f"vocabulary: could not compare the tokenizers ({exc})")
+        return
+    if path is not None:
+        ctx.data["oracle_vocab_map"] = path
+        notes.append("the drafter's tokenizer gives some ids other tokens than the target's; "
+                     "the oracle reads its ids as the engine does, as target ids")
+
+
+def _speed_check_wanted(ctx: Context, opts: Options, sig: Signature) -> bool:
+    """Speed is the open question when acceptance looks healthy (or has nothing to compare
+    with) and the command can be relaunched."""
+    return (opts.spec_off and ctx.launch is not None and ctx.launcher is not None
+            and "greedy" in ctx.measured and sig.shape in ("healthy", "unreferenced"))
+
+
+def _spec_off_first(ctx: Context, notes: list[str]) -> ExperimentResult | None:
+    """The spec-off baseline, measured before the signature is final: "slower than spec-off
+    despite healthy acceptance" is a signature only once it is known."""
+    from specdoctor.diagnose.experiments.relaunch import SpecOffBaseline
+
+    server = ctx.data.get("baseline_server")
+    if server is not None and ctx.launcher is not None:
+        ctx.launcher.stop(server)  # one server at a time
+        ctx.data["baseline_server"], ctx.url = None, None
+    try:
+        return SpecOffBaseline().run(ctx, ("draft-overhead",))
+    except Exception as exc:  # noqa: BLE001 - a crashing experiment must not end the diagnosis
+        notes.append(f"spec-off baseline failed: {type(exc).__name__}: {exc}")
+        _keep_traceback(ctx, "spec-off-baseline")
+        return None
+
+
 def _facts(ctx: Context, opts: Options, oracle_result: ExperimentResult | None) -> Facts:
     greedy = ctx.measured.get("greedy")
     profile = greedy.total if greedy is not None else ctx.data.get("log_total")
@@ -373,6 +434,7 @@ def _facts(ctx: Context, opts: Options, oracle_result: ExperimentResult | None) 
 
 def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, server: Any,
               saver: Saver) -> Any:
+    ctx.data["deadline"] = t0 + opts.budget_min * 60   # experiments that repeat runs stop here
     for step in ledger.plan(cat, opts.restart_min):
         if ledger.explained(cat):
             root, _ = ledger.root_cause()

@@ -82,7 +82,7 @@ def start(spec: LaunchSpec, log_path: Path, die_with_parent: bool = False) -> Se
             proc = subprocess.Popen(
                 list(spec.argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=env, start_new_session=True,
-                preexec_fn=_die_with(os.getpid()) if die_with_parent else None,
+                preexec_fn=_die_with(os.getpid()) if die_with_parent else None,  # noqa: PLW1509 - a C call only
             )
         except OSError as exc:
             raise LabError(f"cannot start {spec.argv[0]}: {exc}", "check the launch command") from exc
@@ -91,18 +91,22 @@ def start(spec: LaunchSpec, log_path: Path, die_with_parent: bool = False) -> Se
     return handle
 
 
-def _die_with(parent: int) -> Callable[[], None]:
-    """The child's pre-exec step: ask the kernel for SIGTERM when the parent dies."""
-    def pre_exec() -> None:
-        try:
-            import ctypes
+def _die_with(parent: int) -> Callable[[], None] | None:
+    """The child's pre-exec step asking the kernel for SIGTERM when ``parent`` dies; None where
+    there is no prctl (not Linux). Everything is looked up here, so the child only makes the C
+    call (no import, no lock between fork and exec)."""
+    try:
+        import ctypes
 
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        except (OSError, AttributeError):
-            return  # not Linux: stop_started and the caller's clean-up remain
-        if os.getppid() != parent:   # the parent died before the request was in place
-            os.kill(os.getpid(), signal.SIGTERM)
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    getppid, kill, me = os.getppid, os.kill, os.getpid
+
+    def pre_exec() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if getppid() != parent:   # the parent died before the request was in place
+            kill(me(), signal.SIGTERM)
     return pre_exec
 
 

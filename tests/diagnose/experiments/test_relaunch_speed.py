@@ -1,0 +1,65 @@
+"""Speed with speculation against without: decode tok/s per request, paired by prompt.
+
+Per-prompt timings are built from the throughputs measured on this project's shared 2-core
+machine with the lab's trained target (8 code prompts x 48 tokens, c=1, greedy): speculation
+off ~300 tok/s; the target drafting for itself (k=4) 260-278; prompt lookup 172 and 364 in two
+passes; a drafter carrying the target's function in 14x its weights 35-77.
+"""
+
+from __future__ import annotations
+
+from specdoctor.diagnose.experiments.relaunch import (
+    CLEAR_SHARE, SpeedComparison, compare_speed, measured_timing, tok_s,
+)
+from specdoctor.diagnose.signature import SLOWER_SHARE
+from specdoctor.experiments.base import Verdict
+
+TOKENS = 48
+
+
+def _at(tok_per_s: float, n: int = 8) -> list[tuple[int, float]]:
+    return [(TOKENS, TOKENS / tok_per_s)] * n
+
+
+OFF = _at(300.0)
+
+
+def test_a_much_bigger_drafter_is_clearly_slower():
+    c = compare_speed(_at(56.0), OFF)
+    assert c is not None and c.ratio < CLEAR_SHARE and c.paired_median < CLEAR_SHARE
+    assert c.verdict is Verdict.CONFIRMED
+    assert "0.19x" in c.text() and "8 prompts" in c.text()
+
+
+def test_a_same_size_self_drafter_is_slower_but_not_clearly():
+    c = compare_speed(_at(269.0), OFF)
+    assert SLOWER_SHARE > c.ratio > CLEAR_SHARE
+    assert c.verdict is Verdict.INCONCLUSIVE
+
+
+def test_prompt_lookup_faster_than_spec_off_is_no_overhead():
+    assert compare_speed(_at(364.0), OFF).verdict is Verdict.EXCLUDED
+
+
+def test_one_prompt_held_up_by_the_machine_does_not_make_a_verdict():
+    # seven prompts as fast as without speculation, one ten times slower (a load spike)
+    on = _at(300.0, 7) + [(TOKENS, 10 * TOKENS / 300.0)]
+    c = compare_speed(on, OFF)
+    assert c.ratio < CLEAR_SHARE            # the total alone would say "clearly slower"
+    assert c.paired_median == 1.0
+    assert c.verdict is Verdict.INCONCLUSIVE
+
+
+def test_nothing_to_time_is_no_comparison():
+    assert compare_speed([(0, 0.1)] * 8, OFF) is None
+    assert compare_speed([], OFF) is None
+    assert tok_s([(48, 0.5), (48, 0.5)]) == 96.0
+
+
+def test_the_measured_requests_are_timed_in_prompt_order():
+    from types import SimpleNamespace
+
+    reqs = [SimpleNamespace(index=1, completion_tokens=10, latency_s=0.2),
+            SimpleNamespace(index=0, completion_tokens=20, latency_s=0.1)]
+    assert measured_timing(SimpleNamespace(requests=reqs)) == [(20, 0.1), (10, 0.2)]
+    assert SpeedComparison(50.0, 100.0, 0.5, 8).ratio == 0.5

@@ -1,0 +1,82 @@
+"""What the diagnosis decides before its plan: when speed with speculation off is measured,
+which file-side causes stay candidates, and when the oracle can stand in for a relaunch.
+
+Profiles are the recorded ones of real lab runs (tests/diagnose/recorded.py)."""
+
+from __future__ import annotations
+
+import sys
+
+from specdoctor.diagnose import orchestrator
+from specdoctor.diagnose.experiments.counterfactual import OracleCounterfactual
+from specdoctor.diagnose.references import reference_from_profile
+from specdoctor.diagnose.rules import Gap
+from specdoctor.diagnose.signature import Facts, classify
+from specdoctor.experiments.base import Context, Launch
+from tests.diagnose.recorded import counts
+
+LAUNCH = Launch((sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "/m/a"))
+
+
+class NoLauncher:
+    def start(self, launch, log_path):  # pragma: no cover - never called here
+        raise AssertionError("nothing starts in these tests")
+
+    def stop(self, server):  # pragma: no cover
+        raise AssertionError
+
+
+def _ctx(tmp_path, launch=LAUNCH, launcher=NoLauncher(), draft=None):
+    ctx = Context(workdir=tmp_path, launch=launch, launcher=launcher, draft_dir=draft)
+    ctx.measured["greedy"] = object()
+    return ctx
+
+
+HEALTHY = counts([1.0, 1.0, 1.0, 1.0])
+ROPE = counts([0.40, 0.11, 0.04, 0.02])   # LAB.md: the rope-theta drafter against itself
+
+
+def _sig(measured, reference=HEALTHY):
+    ref = reference_from_profile(reference, "oracle", "oracle", tolerance=0.05)
+    return classify(Facts(measured, ref, method="draft_model"))
+
+
+def test_speed_is_measured_when_acceptance_is_healthy_and_the_command_can_be_rerun(tmp_path):
+    opts = orchestrator.Options(workdir=tmp_path)
+    assert orchestrator._speed_check_wanted(_ctx(tmp_path), opts, _sig(HEALTHY))
+    # acceptance trouble comes first
+    assert not orchestrator._speed_check_wanted(_ctx(tmp_path), opts, _sig(ROPE))
+    # nothing to relaunch, or the user said no
+    assert not orchestrator._speed_check_wanted(_ctx(tmp_path, launch=None), opts, _sig(HEALTHY))
+    assert not orchestrator._speed_check_wanted(_ctx(tmp_path, launcher=None), opts,
+                                                _sig(HEALTHY))
+    off = orchestrator.Options(workdir=tmp_path, spec_off=False)
+    assert not orchestrator._speed_check_wanted(_ctx(tmp_path), off, _sig(HEALTHY))
+
+
+def test_slower_than_spec_off_is_a_signature_once_the_baseline_is_known():
+    ref = reference_from_profile(HEALTHY, "oracle", "oracle", tolerance=0.05)
+    slow = classify(Facts(HEALTHY, ref, tok_s=56.0, tok_s_spec_off=300.0))
+    assert slow.cls == "slower-than-spec-off" and "0.19x the spec-off" in slow.evidence
+
+
+def test_file_side_causes_stay_candidates_with_the_oracle_or_no_reference(tmp_path):
+    with_draft = _ctx(tmp_path, draft=tmp_path)
+    oracle = Facts(HEALTHY, reference_from_profile(HEALTHY, "oracle", "oracle"))
+    assert "tokenizer-mismatch" in orchestrator.file_side(with_draft, oracle)
+    assert "draft-config-mismatch" in orchestrator.file_side(with_draft, Facts(ROPE))
+    published = Facts(HEALTHY, reference_from_profile(HEALTHY, "paper", "published"))
+    assert orchestrator.file_side(with_draft, published) == ()
+    assert orchestrator.file_side(_ctx(tmp_path), Facts(ROPE)) == ()   # ngram, mtp: no files
+
+
+def test_the_oracle_counterfactual_stands_aside_when_the_engine_is_below_the_oracle(tmp_path):
+    ctx = _ctx(tmp_path, draft=tmp_path)
+    ctx.method, ctx.target_dir, ctx.prompts = "draft_model", tmp_path, ("def f():",)
+    assert OracleCounterfactual().unavailable(ctx) is None
+    # measured 0.36 accepted per draft where the oracle of the same files gives 4.0: the
+    # oracle does not read those files as the engine does
+    ctx.data["oracle_gap"] = Gap(0.36, 4.0, 3.5, 3.8)
+    assert "a relaunch decides" in OracleCounterfactual().unavailable(ctx)
+    ctx.data["oracle_gap"] = Gap(0.36, 0.37, -0.05, 0.06)   # the engine reaches the oracle
+    assert OracleCounterfactual().unavailable(ctx) is None
