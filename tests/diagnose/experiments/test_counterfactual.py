@@ -61,6 +61,8 @@ def test_the_rope_is_compared_as_a_whole_whatever_its_spelling():
                        "rope_scaling": {"type": "linear", "factor": 2.0}}, TARGET, "x")
     assert scaled.field == "rope_scaling" and scaled.draft_value["rope_type"] == "linear"
     assert rope_view({"partial_rotary_factor": 1.0, "rope_theta": 5.0}) == {"rope_theta": 5.0}
+    # a drafter config that leaves theta to its architecture's default (EAGLE3 heads do)
+    assert leads(old, TARGET, "eagle3") == []
 
 
 def test_the_rope_counterfactual_gives_the_drafter_the_targets_rope_keys(tmp_path):

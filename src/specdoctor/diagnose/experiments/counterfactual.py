@@ -140,7 +140,9 @@ def rope_view(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def _rope_lead(draft: dict[str, Any], target: dict[str, Any]) -> Lead | None:
     dv, tv = rope_view(draft), rope_view(target)
-    keys = [k for k in sorted(dv.keys() | tv.keys()) if dv.get(k, _ABSENT) != tv.get(k, _ABSENT)]
+    # an absent theta is the architecture's default, unknown here: compared only when both set
+    keys = [k for k in sorted(dv.keys() | tv.keys()) if dv.get(k, _ABSENT) != tv.get(k, _ABSENT)
+            and not (k == "rope_theta" and (k not in dv or k not in tv))]
     if not keys:
         return None
     edits = [(c, _ABSENT) for c in (*ROPE_CONTAINERS, *ROPE_TOP_LEVEL) if c in draft]
