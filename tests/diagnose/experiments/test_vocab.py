@@ -67,6 +67,13 @@ def test_the_oracle_reads_a_re_indexed_drafter_as_the_engine_does(tmp_path):
     assert as_served_map(_ctx(tmp_path, t, bigger)) is None   # sizes differ: no identity
     path = as_served_map(_ctx(tmp_path, t, moved))
     assert json.loads(path.read_text()) == {"draft_to_target": [0, 1, 2, 3, 4]}
+    # where the command has vLLM translate by token string, the oracle translates too
+    ctx = _ctx(tmp_path, t, moved)
+    sc = {**ctx.launch.speculative_config(), "use_heterogeneous_vocab": True}
+    ctx.launch = ctx.launch.with_speculative_config(sc)
+    assert json.loads(as_served_map(ctx).read_text()) == {"draft_to_target": [0, 1, 4, 3, 2]}
+    (f,) = VocabMapCheck().run(ctx, ("tokenizer-mismatch",)).findings
+    assert f.verdict is Verdict.EXCLUDED and "the engine translates" in f.evidence
 
 
 def _re_indexed(src, dst, seed=7):
@@ -106,6 +113,7 @@ def test_translating_a_re_indexed_drafters_ids_recovers_acceptance(tmp_path):
     res = VocabMapCheck().run(ctx, ("tokenizer-mismatch",))
     (f,) = res.findings
     assert f.verdict is Verdict.CONFIRMED, f.evidence
+    assert "use_heterogeneous_vocab" in f.evidence   # the evidence names the fix
     assert res.numbers["ids_meaning_another_token"] > 900
     assert common.apd(res.curves["after ids translated"]) > 3.5 > 0.5 > common.apd(
         res.curves["before"])

@@ -7,6 +7,10 @@ two ``tokenizer.json`` files. Where the strings differ, the counterfactual runs 
 oracle: the same drafter with its ids translated to the target's (by token string) against the
 drafter as the engine runs it. Recovery confirms ``tokenizer-mismatch``; none excludes it.
 
+vLLM can translate itself (``use_heterogeneous_vocab`` in ``--speculative-config``: ids mapped by
+token string); where the command turns that on, the oracle translates the same way and there is
+nothing to suspect.
+
 Prompt lookup copies target tokens (nothing to map). Drafters with a draft-to-target map (EAGLE3
 ``d2t``) need the map counterfactual through their oracle, which this build does not have:
 reported unavailable.
@@ -17,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -70,10 +75,17 @@ def _write_map(path: Path, mapping: list[int]) -> Path:
     return path
 
 
+def engine_translates(ctx: Context) -> bool:
+    """The command asks vLLM to map draft ids to target ids by token string."""
+    sc = ctx.launch.speculative_config() if ctx.launch is not None else None
+    return bool((sc or {}).get("use_heterogeneous_vocab"))
+
+
 def as_served_map(ctx: Context) -> Path | None:
-    """An identity map for the oracle when the drafter's tokenizer is not the target's but the
-    sizes match: the engine reads the drafter's ids as target ids, and so must the oracle
-    (which otherwise refuses the pair). None when nothing needs mapping."""
+    """The draft-to-target map the oracle needs to run the drafter as the engine does, when the
+    drafter's tokenizer gives some ids other strings than the target's: the identity (the
+    engine reads the drafter's ids as target ids) or, where the command turns on vLLM's own
+    translation, the map by token string. None when nothing needs mapping."""
     if ctx.method != "draft_model" or ctx.draft_dir is None or ctx.target_dir is None:
         return None
     d, t = common.read_config(ctx.draft_dir), common.read_config(ctx.target_dir)
@@ -81,9 +93,13 @@ def as_served_map(ctx: Context) -> Path | None:
     if not isinstance(size, int) or size != t.get("vocab_size"):
         return None
     ds, ts = _read_tokenizer(ctx.draft_dir), _read_tokenizer(ctx.tokenizer_dir or ctx.target_dir)
-    if ds is None or ts is None or differing_ids(draft_to_target(ds, ts, size)) == 0:
+    if ds is None or ts is None:
         return None
-    return _write_map(ctx.workdir / "vocab-as-served.json", list(range(size)))
+    mapping = draft_to_target(ds, ts, size)
+    if differing_ids(mapping) == 0:
+        return None
+    served = mapping if engine_translates(ctx) else list(range(size))
+    return _write_map(ctx.workdir / "vocab-as-served.json", served)
 
 
 class VocabMapCheck:
@@ -138,6 +154,12 @@ class VocabMapCheck:
                 HID, Verdict.EXCLUDED,
                 f"tokenizer files differ ({', '.join(differ)}), yet every id means the same "
                 f"token string in both: the drafter reads the engine's ids right")], nums)
+        if engine_translates(ctx):
+            return ExperimentResult(self.id, [Finding(
+                HID, Verdict.EXCLUDED,
+                f"{moved} draft ids mean other tokens than the same target ids, and the command "
+                f"turns on use_heterogeneous_vocab: the engine translates them by token string")],
+                nums)
         f, curves = self._translated(ctx, mapping, moved)
         return ExperimentResult(self.id, [f], nums, curves, wall_s=time.perf_counter() - t0)
 
@@ -170,4 +192,8 @@ class VocabMapCheck:
             HID, f"{lead}; the drafter with its ids translated by token string (oracle)",
             before, after, float(ctx.k or 1),
             significant=after - before > 0.05 * max(before, 0.1))
+        if f.verdict is Verdict.CONFIRMED:
+            f = replace(f, evidence=f.evidence + "; fix: a drafter with the target's tokenizer, "
+                        "or let the engine translate (vLLM: \"use_heterogeneous_vocab\": true in "
+                        "--speculative-config)")
         return f, {"before": before_p, "after ids translated": after_p}
