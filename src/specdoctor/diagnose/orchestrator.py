@@ -180,12 +180,12 @@ def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
                     "traceback": None if where is None else str(where)})
         if not isinstance(exc, Exception):
             raise   # Ctrl-C, SIGTERM: saved, servers stopped below, then leave
+        kept = (f"the partial investigation is saved (specdoctor ledger show {saver.id})"
+                if saver.id is not None else "nothing was stored (no store)")
         raise DiagnosisFailed(
             f"the diagnosis broke while {part.step}: {why}",
-            ("the partial investigation is saved"
-             + (f" (specdoctor ledger show {saver.id})" if saver.id is not None else "")
-             + (f"; traceback: {where}" if where is not None else "")
-             + "; please report it with the traceback")) from exc
+            kept + (f"; server logs and the traceback are in {where.parent}; please report it "
+                    f"with {where.name}" if where is not None else "")) from exc
     finally:
         if servers is not None:
             servers.stop_all()
@@ -378,7 +378,7 @@ def _as_served_vocabulary(ctx: Context, notes: list[str]) -> None:
     if path is not None:
         ctx.data["oracle_vocab_map"] = path
         notes.append("the drafter's tokenizer gives some ids other tokens than the target's; "
-                     "the oracle reads its ids as the engine does, as target ids")
+                     "the oracle reads its ids the way the engine does")
 
 
 def _speed_check_wanted(ctx: Context, opts: Options, sig: Signature) -> bool:
