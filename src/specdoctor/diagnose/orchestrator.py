@@ -391,8 +391,12 @@ def _speed_check_wanted(ctx: Context, opts: Options, sig: Signature) -> bool:
 def _spec_off_first(ctx: Context, notes: list[str]) -> ExperimentResult | None:
     """The spec-off baseline, measured before the signature is final: "slower than spec-off
     despite healthy acceptance" is a signature only once it is known."""
-    from specdoctor.diagnose.experiments.relaunch import SpecOffBaseline
+    from specdoctor.diagnose.experiments.relaunch import SpecOffBaseline, time_spec_on
 
+    try:
+        time_spec_on(ctx)
+    except SpecdoctorError as exc:
+        notes.append(f"speed: the extra timing pass with speculation failed ({exc})")
     server = ctx.data.get("baseline_server")
     if server is not None and ctx.launcher is not None:
         ctx.launcher.stop(server)  # one server at a time
