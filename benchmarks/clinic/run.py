@@ -247,7 +247,7 @@ GENERAL_CASES = [
          lambda tmp: _draft_model(tmp, _permute_vocab),
          "draft copy re-indexed: its tokenizer.json and embedding/lm_head rows permuted alike"),
     Case("draft-overhead-wide", "draft-overhead", lambda tmp: _draft_model(tmp, _widen),
-         "the target's function padded into a 4-layer, 512-wide drafter (14x its weights; "
+         "the target's function padded into a 4-layer, 512-wide drafter (26x its weights; "
          "greedy drafts equal)"),
     Case("healthy-small", None,
          lambda tmp: _small_drafter(tmp, _set_field("rms_norm_eps", 1e-5)),

@@ -3,7 +3,7 @@
 Per-prompt timings are built from the throughputs measured on this project's shared 2-core
 machine with the lab's trained target (8 code prompts x 48 tokens, c=1, greedy): speculation
 off ~300 tok/s; the target drafting for itself (k=4) 260-278; prompt lookup 172 and 364 in two
-passes; a drafter carrying the target's function in 14x its weights 35-77.
+passes; a drafter carrying the target's function in 26x its weights 35-77.
 """
 
 from __future__ import annotations
