@@ -26,7 +26,10 @@ class NoLauncher:
         raise AssertionError
 
 
-def _ctx(tmp_path, launch=LAUNCH, launcher=NoLauncher(), draft=None):
+NO_LAUNCHER = NoLauncher()
+
+
+def _ctx(tmp_path, launch=LAUNCH, launcher=NO_LAUNCHER, draft=None):
     ctx = Context(workdir=tmp_path, launch=launch, launcher=launcher, draft_dir=draft)
     ctx.measured["greedy"] = object()
     return ctx

@@ -11,11 +11,16 @@ verdicts come from ``rules.decide_counterfactual`` on those figures.
 from __future__ import annotations
 
 import json
-import struct
 
 from specdoctor.diagnose import rules
 from specdoctor.diagnose.experiments.counterfactual import (
-    _ABSENT, Lead, joint, leads, patched_copy, rope_view, search, tensor_names,
+    _ABSENT,
+    Lead,
+    joint,
+    leads,
+    patched_copy,
+    rope_view,
+    search,
 )
 from specdoctor.experiments.base import Verdict
 
@@ -83,25 +88,6 @@ def test_a_field_only_one_side_sets_is_a_lead_only_between_the_same_architecture
     assert lead.value is _ABSENT and "only the drafter sets logit_scale" in lead.why
     other = _draft(logit_scale=0.25, model_type="gemma")
     assert leads(other, TARGET, "draft_model") == []
-
-
-def _safetensors(path, names):
-    header = json.dumps({n: {"dtype": "F32", "shape": [1], "data_offsets": [4 * i, 4 * i + 4]}
-                         for i, n in enumerate(names)}).encode()
-    path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 4 * len(names))
-
-
-def test_declared_tied_embeddings_with_an_output_head_of_its_own_is_a_lead(tmp_path):
-    _safetensors(tmp_path / "model.safetensors",
-                 ["model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"])
-    names = tensor_names(tmp_path)
-    assert names is not None and "lm_head.weight" in names
-    (lead,) = leads(_draft(tie_word_embeddings=True), TARGET, "draft_model", names)
-    assert (lead.field, lead.value) == ("tie_word_embeddings", False)
-    # truly tied (no head of its own): nothing to suspect
-    assert leads(_draft(tie_word_embeddings=True), TARGET, "draft_model",
-                 frozenset({"model.embed_tokens.weight"})) == []
-    assert tensor_names(tmp_path / "nowhere") is None
 
 
 def _trials(table: dict[str, float], before: float, k: int = 4):

@@ -9,7 +9,12 @@ passes; a drafter carrying the target's function in 26x its weights 35-77.
 from __future__ import annotations
 
 from specdoctor.diagnose.experiments.relaunch import (
-    CLEAR_SHARE, SpeedComparison, best_of, compare_speed, measured_timing, tok_s,
+    CLEAR_SHARE,
+    SpeedComparison,
+    best_of,
+    compare_speed,
+    measured_timing,
+    tok_s,
 )
 from specdoctor.diagnose.signature import SLOWER_SHARE
 from specdoctor.experiments.base import Verdict

@@ -6,15 +6,17 @@ confirmed: a change that recovers acceptance. A change that does not recover is 
 difference alone is no verdict: fields that independent drafters legitimately set their own way
 (sizes, layers, head dims, dtype, max positions) are never leads.
 
-Leads come from three places:
+Leads come from:
 - scalar fields that change what the drafter computes (normalisation epsilon, activation, logit
   scaling): compared with the target's value; a field only one side has is compared with the
   default the other side gets, when both are the same architecture;
 - the rotary embedding as a whole, whichever spelling each config uses (``rope_parameters``,
   ``rope_scaling``, top-level ``rope_theta``/``partial_rotary_factor``): its effective settings
   are compared, and the counterfactual gives the drafter the target's rope keys;
-- the drafter's files against its own config: it declares tied embeddings yet ships an output
-  head of its own (the engine then drops that head and projects with the embedding).
+- mask fields and target-layer ids (below).
+
+Not a lead: ``tie_word_embeddings: true`` beside a checkpoint that ships its own ``lm_head``
+(vLLM 0.32 and transformers both notice and keep the head; measured: no effect).
 
 Several leads for one hypothesis are first tried together (one run excludes them all when that
 does not recover); when together they recover, each is tried alone, as far as time allows, to
@@ -28,7 +30,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,7 +63,6 @@ PUBLISHED_DEFAULTS = {"dflash": {"dflash_config.use_swa": False, "dflash_config.
 # (the embeddings, a missing layer), the mark of the other counting convention.
 LAYER_ID_FIELDS = ("dflash_config.target_layer_ids", "eagle_aux_hidden_state_layer_ids",
                    "eagle_config.eagle_aux_hidden_state_layer_ids")
-OUTPUT_HEAD = "lm_head.weight"
 # Minutes one relaunch takes when deciding whether another fits before the deadline.
 RELAUNCH_MIN = 3.0
 
@@ -167,11 +167,8 @@ def _same_architecture(draft: dict[str, Any], target: dict[str, Any]) -> bool:
         draft.get("model_type") == target.get("model_type")
 
 
-def leads(draft: dict[str, Any], target: dict[str, Any], method: str | None,
-          draft_tensors: frozenset[str] | None = None) -> list[Lead]:
-    """The changes worth a counterfactual, each with the value to try (pure).
-
-    ``draft_tensors``: the names of the drafter's checkpoint tensors, when known."""
+def leads(draft: dict[str, Any], target: dict[str, Any], method: str | None) -> list[Lead]:
+    """The changes worth a counterfactual, each with the value to try (pure)."""
     out: list[Lead] = []
     same = _same_architecture(draft, target)
     for f in WIRING_FIELDS:
@@ -188,11 +185,6 @@ def leads(draft: dict[str, Any], target: dict[str, Any], method: str | None,
     rope = _rope_lead(draft, target)
     if rope is not None:
         out.append(rope)
-    if (draft_tensors is not None and draft.get("tie_word_embeddings") is True
-            and OUTPUT_HEAD in draft_tensors):
-        out.append(Lead("tie_word_embeddings", True, False, "draft-config-mismatch",
-                        f"the drafter declares tied embeddings yet ships its own {OUTPUT_HEAD}: "
-                        f"the engine projects with the embedding instead"))
     defaults = PUBLISHED_DEFAULTS.get(method or "", {})
     for f in MASK_FIELDS:
         d = get(draft, f)
@@ -221,23 +213,6 @@ def leads(draft: dict[str, Any], target: dict[str, Any], method: str | None,
                             f"{f} {ids} reaches outside the target's layers [{lo}, {hi}]: the "
                             f"other counting convention shifts them by {shift:+d}"))
     return out
-
-
-def tensor_names(model_dir: Path) -> frozenset[str] | None:
-    """Names of the tensors in a model directory's safetensors files (headers only), or None
-    when it has none."""
-    files = sorted(model_dir.glob("*.safetensors"))
-    if not files:
-        return None
-    names: set[str] = set()
-    for f in files:
-        try:
-            with open(f, "rb") as fh:
-                (n,) = struct.unpack("<Q", fh.read(8))
-                names.update(k for k in json.loads(fh.read(n)) if k != "__metadata__")
-        except (OSError, ValueError, struct.error):
-            return None
-    return frozenset(names)
 
 
 def _layer_range(field: str, n_layers: int) -> tuple[int, int]:
@@ -270,7 +245,7 @@ def _leads_for(ctx: Context) -> tuple[list[Lead], list[str]]:
     if ctx.draft_dir is None or ctx.target_dir is None:
         return [], []
     d, t = common.read_config(ctx.draft_dir), common.read_config(ctx.target_dir)
-    return leads(d, t, ctx.method, tensor_names(ctx.draft_dir)), benign_differences(d, t)
+    return leads(d, t, ctx.method), benign_differences(d, t)
 
 
 Trial = tuple[Finding, Any, dict[str, float]]   # finding, the curve after (or None), numbers
