@@ -244,6 +244,9 @@ GENERAL_CASES = [
          lambda tmp: _draft_model(tmp, _set_field("tie_word_embeddings", True)),
          "draft copy declaring tied embeddings while it ships its own lm_head (vLLM keeps the "
          "head: measured no effect)"),
+    Case("draft-partial-rotary", "draft-config-mismatch",
+         lambda tmp: _draft_model(tmp, _set_field("rope_parameters.partial_rotary_factor", 0.5)),
+         "draft copy rotating half of each head (rope_parameters.partial_rotary_factor 0.5)"),
     Case("draft-vocab-permuted", "tokenizer-mismatch",
          lambda tmp: _draft_model(tmp, _permute_vocab),
          "draft copy re-indexed: its tokenizer.json and embedding/lm_head rows permuted alike"),
