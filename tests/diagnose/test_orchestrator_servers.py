@@ -61,18 +61,22 @@ def _gone(pids: list[tuple[int, int]]) -> bool:
     return all(not _pid_alive(p) for pair in pids for p in pair if p > 0)
 
 
+def _raises(exc: Exception):
+    def broken(*_a, **_k):
+        raise exc
+    return broken
+
+
+FAKE_TARGET = orchestrator.Target(launch=Launch(argv=(sys.executable, str(FAKE))))
+
+
 def test_a_report_that_breaks_is_a_note_and_the_verdicts_are_kept(tmp_path, monkeypatch,
                                                                   isolated_store):
     from specdoctor.diagnose import report
 
-    def broken(*_a, **_k):
-        raise RuntimeError("disk full")
-
-    monkeypatch.setattr(report, "write_report", broken)
-    store = open_ledger_store(isolated_store)
-    launcher = Watching()
-    target = orchestrator.Target(launch=Launch(argv=(sys.executable, str(FAKE))))
-    d = orchestrator.diagnose(target, _options(tmp_path), launcher, store)
+    monkeypatch.setattr(report, "write_report", _raises(RuntimeError("disk full")))
+    store, launcher = open_ledger_store(isolated_store), Watching()
+    d = orchestrator.diagnose(FAKE_TARGET, _options(tmp_path), launcher, store)
     assert launcher.pids and _gone(launcher.pids)
     assert d.report is None
     assert any("report could not be written: RuntimeError: disk full" in n for n in d.notes)
@@ -84,15 +88,10 @@ def test_a_report_that_breaks_is_a_note_and_the_verdicts_are_kept(tmp_path, monk
 
 def test_a_break_elsewhere_saves_the_partial_investigation_and_names_it(tmp_path, monkeypatch,
                                                                        isolated_store):
-    def broken(*_a, **_k):
-        raise ZeroDivisionError("a bug")
-
-    monkeypatch.setattr(orchestrator, "classify", broken)
-    store = open_ledger_store(isolated_store)
-    launcher = Watching()
-    target = orchestrator.Target(launch=Launch(argv=(sys.executable, str(FAKE))))
+    monkeypatch.setattr(orchestrator, "classify", _raises(ZeroDivisionError("a bug")))
+    store, launcher = open_ledger_store(isolated_store), Watching()
     with pytest.raises(orchestrator.DiagnosisFailed) as exc:
-        orchestrator.diagnose(target, _options(tmp_path), launcher, store)
+        orchestrator.diagnose(FAKE_TARGET, _options(tmp_path), launcher, store)
     assert "while classifying the symptom: ZeroDivisionError: a bug" in exc.value.problem
     assert "specdoctor ledger show" in exc.value.fix and "crash-diagnose.txt" in exc.value.fix
     assert launcher.pids and _gone(launcher.pids)
