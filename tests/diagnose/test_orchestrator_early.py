@@ -83,3 +83,40 @@ def test_the_oracle_counterfactual_stands_aside_when_the_engine_is_below_the_ora
     assert "a relaunch decides" in OracleCounterfactual().unavailable(ctx)
     ctx.data["oracle_gap"] = Gap(0.36, 0.37, -0.05, 0.06)   # the engine reaches the oracle
     assert OracleCounterfactual().unavailable(ctx) is None
+
+
+def test_what_ran_before_the_signature_is_not_run_again(tmp_path, monkeypatch):
+    import time
+
+    from specdoctor.diagnose import catalogue, experiments
+    from specdoctor.diagnose.ledger import build
+    from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
+
+    ref = reference_from_profile(HEALTHY, "oracle", "oracle", tolerance=0.05)
+    # the healthy-ngram clinic row: 0.88x on the first spec-off comparison (inconclusive)
+    sig = classify(Facts(HEALTHY, ref, tok_s=345.0, tok_s_spec_off=392.1))
+    assert sig.cls == "slower-than-spec-off"
+    cat = catalogue.load()
+    ledger = build(sig, cat, 2.0)
+    ledger.apply(ExperimentResult("spec-off-baseline", [Finding(
+        "draft-overhead", Verdict.INCONCLUSIVE, "0.88x: slower, not clearly")]))
+    ran: list[str] = []
+
+    class Records:
+        def __init__(self, eid):
+            self.id = eid
+
+        def unavailable(self, ctx):
+            return None
+
+        def run(self, ctx, hypotheses):
+            ran.append(self.id)
+            return ExperimentResult(self.id, [Finding(h, Verdict.EXCLUDED, "x")
+                                              for h in hypotheses])
+
+    monkeypatch.setattr(experiments, "load", Records)
+    ctx = _ctx(tmp_path, launcher=None)
+    orchestrator._run_plan(ctx, ledger, cat, orchestrator.Options(workdir=tmp_path),
+                           time.monotonic(), None, orchestrator.Saver(None, orchestrator.Target()))
+    assert ran and "spec-off-baseline" not in ran
+    assert ledger.entry("draft-overhead").verdict is Verdict.INCONCLUSIVE

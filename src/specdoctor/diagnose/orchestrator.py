@@ -35,6 +35,8 @@ from specdoctor.experiments.base import (
 
 log = logging.getLogger(__name__)
 OFFICIAL = (1.0, 0.95)   # the official sampling of CASES.md's sweeps
+# Experiments that may run before the signature (their results are in the ledger already).
+RUN_EARLY = ("oracle-greedy", "spec-off-baseline")
 
 
 @dataclass(frozen=True)
@@ -450,9 +452,9 @@ def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, 
             break
         open_h = tuple(h for h in step.hypotheses if ledger.entry(h) is not None
                        and ledger.entry(h).verdict in (Verdict.PENDING, Verdict.INCONCLUSIVE))
-        if not open_h or step.experiment == "oracle-greedy" and ledger.results and \
-                any(r.experiment == "oracle-greedy" for r in ledger.results):
-            continue
+        if not open_h or (step.experiment in RUN_EARLY and
+                          any(r.experiment == step.experiment for r in ledger.results)):
+            continue   # run before the signature: its verdict stands, it is not run twice
         exp = experiments.load(step.experiment)
         spec = cat.experiments[step.experiment]
         if exp is None:

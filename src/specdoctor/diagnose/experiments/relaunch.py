@@ -4,8 +4,9 @@ running server, speculation off, a plain restart.
 Speed with and without speculation is compared as decode speed: each request's output tokens
 over its own latency, the same prompts in the same order on both servers, so that what lies
 between requests (metric scrapes, the client) is left out. Each prompt counts with its fastest
-of two passes on either side (the measurement and one more on the live server with speculation,
-two after a warm-up without), so a load spike or a first-use compile does not count. The two
+of three passes on either side (the measurement and two more on the live server with
+speculation, three after a warm-up without), so a load spike or a first-use compile does not
+count. The two
 servers still run one after the other, so what else the machine does moves their ratio:
 ``draft-overhead`` is confirmed only when
 speculation is clearly slower (the total ratio and the median of the per-prompt ratios both
@@ -29,7 +30,10 @@ from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verd
 Timed = tuple[int, float]   # (output tokens, latency in seconds) of one request
 # Clearly slower: beyond what load between two runs on a shared machine moves the ratio.
 CLEAR_SHARE = 0.7
-OFF_PASSES = 2   # timing passes over the prompts with speculation off (each prompt: its best)
+# Timing passes over the prompts (each prompt counts at its best): with speculation off, and on
+# the live server with speculation beside the measurement itself.
+OFF_PASSES = 3
+ON_EXTRA_PASSES = 2
 
 
 @dataclass(frozen=True)
@@ -128,12 +132,12 @@ def measured_timing(m: proto.Measurement) -> list[Timed]:
 
 
 def time_spec_on(ctx: Context) -> None:
-    """One more timing pass on the live server with speculation on (before it is stopped for
+    """More timing passes on the live server with speculation on (before it is stopped for
     the spec-off one), kept in ``ctx.data["spec_on_passes"]``."""
     if ctx.url is not None:
-        ctx.progress("speculation on: one more timing pass")
+        ctx.progress("speculation on: timing passes")
         ctx.data.setdefault("spec_on_passes", []).extend(
-            timed_requests(ctx.url, ctx, passes=1, warm_up=False))
+            timed_requests(ctx.url, ctx, passes=ON_EXTRA_PASSES, warm_up=False))
 
 
 class SpecOffBaseline:
