@@ -85,6 +85,25 @@ def test_the_oracle_counterfactual_stands_aside_when_the_engine_is_below_the_ora
     assert OracleCounterfactual().unavailable(ctx) is None
 
 
+RAN: list[str] = []
+
+
+class _Records:
+    """Experiments that record that they ran and exclude what they are asked about."""
+
+    def __init__(self, eid):
+        self.id = eid
+
+    def unavailable(self, ctx):
+        return None
+
+    def run(self, ctx, hypotheses):
+        from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
+
+        RAN.append(self.id)
+        return ExperimentResult(self.id, [Finding(h, Verdict.EXCLUDED, "x") for h in hypotheses])
+
+
 def test_what_ran_before_the_signature_is_not_run_again(tmp_path, monkeypatch):
     import time
 
@@ -100,23 +119,77 @@ def test_what_ran_before_the_signature_is_not_run_again(tmp_path, monkeypatch):
     ledger = build(sig, cat, 2.0)
     ledger.apply(ExperimentResult("spec-off-baseline", [Finding(
         "draft-overhead", Verdict.INCONCLUSIVE, "0.88x: slower, not clearly")]))
-    ran: list[str] = []
-
-    class Records:
-        def __init__(self, eid):
-            self.id = eid
-
-        def unavailable(self, ctx):
-            return None
-
-        def run(self, ctx, hypotheses):
-            ran.append(self.id)
-            return ExperimentResult(self.id, [Finding(h, Verdict.EXCLUDED, "x")
-                                              for h in hypotheses])
-
-    monkeypatch.setattr(experiments, "load", Records)
+    monkeypatch.setattr(experiments, "load", _Records)
+    RAN.clear()
     ctx = _ctx(tmp_path, launcher=None)
     orchestrator._run_plan(ctx, ledger, cat, orchestrator.Options(workdir=tmp_path),
                            time.monotonic(), None, orchestrator.Saver(None, orchestrator.Target()))
-    assert ran and "spec-off-baseline" not in ran
+    assert RAN and "spec-off-baseline" not in RAN
     assert ledger.entry("draft-overhead").verdict is Verdict.INCONCLUSIVE
+
+
+def _speed_setup(tmp_path, monkeypatch, ratio_on):
+    from specdoctor.diagnose import catalogue, experiments
+    from specdoctor.diagnose.ledger import build
+    from specdoctor.diagnose.rules import FILE_SIDE
+    from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
+
+    monkeypatch.setattr(experiments, "load", _Records)
+    RAN.clear()
+    measured = []
+
+    def spec_off(ctx, notes):
+        measured.append(True)
+        ctx.data["tok_s_spec_on"], ctx.data["tok_s_spec_off"] = 546.5 * ratio_on, 546.5
+        v = (Verdict.CONFIRMED if ratio_on < 0.7 else
+             Verdict.INCONCLUSIVE if ratio_on < 0.95 else Verdict.EXCLUDED)
+        return ExperimentResult("spec-off-baseline", [Finding("draft-overhead", v, "timed")])
+
+    monkeypatch.setattr(orchestrator, "_spec_off_first", spec_off)
+    ref = reference_from_profile(HEALTHY, "oracle", "oracle", tolerance=0.05)
+    facts = Facts(HEALTHY, ref, method="draft_model")
+    sig = classify(facts)
+    cat = catalogue.load()
+    part = orchestrator._Partial(sig, build(sig, cat, 2.0, also=FILE_SIDE), facts)
+    return part, cat, measured, Verdict
+
+
+def test_speed_is_asked_last_and_what_it_adds_is_tested(tmp_path, monkeypatch):
+    import time
+
+    # clearly slower (the wide drafter's 0.25x): confirmed, and it explains the symptom
+    part, cat, measured, verdict = _speed_setup(tmp_path, monkeypatch, ratio_on=0.25)
+    saver = orchestrator.Saver(None, orchestrator.Target())
+    opts = orchestrator.Options(workdir=tmp_path)
+    orchestrator._speed_last(_ctx(tmp_path), opts, cat, saver, [], part, time.monotonic())
+    assert measured and part.sig.cls == "slower-than-spec-off"
+    assert part.ledger.root_cause()[0] == "draft-overhead"
+    assert "already has a confirmed cause" in part.ledger.entry("k-beyond-training").evidence[-1]
+    # slower, not clearly (0.88x): the candidates slowness adds are tested, spec-off not twice
+    part, cat, measured, verdict = _speed_setup(tmp_path, monkeypatch, ratio_on=0.88)
+    orchestrator._speed_last(_ctx(tmp_path), opts, cat, saver, [], part, time.monotonic())
+    assert part.ledger.entry("draft-overhead").verdict is verdict.INCONCLUSIVE
+    assert "trained-depth" in RAN and "spec-off-baseline" not in RAN
+    assert part.ledger.root_cause()[0] is None
+
+
+def test_no_speed_question_once_a_cause_is_found(tmp_path, monkeypatch):
+    import time
+
+    from specdoctor.experiments.base import ExperimentResult, Finding
+
+    part, cat, measured, verdict = _speed_setup(tmp_path, monkeypatch, ratio_on=0.25)
+    part.ledger.apply(ExperimentResult("oracle-counterfactual", [Finding(
+        "draft-config-mismatch", verdict.CONFIRMED, "recovered", recovered=1.0)]))
+    orchestrator._speed_last(_ctx(tmp_path), orchestrator.Options(workdir=tmp_path), cat,
+                             orchestrator.Saver(None, orchestrator.Target()), [], part,
+                             time.monotonic())
+    assert not measured and part.sig.cls == "healthy"
+    # nor past the budget
+    notes: list[str] = []
+    part, cat, measured, _ = _speed_setup(tmp_path, monkeypatch, ratio_on=0.25)
+    orchestrator._speed_last(_ctx(tmp_path), orchestrator.Options(workdir=tmp_path,
+                                                                 budget_min=1.0), cat,
+                             orchestrator.Saver(None, orchestrator.Target()), notes, part,
+                             time.monotonic())
+    assert not measured and "over the budget" in notes[0]
