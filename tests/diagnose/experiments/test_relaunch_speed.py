@@ -79,3 +79,37 @@ def test_the_measured_requests_are_timed_in_prompt_order():
             SimpleNamespace(index=0, completion_tokens=20, latency_s=0.1)]
     assert measured_timing(SimpleNamespace(requests=reqs)) == [(20, 0.1), (10, 0.2)]
     assert SpeedComparison(50.0, 100.0, 0.5, 8).ratio == 0.5
+
+
+def test_the_baseline_compares_as_many_passes_on_each_side(tmp_path, monkeypatch):
+    import sys
+    from types import SimpleNamespace
+
+    from specdoctor.diagnose.experiments import relaunch
+    from specdoctor.experiments.base import Context, Launch
+
+    class Launcher:
+        def start(self, launch, log_path):
+            return SimpleNamespace(url="http://127.0.0.1:1", log_path=log_path)
+
+        def stop(self, server):
+            pass
+
+    # without speculation: a first pass at 392.1 tok/s, then two passes twice as fast
+    off = [_at(392.1), _at(784.2), _at(784.2)]
+    monkeypatch.setattr(relaunch, "timed_requests", lambda url, ctx, passes=1, warm_up=True:
+                        off[:passes])
+    la = Launch((sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "/m",
+                 "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}'))
+    ctx = Context(workdir=tmp_path, launch=la, launcher=Launcher(), prompts=("a",) * 8)
+    reqs = [SimpleNamespace(index=i, completion_tokens=t, latency_s=s)
+            for i, (t, s) in enumerate(_at(392.1))]
+    ctx.measured["greedy"] = SimpleNamespace(requests=reqs)
+    # the server with speculation was stopped before: one pass on its side, so one on the other
+    res = relaunch.SpecOffBaseline().run(ctx, ("draft-overhead",))
+    (f,) = res.findings
+    assert f.verdict is Verdict.EXCLUDED and abs(res.numbers["tok_s_off"] - 392.1) < 0.1
+    # with two more passes on its side, three on each
+    ctx.data["spec_on_passes"] = [_at(392.1), _at(392.1)]
+    (f,) = relaunch.SpecOffBaseline().run(ctx, ("draft-overhead",)).findings
+    assert f.verdict is Verdict.CONFIRMED and "0.50x" in f.evidence
