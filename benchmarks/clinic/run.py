@@ -146,6 +146,142 @@ def _heads_lost(tmp: Path) -> Setup:
         env[sink] = str(tmp / "lines.log")
     return _draft_model(tmp, env={**env, "PYTHONPATH": str(site)})
 
+# -- general faults on the cheap draft_model / ngram setups: fields, vocabularies, overhead ----
+
+def _set_field(dotted: str, value: object) -> Callable[[Path], None]:
+    """A drafter edit: one config field (dotted for a nested one) set to ``value``."""
+    def edit(d: Path) -> None:
+        def put(c: dict) -> None:
+            *parents, last = dotted.split(".")
+            for part in parents:
+                c = c.setdefault(part, {})
+            c[last] = value
+        _edit_config(d, put)
+    return edit
+
+
+def _small_drafter(tmp: Path, edit: Callable[[Path], None] | None = None) -> Setup:
+    """An independent drafter (1 layer, hidden 64, its own training) for the trained target."""
+    from specdoctor.lab import train
+
+    t = _copy(_trained(), tmp / "m1")
+    d = _copy(train.small_drafter("ci"), tmp / "m2")
+    if edit is not None:
+        edit(d)
+    spec = {"method": "draft_model", "model": str(d), "num_speculative_tokens": 4}
+    return Setup(_server(t, spec), dict(BASE_ENV), ["greedy"])
+
+
+def _permute_vocab(d: Path) -> None:
+    """The drafter re-indexed: every non-special token gets another id, in its tokenizer.json
+    and in the rows of its embedding and lm_head alike. In its own vocabulary it is the target
+    exactly; fed the target's ids, it reads other tokens."""
+    import numpy as np
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tok = json.loads((d / "tokenizer.json").read_text())
+    special = {t["id"] for t in tok["added_tokens"]}
+    vocab = tok["model"]["vocab"]
+    movable = sorted(i for i in vocab.values() if i not in special)
+    perm = dict(zip(movable, np.random.default_rng(7).permutation(movable).tolist()))
+    tok["model"]["vocab"] = {s: perm.get(i, i) for s, i in vocab.items()}
+    (d / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False))
+    new_of_old = torch.tensor([perm.get(i, i) for i in range(len(vocab))])
+    tensors = load_file(str(d / "model.safetensors"))
+    for name in ("model.embed_tokens.weight", "lm_head.weight"):
+        w = tensors[name]
+        out = torch.empty_like(w)
+        out[new_of_old] = w           # row of old id i moves to its new id
+        tensors[name] = out
+    save_file(tensors, str(d / "model.safetensors"))
+
+
+def _widen(d: Path, hidden: int = 512, layers: int = 4, intermediate: int = 2048) -> None:
+    """The target's function in a much bigger body: zero-padded width (norm weights rescaled for
+    the padded mean square), extra heads and layers whose output projections are zero. Its
+    greedy drafts are the target's own; each draft step costs many times a target step."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    cfg = json.loads((d / "config.json").read_text())
+    h, hd = cfg["hidden_size"], cfg["head_dim"]
+    nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    nh2 = hidden // hd
+    nkv2 = nh2 // (nh // nkv)            # keeps each real head on its own kv head
+    scale = (h / hidden) ** 0.5          # x / rms over the padded width is 1/scale larger
+    src = load_file(str(d / "model.safetensors"))
+    g = torch.Generator().manual_seed(0)
+
+    def pad(w: torch.Tensor, rows: int, cols: int | None) -> torch.Tensor:
+        out = torch.zeros(rows, cols) if cols is not None else torch.zeros(rows)
+        out[tuple(slice(0, n) for n in w.shape)] = w
+        return out
+
+    def rand(rows: int, cols: int) -> torch.Tensor:
+        return torch.randn(rows, cols, generator=g) * 0.02
+
+    out = {"model.embed_tokens.weight": pad(src["model.embed_tokens.weight"],
+                                            cfg["vocab_size"], hidden),
+           "lm_head.weight": pad(src["lm_head.weight"], cfg["vocab_size"], hidden),
+           "model.norm.weight": pad(src["model.norm.weight"] * scale, hidden, None)}
+    shapes = {"self_attn.q_proj": (nh2 * hd, hidden), "self_attn.k_proj": (nkv2 * hd, hidden),
+              "self_attn.v_proj": (nkv2 * hd, hidden), "self_attn.o_proj": (hidden, nh2 * hd),
+              "mlp.gate_proj": (intermediate, hidden), "mlp.up_proj": (intermediate, hidden),
+              "mlp.down_proj": (hidden, intermediate)}
+    for layer in range(layers):
+        pre = f"model.layers.{layer}."
+        real = layer < cfg["num_hidden_layers"]
+        for norm in ("input_layernorm", "post_attention_layernorm"):
+            w = src[pre + norm + ".weight"] * scale if real else torch.ones(h) * scale
+            out[pre + norm + ".weight"] = pad(w, hidden, None)
+        for name, (r, c) in shapes.items():
+            if real:
+                out[pre + name + ".weight"] = pad(src[pre + name + ".weight"], r, c)
+            elif name.endswith(("o_proj", "down_proj")):
+                out[pre + name + ".weight"] = torch.zeros(r, c)   # adds nothing to the stream
+            else:
+                out[pre + name + ".weight"] = rand(r, c)
+    save_file(out, str(d / "model.safetensors"))
+    cfg.update(hidden_size=hidden, num_hidden_layers=layers, intermediate_size=intermediate,
+               num_attention_heads=nh2, num_key_value_heads=nkv2)
+    (d / "config.json").write_text(json.dumps(cfg, indent=2))
+
+
+def _ngram_wide(tmp: Path) -> Setup:
+    t = _copy(_trained(), tmp / "m1")
+    spec = {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 3,
+            "prompt_lookup_min": 1}
+    return Setup(_server(t, spec), dict(BASE_ENV), ["greedy"])
+
+
+GENERAL_CASES = [
+    Case("draft-norm-eps", "draft-config-mismatch",
+         lambda tmp: _draft_model(tmp, _set_field("rms_norm_eps", 1.0)),
+         "draft copy with rms_norm_eps 1.0 (target 1e-6)"),
+    Case("draft-rope-linear", "draft-config-mismatch",
+         lambda tmp: _draft_model(tmp, _set_field(
+             "rope_parameters", {"rope_theta": 10000.0, "rope_type": "linear", "factor": 2.0})),
+         "draft copy with linear rope scaling, factor 2 (target: none)"),
+    Case("benign-tied-flag", None,
+         lambda tmp: _draft_model(tmp, _set_field("tie_word_embeddings", True)),
+         "draft copy declaring tied embeddings while it ships its own lm_head (vLLM keeps the "
+         "head: measured no effect)"),
+    Case("draft-partial-rotary", "draft-config-mismatch",
+         lambda tmp: _draft_model(tmp, _set_field("rope_parameters.partial_rotary_factor", 0.5)),
+         "draft copy rotating half of each head (rope_parameters.partial_rotary_factor 0.5)"),
+    Case("draft-vocab-permuted", "tokenizer-mismatch",
+         lambda tmp: _draft_model(tmp, _permute_vocab),
+         "draft copy re-indexed: its tokenizer.json and embedding/lm_head rows permuted alike"),
+    Case("draft-overhead-wide", "draft-overhead", lambda tmp: _draft_model(tmp, _widen),
+         "the target's function padded into a 4-layer, 512-wide drafter (26x its weights; "
+         "greedy drafts equal)"),
+    Case("healthy-small", None,
+         lambda tmp: _small_drafter(tmp, _set_field("rms_norm_eps", 1e-5)),
+         "independent 1-layer drafter, its own training, rms_norm_eps 1e-5 (target 1e-6)"),
+    Case("healthy-ngram-wide", None, _ngram_wide, "prompt lookup k=5, n-grams 1..3"),
+]
+
 
 CASES = [
     Case("healthy-self", None, lambda tmp: _draft_model(tmp), "target drafting for itself"),
@@ -177,6 +313,8 @@ CASES = [
     Case("draft-heads-lost", "draft-attention-partial", _heads_lost,
          "self-draft with a runtime patch zeroing 3 of 4 draft attention heads past the first "
          "quarter of the context"),
+
+    *GENERAL_CASES,
 ]
 
 

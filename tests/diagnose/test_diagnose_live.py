@@ -59,8 +59,10 @@ def test_rope_theta_mismatch_is_confirmed_by_its_counterfactual(tmp_path):
 
 
 def test_the_lab_by_default_is_healthy(tmp_path):
+    # acceptance only: the spec-off comparison would cost one more server start
     proc = run_cli("diagnose", "--sampling", "greedy", "--suite", "code", "--num-prompts", "6",
-                   "--max-tokens", "32", "--out", str(tmp_path), "--json", timeout=1200)
+                   "--max-tokens", "32", "--no-spec-off", "--out", str(tmp_path), "--json",
+                   timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     d = json.loads(proc.stdout)
     assert d["signature"]["class"] == "healthy", d["signature"]

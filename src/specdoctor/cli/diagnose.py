@@ -64,7 +64,8 @@ def parse_env(values: tuple[str, ...]) -> dict[str, str]:
 
 
 class ProcessLauncher:
-    """Starts a command as a detached process group, waits for /v1/models, stops it."""
+    """Starts a command as a detached process group, waits for /v1/models, stops it. Its
+    servers die with this command, even when it is killed outright (``die_with_parent``)."""
 
     def __init__(self, timeout_s: float = 900.0) -> None:
         self.timeout_s = timeout_s
@@ -74,7 +75,7 @@ class ProcessLauncher:
 
         spec = proc.LaunchSpec(argv=launch.argv, env=dict(launch.env), port=launch.port,
                                host=launch.host)
-        handle = proc.start(spec, log_path)
+        handle = proc.start(spec, log_path, die_with_parent=True)
         try:
             proc.wait_ready(handle, self.timeout_s)
         except BaseException:
@@ -139,6 +140,9 @@ def lab_launch(method: str) -> Any:
 @click.option("--k", "spec_k", type=click.IntRange(1, 64), default=None,
               help="With --logs or --url: draft tokens per step, where the logs do not say.")
 @click.option("--load", "load_ab", is_flag=True, help="Also measure greedy at concurrency 8.")
+@click.option("--spec-off/--no-spec-off", "spec_off", default=True, show_default=True,
+              help="With --launch (or the lab), when acceptance looks healthy: compare tok/s "
+                   "with speculation off (one more server start).")
 @click.option("--lab-method", default="draft_model", show_default=True,
               help="With no target: which lab server to diagnose.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
@@ -149,12 +153,14 @@ def lab_launch(method: str) -> Any:
 def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
              logs: tuple[Path, ...], sampling: tuple[str, ...], suites: tuple[str, ...],
              num_prompts: int, max_tokens: int, budget: float, reference: Path | None,
-             spec_method: str | None, spec_k: int | None, load_ab: bool, lab_method: str, out_dir: Path | None, db: Path | None,
+             spec_method: str | None, spec_k: int | None, load_ab: bool, spec_off: bool,
+             lab_method: str, out_dir: Path | None, db: Path | None,
              no_store: bool, as_json: bool) -> None:
     """Measure, classify the symptom, rank hypotheses by the cost of deciding them, run the
     experiments cheapest first within --budget, and report the root cause with its evidence."""
     from specdoctor.diagnose.orchestrator import Options, Target, diagnose as run
     from specdoctor.experiments.base import Launch
+    from specdoctor.launch import stopping_started_on_exit
     from specdoctor.report.console import err_console
 
     if sum(x is not None and x != () for x in (launch_cmd, url, logs or None)) > 1:
@@ -183,8 +189,8 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
     workdir = out_dir or Path(tempfile.mkdtemp(prefix="specdoctor-diagnose-"))
     opts = Options(greedy=greedy, sampled=sampled, suites=suites or ("code", "essay"),
                    prompts_per_suite=num_prompts, max_tokens=max_tokens, budget_min=budget,
-                   reference_file=reference, concurrency8=load_ab, workdir=workdir,
-                   method=spec_method, k=spec_k)
+                   reference_file=reference, concurrency8=load_ab, spec_off=spec_off,
+                   workdir=workdir, method=spec_method, k=spec_k)
     store = None
     if not no_store:
         from specdoctor.store.ledger import open_ledger_store
@@ -197,8 +203,10 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
         console.print(f"[dim]{time.monotonic() - t0:6.0f}s[/dim] {msg}")
 
     try:
-        d = run(Target(launch=launch, url=url, logs=logs), opts,
-                ProcessLauncher() if launch is not None else None, store, progress)
+        # SIGTERM/SIGHUP unwind like Ctrl-C; no server outlives the command, however it ends
+        with stopping_started_on_exit():
+            d = run(Target(launch=launch, url=url, logs=logs), opts,
+                    ProcessLauncher() if launch is not None else None, store, progress)
     finally:
         if store is not None:
             store.close()

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specdoctor.diagnose import rules
-from specdoctor.diagnose.catalogue import Catalogue, Cost
+from specdoctor.diagnose.catalogue import RESTART_MIN, Catalogue, Cost
 from specdoctor.diagnose.signature import Signature
 from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
 
@@ -110,6 +110,15 @@ class Ledger:
                 e.verdict, e.decided_by = f.verdict, result.experiment
                 if f.recovered is not None:
                     e.recovered = f.recovered
+
+    def extend(self, entries: list[Entry], restart_min: float = RESTART_MIN
+               ) -> tuple[str, ...]:
+        """Add the candidates not in the ledger yet (a signature restated with more classes);
+        returns their ids. The order stays by verdict cost."""
+        added = [e for e in entries if self.entry(e.hypothesis) is None]
+        self.entries = sorted(self.entries + added, key=lambda e: (
+            e.cost.minutes(restart_min), e.launch_group, e.hypothesis))
+        return tuple(e.hypothesis for e in added)
 
     def mark(self, hypotheses: tuple[str, ...], verdict: Verdict, reason: str,
              experiment: str) -> None:

@@ -35,6 +35,8 @@ from specdoctor.experiments.base import (
 
 log = logging.getLogger(__name__)
 OFFICIAL = (1.0, 0.95)   # the official sampling of CASES.md's sweeps
+# Experiments that may run before the signature (their results are in the ledger already).
+RUN_EARLY = ("oracle-greedy", "spec-off-baseline")
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,8 @@ class Options:
     restart_min: float = 2.0
     reference_file: Path | None = None
     concurrency8: bool = False
+    # Compare tok/s with speculation off when acceptance looks healthy (one more server start)
+    spec_off: bool = True
     workdir: Path = Path(".")
     # The speculative method and k as the user states them, for targets that do not say
     # (a log excerpt without its start-up lines, a URL): they pick the published reference.
@@ -109,60 +113,178 @@ class Saver:
                         status=status, result=result)
 
 
+class DiagnosisFailed(SpecdoctorError):
+    """The diagnosis itself broke; what it had found is saved, its servers are stopped."""
+
+    exit_code = 5
+
+
+@dataclass
+class _Partial:
+    """What the investigation has so far: saved as it is when a step breaks."""
+
+    sig: Signature | None = None
+    ledger: Ledger | None = None
+    facts: Facts | None = None
+    step: str = "starting"
+
+
+class _Servers:
+    """The launcher as the diagnosis and its experiments see it: it keeps every server started
+    through it, so that the diagnosis stops each one on its way out, whatever ended it."""
+
+    def __init__(self, launcher: Launcher) -> None:
+        self.inner = launcher
+        self.live: list[Any] = []
+
+    def start(self, launch: Launch, log_path: Path) -> Any:
+        server = self.inner.start(launch, log_path)
+        self.live.append(server)
+        return server
+
+    def stop(self, server: Any) -> None:
+        try:
+            self.inner.stop(server)
+        finally:
+            if server in self.live:
+                self.live.remove(server)
+
+    def stop_all(self) -> None:
+        for server in list(self.live):
+            try:
+                self.stop(server)
+            except Exception:  # the next one must still be stopped
+                log.exception("could not stop the server at %s", getattr(server, "url", "?"))
+
+
 def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
              store: Any = None, progress: Callable[[str], None] = lambda m: None) -> Diagnosis:
+    """Measure, classify, run the ledger's experiments, report.
+
+    Every server started on the way is stopped before this returns or raises. A crashing
+    experiment is inconclusive and the diagnosis goes on; a report that cannot be written is a
+    note; any other break saves the partial investigation (status ``failed``) and raises
+    ``DiagnosisFailed`` naming it and the traceback."""
     t0 = time.monotonic()
     opts.workdir.mkdir(parents=True, exist_ok=True)
     saver = Saver(store, target)
-    ctx = _context(target, opts, launcher, progress)
+    servers = _Servers(launcher) if launcher is not None else None
+    ctx = _context(target, opts, servers, progress)
     notes: list[str] = []
-    server = None
+    part = _Partial()
     try:
-        if target.launch is not None:
-            server = _start(ctx, target.launch, notes)
-        if ctx.url is not None:
-            _measure(ctx, opts, notes)
-        if target.logs:
-            _read_logs(ctx, target.logs, notes)
-        if server is not None:
-            ctx.data.setdefault("server_logs", {})["baseline"] = _read(server.log_path)
-        _user_setup(ctx, opts, notes)
-        oracle_result = _oracle_first(ctx, notes)
-        facts = _facts(ctx, opts, oracle_result)
-        sig = classify(facts)
-        if sig.cls == "unreferenced":
-            notes.append(no_reference(ctx.method))
-        cat = catalogue_mod.load()
-        ledger = build(sig, cat, opts.restart_min, also=kept_candidates(facts))
-        if oracle_result is not None:
-            ledger.apply(oracle_result)
-        saver.save(sig, ledger)
-        if not ledger.entries:
-            progress(f"{sig.cls}: no candidate to test")
-        else:
-            server = _run_plan(ctx, ledger, cat, opts, time.monotonic(), server, saver)
-        _redecide_draft_quality(ctx, ledger)
+        _investigate(ctx, target, opts, saver, notes, part)
+        assert part.sig is not None and part.ledger is not None and part.facts is not None
+        part.step = "deciding the root cause"
+        root, others = part.ledger.root_cause()
+        sig = _against_recovery(part.sig, part.facts, part.ledger, root, notes)
+    except BaseException as exc:
+        where = _keep_traceback(ctx, "diagnose")
+        why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        saver.save(part.sig, part.ledger, "failed",
+                   {"error": f"stopped while {part.step}: {why}", "notes": notes,
+                    "traceback": None if where is None else str(where)})
+        if not isinstance(exc, Exception):
+            raise   # Ctrl-C, SIGTERM: saved, servers stopped below, then leave
+        kept = (f"the partial investigation is saved (specdoctor ledger show {saver.id})"
+                if saver.id is not None else "nothing was stored (no store)")
+        raise DiagnosisFailed(
+            f"the diagnosis broke while {part.step}: {why}",
+            kept + (f"; server logs and the traceback are in {where.parent}; please report it "
+                    f"with {where.name}" if where is not None else "")) from exc
     finally:
-        if server is not None and launcher is not None:
-            launcher.stop(server)
-    root, others = ledger.root_cause()
-    sig = _against_recovery(sig, facts, ledger, root, notes)
-    d = Diagnosis(sig, ledger, root, others, investigation=saver.id, notes=notes,
+        if servers is not None:
+            servers.stop_all()
+    d = Diagnosis(sig, part.ledger, root, others, investigation=saver.id, notes=notes,
                   wall_s=time.monotonic() - t0)
-    from specdoctor.diagnose.report import write_report
-
-    d.report = write_report(d, opts.workdir, target.describe())
-    saver.save(sig, ledger, "done", d.to_json())
+    d.report = _write_report(ctx, d, opts.workdir, target.describe(), notes)
+    saver.save(sig, part.ledger, "done", d.to_json())
     return d
 
 
-def kept_candidates(facts: Facts) -> tuple[str, ...]:
-    """Hypotheses kept whatever the signature says. The oracle runs the served setup as
-    configured (its files, its k): matching it clears the engine, not the setup, so those
-    causes stay candidates whenever it is the reference."""
-    if facts.reference is not None and facts.reference.source == "oracle":
-        return rules.ORACLE_SHARED
-    return ()
+def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, notes: list[str],
+                 part: _Partial) -> None:
+    """Everything up to the ledger's verdicts; fills ``part`` as it goes."""
+    if target.launch is not None:
+        part.step = "starting the server"
+        _start(ctx, target.launch, notes)
+    if ctx.url is not None:
+        part.step = "measuring"
+        _measure(ctx, opts, notes)
+    if target.logs:
+        part.step = "reading the logs"
+        _read_logs(ctx, target.logs, notes)
+    if ctx.data.get("baseline_server") is not None:
+        ctx.data.setdefault("server_logs", {})["baseline"] = _read(
+            ctx.data["baseline_server"].log_path)
+    _user_setup(ctx, opts, notes)
+    part.step = "computing the oracle"
+    _as_served_vocabulary(ctx, notes)
+    oracle_result = _oracle_first(ctx, notes)
+    part.step = "classifying the symptom"
+    part.facts = facts = _facts(ctx, opts, oracle_result)
+    part.sig = sig = classify(facts)
+    if sig.cls == "unreferenced":
+        notes.append(no_reference(ctx.method))
+    cat = catalogue_mod.load()
+    part.ledger = ledger = build(sig, cat, opts.restart_min, also=kept_candidates(ctx, facts))
+    if oracle_result is not None:
+        ledger.apply(oracle_result)
+    saver.save(sig, ledger)
+    part.step = "running the experiments"
+    t_plan = time.monotonic()
+    if not ledger.entries:
+        ctx.progress(f"{sig.cls}: no candidate to test")
+    else:
+        _run_plan(ctx, ledger, cat, opts, t_plan, ctx.data.get("baseline_server"), saver)
+    _redecide_draft_quality(ctx, ledger)
+    _speed_last(ctx, opts, cat, saver, notes, part, t_plan)
+
+
+def _speed_last(ctx: Context, opts: Options, cat: Any, saver: Saver, notes: list[str],
+                part: _Partial, t_plan: float) -> None:
+    """Speed is the open question once acceptance looks healthy and no experiment found a
+    cause: measure spec-off, restate the signature, and test what the new classes add.
+
+    Not before the plan: acceptance that looks healthy against an oracle sharing the files'
+    error is decided by the file-side counterfactuals first (a drafter whose wrong config also
+    makes it slow must not stop the plan on draft-overhead)."""
+    ledger, sig = part.ledger, part.sig
+    assert ledger is not None and sig is not None and part.facts is not None
+    if ledger.root_cause()[0] is not None or not _speed_check_wanted(ctx, opts, sig):
+        return
+    if time.monotonic() + opts.restart_min * 60 > t_plan + opts.budget_min * 60:
+        notes.append("speed with speculation off: not measured (over the budget)")
+        return
+    part.step = "measuring with speculation off"
+    result = _spec_off_first(ctx, notes)
+    if result is None:
+        return
+    if "tok_s_spec_off" in ctx.data:
+        part.facts = facts = replace(part.facts, tok_s=ctx.data["tok_s_spec_on"],
+                                     tok_s_spec_off=ctx.data["tok_s_spec_off"])
+        part.sig = sig = classify(facts)
+    added = ledger.extend(build(sig, cat, opts.restart_min).entries, opts.restart_min)
+    ledger.signature = sig
+    ledger.apply(result)
+    saver.save(sig, ledger)
+    if added:
+        part.step = "running the experiments the speed adds"
+        _run_plan(ctx, ledger, cat, opts, t_plan, None, saver, only=added)
+
+
+def _write_report(ctx: Context, d: Diagnosis, workdir: Path, target: str,
+                  notes: list[str]) -> Path | None:
+    """The report files, or None with a note: a report that breaks loses no verdict."""
+    try:
+        from specdoctor.diagnose.report import write_report
+
+        return write_report(d, workdir, target)
+    except Exception as exc:  # noqa: BLE001 - the diagnosis is saved and printed all the same
+        where = _keep_traceback(ctx, "report")
+        notes.append(f"the report could not be written: {type(exc).__name__}: {exc}"
+                     + (f" (traceback: {where})" if where is not None else ""))
+        return None
 
 
 # -- steps ---------------------------------------------------------------------------------------
@@ -220,6 +342,7 @@ def _start(ctx: Context, launch: Launch, notes: list[str]) -> Any:
         ctx.data["errors"] = [exc.problem.splitlines()[0]]
         return None
     ctx.url = server.url
+    ctx.data["baseline_server"] = server
     return server
 
 
@@ -283,6 +406,66 @@ def _oracle_first(ctx: Context, notes: list[str]) -> ExperimentResult | None:
         return None
 
 
+def kept_candidates(ctx: Context, facts: Facts) -> tuple[str, ...]:
+    """Causes to keep as candidates whatever the signature.
+
+    The oracle runs the served setup as configured (the drafter's files, its k): matching it
+    clears the engine, not the setup, so those causes stay candidates whenever it is the
+    reference. With no reference at all, the file-side counterfactuals (which need none) are
+    the way to a verdict."""
+    oracle = facts.reference is not None and facts.reference.source == "oracle"
+    kept: tuple[str, ...] = ()
+    if ctx.draft_dir is not None and (facts.reference is None or oracle):
+        kept += rules.FILE_SIDE
+    if oracle:
+        kept += tuple(h for h in rules.ORACLE_SHARED if h not in rules.FILE_SIDE)
+    return kept
+
+
+def _as_served_vocabulary(ctx: Context, notes: list[str]) -> None:
+    """A drafter whose tokenizer is not the target's is run by the engine on the target's ids as
+    they are; the oracle must read them the same way to reproduce what the engine does."""
+    from specdoctor.diagnose.experiments.vocab import as_served_map
+
+    try:
+        path = as_served_map(ctx)
+    except (OSError, ValueError) as exc:
+        notes.append(f"vocabulary: could not compare the tokenizers ({exc})")
+        return
+    if path is not None:
+        ctx.data["oracle_vocab_map"] = path
+        notes.append("the drafter's tokenizer gives some ids other tokens than the target's; "
+                     "the oracle reads its ids the way the engine does")
+
+
+def _speed_check_wanted(ctx: Context, opts: Options, sig: Signature) -> bool:
+    """Speed can be asked about when acceptance looks healthy (or has nothing to compare
+    with) and the command can be relaunched."""
+    return (opts.spec_off and ctx.launch is not None and ctx.launcher is not None
+            and "greedy" in ctx.measured and sig.shape in ("healthy", "unreferenced"))
+
+
+def _spec_off_first(ctx: Context, notes: list[str]) -> ExperimentResult | None:
+    """The spec-off baseline, measured before the final signature: "slower than spec-off
+    despite healthy acceptance" is a signature only once it is known."""
+    from specdoctor.diagnose.experiments.relaunch import SpecOffBaseline, time_spec_on
+
+    try:
+        time_spec_on(ctx)
+    except SpecdoctorError as exc:
+        notes.append(f"speed: the extra timing pass with speculation failed ({exc})")
+    server = ctx.data.get("baseline_server")
+    if server is not None and ctx.launcher is not None:
+        ctx.launcher.stop(server)  # one server at a time
+        ctx.data["baseline_server"], ctx.url = None, None
+    try:
+        return SpecOffBaseline().run(ctx, ("draft-overhead",))
+    except Exception as exc:  # noqa: BLE001 - a crashing experiment must not end the diagnosis
+        notes.append(f"spec-off baseline failed: {type(exc).__name__}: {exc}")
+        _keep_traceback(ctx, "spec-off-baseline")
+        return None
+
+
 def _facts(ctx: Context, opts: Options, oracle_result: ExperimentResult | None) -> Facts:
     greedy = ctx.measured.get("greedy")
     profile = greedy.total if greedy is not None else ctx.data.get("log_total")
@@ -311,8 +494,14 @@ def _facts(ctx: Context, opts: Options, oracle_result: ExperimentResult | None) 
 
 
 def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, server: Any,
-              saver: Saver) -> Any:
+              saver: Saver, only: tuple[str, ...] | None = None) -> Any:
+    """The ledger's experiments cheapest first (``only``: just for these hypotheses)."""
+    ctx.data["deadline"] = t0 + opts.budget_min * 60   # experiments that repeat runs stop here
     for step in ledger.plan(cat, opts.restart_min):
+        if only is not None:
+            step = replace(step, hypotheses=tuple(h for h in step.hypotheses if h in only))
+            if not step.hypotheses:
+                continue
         if ledger.explained(cat):
             root, _ = ledger.root_cause()
             ctx.progress("every symptom has a confirmed cause: stopping")
@@ -323,9 +512,9 @@ def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, 
             break
         open_h = tuple(h for h in step.hypotheses if ledger.entry(h) is not None
                        and ledger.entry(h).verdict in (Verdict.PENDING, Verdict.INCONCLUSIVE))
-        if not open_h or step.experiment == "oracle-greedy" and ledger.results and \
-                any(r.experiment == "oracle-greedy" for r in ledger.results):
-            continue
+        if not open_h or (step.experiment in RUN_EARLY and
+                          any(r.experiment == step.experiment for r in ledger.results)):
+            continue   # run before the signature: its verdict stands, it is not run twice
         exp = experiments.load(step.experiment)
         spec = cat.experiments[step.experiment]
         if exp is None:
@@ -423,11 +612,13 @@ def _redecide_draft_quality(ctx: Context, ledger: Ledger) -> None:
             gap, ctx.data.get("oracle_pos0"), file_side_excluded=True)))
 
 
-def _keep_traceback(ctx: Context, name: str) -> None:
+def _keep_traceback(ctx: Context, name: str) -> Path | None:
+    path = ctx.workdir / f"crash-{name}.txt"
     try:
-        (ctx.workdir / f"crash-{name}.txt").write_text(traceback.format_exc())
+        path.write_text(traceback.format_exc())
     except OSError:
-        pass
+        return None
+    return path
 
 
 def _read(path: Path) -> str:

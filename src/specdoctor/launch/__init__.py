@@ -22,7 +22,10 @@ from specdoctor.launch.process import (
     port_in_use,
     save_handle,
     start,
+    started,
     stop,
+    stop_started,
+    stopping_started_on_exit,
     tail,
     wait_ready,
 )
@@ -30,5 +33,6 @@ from specdoctor.launch.spec import LaunchSpec, parse_command
 
 __all__ = [
     "LaunchSpec", "ServerHandle", "Speculation", "free_port", "http_ok", "load_handle",
-    "parse_command", "port_in_use", "save_handle", "start", "stop", "tail", "wait_ready",
+    "parse_command", "port_in_use", "save_handle", "start", "started", "stop", "stop_started",
+    "stopping_started_on_exit", "tail", "wait_ready",
 ]

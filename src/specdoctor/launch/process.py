@@ -2,6 +2,11 @@
 
 The server runs detached in its own session with its output in a log file, so a later command
 can find, watch and stop it; readiness is ``GET /v1/models`` answering 200.
+
+Stopping signals the server's whole process group, also when the process that was started has
+already exited: an engine's workers can outlive it. A command that must leave nothing behind
+(``diagnose``) starts its servers with ``die_with_parent`` (Linux: the kernel sends them SIGTERM
+if the command itself is killed) and calls ``stop_started`` on its way out.
 """
 
 from __future__ import annotations
@@ -10,12 +15,15 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from specdoctor.errors import LabError
 from specdoctor.launch.spec import LaunchSpec
@@ -50,8 +58,17 @@ class ServerHandle:
         return cls(LaunchSpec.from_json(spec_d), int(d["pid"]), Path(str(d["log_path"])), float(d["started_at"]))  # type: ignore[arg-type]
 
 
-def start(spec: LaunchSpec, log_path: Path) -> ServerHandle:
-    """Start the server detached (its own session), stdout and stderr into ``log_path``."""
+# Servers this process started and has not stopped, by pid (``stop_started``).
+_STARTED: dict[int, ServerHandle] = {}
+PR_SET_PDEATHSIG = 1
+
+
+def start(spec: LaunchSpec, log_path: Path, die_with_parent: bool = False) -> ServerHandle:
+    """Start the server detached (its own session), stdout and stderr into ``log_path``.
+
+    ``die_with_parent``: the server gets SIGTERM when this process dies, however it dies (even
+    SIGKILL, which runs no clean-up); Linux only, elsewhere ignored. Leave it off for servers
+    meant to outlive the command (``lab up``)."""
     if port_in_use(spec.host, spec.port):
         raise LabError(
             f"port {spec.port} is already in use on {spec.host}",
@@ -65,10 +82,71 @@ def start(spec: LaunchSpec, log_path: Path) -> ServerHandle:
             proc = subprocess.Popen(
                 list(spec.argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=env, start_new_session=True,
+                preexec_fn=_die_with(os.getpid()) if die_with_parent else None,  # noqa: PLW1509 - a C call only
             )
         except OSError as exc:
             raise LabError(f"cannot start {spec.argv[0]}: {exc}", "check the launch command") from exc
-    return ServerHandle(spec, proc.pid, log_path, time.time())
+    handle = ServerHandle(spec, proc.pid, log_path, time.time())
+    _STARTED[handle.pid] = handle
+    return handle
+
+
+def _die_with(parent: int) -> Callable[[], None] | None:
+    """The child's pre-exec step asking the kernel for SIGTERM when ``parent`` dies; None where
+    there is no prctl (not Linux). Everything is looked up here, so the child only makes the C
+    call (no import, no lock between fork and exec)."""
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    getppid, kill, me = os.getppid, os.kill, os.getpid
+
+    def pre_exec() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if getppid() != parent:   # the parent died before the request was in place
+            kill(me(), signal.SIGTERM)
+    return pre_exec
+
+
+def started() -> list[ServerHandle]:
+    """Servers this process started and has not stopped yet."""
+    return list(_STARTED.values())
+
+
+def stop_started(grace_s: float = 20.0) -> list[ServerHandle]:
+    """Stop every server this process started and has not stopped; returns them."""
+    left = started()
+    for h in left:
+        stop(h, grace_s)
+    return left
+
+
+@contextmanager
+def stopping_started_on_exit(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP)
+                             ) -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP end the command the way Ctrl-C does (an exception,
+    so every ``finally`` on the way runs and stops its server); on the way out, whatever ended
+    the block, every server this process started and did not stop is stopped."""
+    installed: dict[int, Any] = {}
+
+    def leave(signum: int, _frame: Any) -> None:
+        for sig in installed:
+            signal.signal(sig, signal.SIG_IGN)   # a second signal must not cut the clean-up
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in signals:
+            installed[sig] = signal.signal(sig, leave)
+    try:
+        yield
+    finally:
+        try:
+            stop_started()
+        finally:
+            for sig, previous in installed.items():
+                signal.signal(sig, previous)
 
 
 def wait_ready(
@@ -84,6 +162,7 @@ def wait_ready(
         if on_tick:
             on_tick(elapsed, last_log_line(handle.log_path))
         if not handle.alive():
+            stop(handle)  # what it spawned may still run
             raise LabError(
                 f"the server exited during start-up; last log lines:\n{tail(handle.log_path, 15)}",
                 f"read the whole log: {handle.log_path}",
@@ -100,23 +179,87 @@ def wait_ready(
 
 
 def stop(handle: ServerHandle, grace_s: float = 20.0) -> None:
-    """SIGTERM the server's whole process group, then SIGKILL what is left after the grace."""
-    if not handle.alive():
-        return
-    try:
-        pgid = os.getpgid(handle.pid)
-    except ProcessLookupError:
-        return
+    """SIGTERM the server's whole process group, then SIGKILL what is left after the grace.
+
+    The group is signalled even when the started process has exited (its workers may not
+    have); then only the members that started with or after it are, so a pid reused since
+    is never touched."""
+    _STARTED.pop(handle.pid, None)
+    if handle.alive():
+        try:
+            pgid = os.getpgid(handle.pid)
+        except ProcessLookupError:
+            pgid = None
+        if pgid is not None:
+            _stop_group(handle.pid, pgid, grace_s)
+            return
+    _reap(handle.pid)
+    # The leader is gone; start_new_session made its pid the group's id.
+    members = _group_members(handle.pid, handle.started_at)
+    if members:
+        _stop_pids(members, grace_s)
+
+
+def _stop_group(leader: int, pgid: int, grace_s: float) -> None:
     _signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        _reap(handle.pid)  # a reaped leader leaves the group; a zombie one would keep it "alive"
+        _reap(leader)  # a reaped leader leaves the group; a zombie one would keep it "alive"
         if not _group_alive(pgid):
             break
         time.sleep(0.25)
     else:
         _signal_group(pgid, signal.SIGKILL)
-    _reap(handle.pid)
+    _reap(leader)
+
+
+def _stop_pids(pids: list[int], grace_s: float) -> None:
+    for pid in pids:
+        _signal_pid(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        for pid in pids:
+            _reap(pid)
+        pids = [p for p in pids if _pid_alive(p)]
+        if not pids:
+            return
+        time.sleep(0.25)
+    for pid in pids:
+        _signal_pid(pid, signal.SIGKILL)
+        _reap(pid)
+
+
+def _group_members(pgid: int, not_before: float) -> list[int]:
+    """Live pids in process group ``pgid`` that started at or after ``not_before`` (epoch s),
+    read from /proc (Linux); elsewhere, none."""
+    proc = Path("/proc")
+    try:
+        btime = next(float(ln.split()[1]) for ln in (proc / "stat").read_text().splitlines()
+                     if ln.startswith("btime "))
+        tick = os.sysconf("SC_CLK_TCK")
+    except (OSError, StopIteration, ValueError):
+        return []
+    out = []
+    for d in proc.iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        # fields[0] is the state (3rd field of stat), so field n of stat is fields[n - 3]
+        if int(fields[2]) != pgid or fields[0] == "Z":
+            continue
+        if btime + int(fields[19]) / tick >= not_before - 2.0:
+            out.append(int(d.name))
+    return out
+
+
+def _signal_pid(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _signal_group(pgid: int, sig: int) -> None:

@@ -1,10 +1,26 @@
-"""Counterfactuals on the drafter's config: the same drafter with one suspicious field set to
-the target's value (or the method's published default), run through the oracle or relaunched.
+"""Counterfactuals on the drafter's config: the same drafter with its suspicious fields set to
+the target's values (or the method's published default), run through the oracle or relaunched.
 
 This is the only way ``draft-config-mismatch`` (and ``attention-mask`` through a mask field) is
-confirmed: a field whose change recovers acceptance. A field whose change does not recover is
-excluded. A difference alone is no verdict: fields that independent drafters legitimately set
-their own way (sizes, layers, head dims, dtype, max positions) are never leads.
+confirmed: a change that recovers acceptance. A change that does not recover is excluded. A
+difference alone is no verdict: fields that independent drafters legitimately set their own way
+(sizes, layers, head dims, dtype, max positions) are never leads.
+
+Leads come from:
+- scalar fields that change what the drafter computes (normalisation epsilon, activation, logit
+  scaling): compared with the target's value; a field only one side has is compared with the
+  default the other side gets, when both are the same architecture;
+- the rotary embedding as a whole, whichever spelling each config uses (``rope_parameters``,
+  ``rope_scaling``, top-level ``rope_theta``/``partial_rotary_factor``): its effective settings
+  are compared, and the counterfactual gives the drafter the target's rope keys;
+- mask fields and target-layer ids (below).
+
+Not a lead: ``tie_word_embeddings: true`` beside a checkpoint that ships its own ``lm_head``
+(vLLM 0.32 and transformers both notice and keep the head; measured: no effect).
+
+Several leads for one hypothesis are first tried together (one run excludes them all when that
+does not recover); when together they recover, each is tried alone, as far as time allows, to
+name the field.
 
 The changed drafter is a copy under a neutral temporary name (``cf-<n>/draft``), so nothing in
 its path says what was changed.
@@ -15,7 +31,8 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +42,17 @@ from specdoctor.diagnose.experiments.oracle import expected_profile, oracle_unav
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 
 _ABSENT = object()
-# Fields that change what the drafter computes when they differ from the target's: rotary
-# embedding, normalisation, activation. Compared with the target's value.
-WIRING_FIELDS = ("rope_theta", "rope_parameters.rope_theta", "rope_parameters.rope_type",
-                 "rope_scaling", "partial_rotary_factor", "rms_norm_eps", "hidden_act")
+# Scalar fields that change what the drafter computes: normalisation, activation, logit and
+# attention scaling (Llama, Qwen, Gemma, Granite spellings).
+WIRING_FIELDS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon",
+                 "hidden_act", "hidden_activation", "logit_scale", "attn_logit_softcapping",
+                 "final_logit_softcapping", "query_pre_attn_scalar", "embedding_multiplier",
+                 "residual_multiplier", "attention_multiplier", "logits_scaling")
+# Where configs spell the rotary embedding; later containers win, as in transformers' loading.
+ROPE_CONTAINERS = ("rope_scaling", "rope_parameters")
+ROPE_TOP_LEVEL = ("rope_theta", "partial_rotary_factor")
+# Rope settings that mean "no change" (absent and these values compare equal).
+ROPE_NEUTRAL = {"rope_type": "default", "partial_rotary_factor": 1.0}
 # Fields that change the drafter's attention mask: compared with the target's value, or with the
 # method's published default when the target has no such field.
 MASK_FIELDS = ("sliding_window", "use_sliding_window", "dflash_config.use_swa",
@@ -39,19 +63,42 @@ PUBLISHED_DEFAULTS = {"dflash": {"dflash_config.use_swa": False, "dflash_config.
 # (the embeddings, a missing layer), the mark of the other counting convention.
 LAYER_ID_FIELDS = ("dflash_config.target_layer_ids", "eagle_aux_hidden_state_layer_ids",
                    "eagle_config.eagle_aux_hidden_state_layer_ids")
+# Minutes one relaunch takes when deciding whether another fits before the deadline.
+RELAUNCH_MIN = 3.0
 
 
 @dataclass(frozen=True)
 class Lead:
-    field: str
+    field: str            # what the evidence names
     draft_value: Any
-    value: Any            # the counterfactual value (_ABSENT: remove the field)
+    value: Any            # the counterfactual value (_ABSENT: the field removed)
     hypothesis: str
     why: str
+    edits: tuple[tuple[str, Any], ...] = ()   # (dotted field, value or _ABSENT); () = field
 
     def change(self) -> str:
-        v = "(removed)" if self.value is _ABSENT else json.dumps(self.value)
-        return f"{self.field} {json.dumps(self.draft_value)} → {v}"
+        return f"{self.field} {_show(self.draft_value)} → {_show(self.value)}"
+
+    def config_edits(self) -> tuple[tuple[str, Any], ...]:
+        return self.edits or ((self.field, self.value),)
+
+
+def _show(v: Any) -> str:
+    if v is _ABSENT:
+        return "(absent)"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_show(x)}" for k, x in v.items()) + "}"
+    return json.dumps(v)
+
+
+def joint(found: list[Lead]) -> Lead:
+    """Several leads of one hypothesis as one change (their edits applied together)."""
+    if len(found) == 1:
+        return found[0]
+    return Lead(" + ".join(x.field for x in found), {x.field: x.draft_value for x in found},
+                {x.field: x.value for x in found}, found[0].hypothesis,
+                "; ".join(x.why for x in found),
+                tuple(e for x in found for e in x.config_edits()))
 
 
 def get(cfg: dict[str, Any], dotted: str) -> Any:
@@ -76,14 +123,68 @@ def put(cfg: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
     return out
 
 
+def rope_view(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The rotary embedding's effective settings, whatever the spelling (pure)."""
+    view: dict[str, Any] = {}
+    for c in ROPE_CONTAINERS:
+        if isinstance(cfg.get(c), dict):
+            view.update(cfg[c])
+    for k in ROPE_TOP_LEVEL:
+        if k in cfg and cfg[k] is not None:
+            view.setdefault(k, cfg[k])
+    if "type" in view:
+        view.setdefault("rope_type", view["type"])
+        del view["type"]
+    return {k: v for k, v in view.items() if ROPE_NEUTRAL.get(k, _ABSENT) != v}
+
+
+def _rope_lead(draft: dict[str, Any], target: dict[str, Any]) -> Lead | None:
+    dv, tv = rope_view(draft), rope_view(target)
+    # an absent theta is the architecture's default, unknown here: compared only when both set
+    keys = [k for k in sorted(dv.keys() | tv.keys()) if dv.get(k, _ABSENT) != tv.get(k, _ABSENT)
+            and not (k == "rope_theta" and (k not in dv or k not in tv))]
+    if not keys:
+        return None
+    edits = [(c, _ABSENT) for c in (*ROPE_CONTAINERS, *ROPE_TOP_LEVEL) if c in draft]
+    edits += [(c, target[c]) for c in (*ROPE_CONTAINERS, *ROPE_TOP_LEVEL) if c in target]
+    where = next((c for c in reversed(ROPE_CONTAINERS) if isinstance(draft.get(c), dict)),
+                 next((c for c in reversed(ROPE_CONTAINERS) if isinstance(target.get(c), dict)),
+                      "rope"))
+    if len(keys) == 1:
+        k = keys[0]
+        name = k if k in draft and k in ROPE_TOP_LEVEL else f"{where}.{k}"
+        return Lead(name, dv.get(k, _ABSENT), tv.get(k, _ABSENT), "draft-config-mismatch",
+                    f"the drafter's rotary embedding differs from the target's ({k})",
+                    tuple(edits))
+    return Lead(where, {k: dv.get(k, _ABSENT) for k in keys},
+                {k: tv.get(k, _ABSENT) for k in keys}, "draft-config-mismatch",
+                f"the drafter's rotary embedding differs from the target's ({', '.join(keys)})",
+                tuple(edits))
+
+
+def _same_architecture(draft: dict[str, Any], target: dict[str, Any]) -> bool:
+    return draft.get("model_type") is not None and \
+        draft.get("model_type") == target.get("model_type")
+
+
 def leads(draft: dict[str, Any], target: dict[str, Any], method: str | None) -> list[Lead]:
-    """The fields worth a counterfactual, each with the value to try (pure)."""
+    """The changes worth a counterfactual, each with the value to try (pure)."""
     out: list[Lead] = []
+    same = _same_architecture(draft, target)
     for f in WIRING_FIELDS:
         d, t = get(draft, f), get(target, f)
-        if d is not _ABSENT and t is not _ABSENT and d != t:
+        if d == t or (d is _ABSENT and t is _ABSENT):
+            continue
+        if d is not _ABSENT and t is not _ABSENT:
             out.append(Lead(f, d, t, "draft-config-mismatch",
                             f"the drafter's {f} differs from the target's"))
+        elif same:
+            out.append(Lead(f, d, t, "draft-config-mismatch",
+                            f"only {'the drafter' if t is _ABSENT else 'the target'} sets {f} "
+                            f"(the other gets the architecture's default)"))
+    rope = _rope_lead(draft, target)
+    if rope is not None:
+        out.append(rope)
     defaults = PUBLISHED_DEFAULTS.get(method or "", {})
     for f in MASK_FIELDS:
         d = get(draft, f)
@@ -128,13 +229,15 @@ def benign_differences(draft: dict[str, Any], target: dict[str, Any]) -> list[st
 
 
 def patched_copy(draft_dir: Path, lead: Lead, workdir: Path, n: int) -> Path:
-    """A copy of the drafter under a neutral name with the lead's field changed."""
+    """A copy of the drafter under a neutral name with the lead's fields changed."""
     out = workdir / f"cf-{n}" / "draft"
     if out.exists():
         shutil.rmtree(out)
     shutil.copytree(draft_dir, out, symlinks=False)
     cfg = json.loads((out / "config.json").read_text())
-    (out / "config.json").write_text(json.dumps(put(cfg, lead.field, lead.value), indent=2))
+    for field, value in lead.config_edits():
+        cfg = put(cfg, field, value)
+    (out / "config.json").write_text(json.dumps(cfg, indent=2))
     return out
 
 
@@ -143,6 +246,58 @@ def _leads_for(ctx: Context) -> tuple[list[Lead], list[str]]:
         return [], []
     d, t = common.read_config(ctx.draft_dir), common.read_config(ctx.target_dir)
     return leads(d, t, ctx.method), benign_differences(d, t)
+
+
+Trial = tuple[Finding, Any, dict[str, float]]   # finding, the curve after (or None), numbers
+
+
+def search(found: list[Lead], hypotheses: tuple[str, ...], trial: Callable[[Lead, int], Trial],
+           more: Callable[[], bool] = lambda: True) -> tuple[list[Finding], dict[str, Any],
+                                                             dict[str, Any]]:
+    """Try the leads of each hypothesis: alone when there is one; else together first, and,
+    when together they recover, each alone (while ``more()``) to name the field.
+
+    Returns the findings (several per hypothesis; ``_merge`` reduces them), the curves after
+    each change, and the numbers."""
+    tried: list[Finding] = []
+    curves: dict[str, Any] = {}
+    nums: dict[str, Any] = {}
+    n = 0
+
+    def run(lead: Lead) -> Finding:
+        nonlocal n
+        f, curve, numbers = trial(lead, n)
+        n += 1
+        if curve is not None:
+            curves[f"after {lead.change()}"] = curve
+        nums[lead.field] = numbers
+        return f
+
+    for h in hypotheses:
+        mine = [x for x in found if x.hypothesis == h]
+        if not mine:
+            continue
+        together = run(joint(mine))
+        if len(mine) == 1 or together.verdict is not Verdict.CONFIRMED:
+            tried.append(together)
+            continue
+        alone: list[Finding] = []
+        n_alone = 0
+        for lead in mine:
+            if not more():
+                break
+            n_alone += 1
+            f = run(lead)
+            if f.verdict is Verdict.CONFIRMED:
+                alone.append(f)
+        if alone:
+            tried += alone   # the fields that recover alone name the cause
+            continue
+        rest = ("no field alone recovers: they act together" if n_alone == len(mine) else
+                f"which of them alone: {len(mine) - n_alone} not run (time)")
+        tried.append(Finding(h, Verdict.CONFIRMED, f"{together.evidence}; {rest}",
+                             recovered=together.recovered))
+    return tried, curves, nums
 
 
 def _no_leads(exp: str, hypotheses: tuple[str, ...], benign: list[str]) -> ExperimentResult:
@@ -158,49 +313,57 @@ def _ceiling(ctx: Context) -> float:
     return float(ctx.k or 1)
 
 
-def _verdicts(exp: str, hypotheses: tuple[str, ...], tried: list[Finding]) -> list[Finding]:
-    """Per hypothesis: confirmed if one of its fields recovered, else excluded (all tried)."""
+def _verdicts(hypotheses: tuple[str, ...], tried: list[Finding]) -> list[Finding]:
+    """Per hypothesis: what its trials found, or excluded when none of its kind differs."""
     out = list(tried)
     for h in hypotheses:
-        mine = [f for f in tried if f.hypothesis == h]
-        if not mine and h in ("draft-config-mismatch", "attention-mask"):
+        if h in ("draft-config-mismatch", "attention-mask") and \
+                not any(f.hypothesis == h for f in tried):
             out.append(Finding(h, Verdict.EXCLUDED, "no field of this kind differs"))
     return out
 
 
 class OracleCounterfactual:
-    """Through the oracle: no restart, methods the oracle covers."""
+    """Through the oracle: no restart, methods the oracle covers. Only where the engine reaches
+    the oracle of the served files: otherwise the oracle does not read those files as the
+    engine does, and what it shows after a change says nothing of the engine."""
 
     id = "oracle-counterfactual"
 
     def unavailable(self, ctx: Context) -> str | None:
         if ctx.method == "ngram":
             return "prompt lookup has no drafter config"
+        gap = ctx.data.get("oracle_gap")
+        if gap is not None and gap.below:
+            return ("the engine accepts less than the oracle of the served files, so the oracle "
+                    "does not run them as the engine does; a relaunch decides")
         return oracle_unavailable(ctx)
 
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
         t0 = time.perf_counter()
         found, benign = _leads_for(ctx)
+        found = [lead for lead in found if lead.hypothesis in hypotheses]
         if not found:
             return _no_leads(self.id, hypotheses, benign)
+        assert ctx.draft_dir is not None
         base = ctx.data.get("oracle_greedy") or run_oracle(ctx, 0.0, 1.0)
         ctx.data["oracle_greedy"] = base
         before = common.apd(expected_profile(base))
-        tried, curves, nums = [], {"before": expected_profile(base)}, {}
-        for n, lead in enumerate(found):
-            if lead.hypothesis not in hypotheses:
-                continue
+
+        def trial(lead: Lead, n: int) -> Trial:
             ctx.progress(f"oracle counterfactual: {lead.change()}")
-            after_res = run_oracle(ctx, 0.0, 1.0, patched_copy(ctx.draft_dir, lead, ctx.workdir, n))
-            after = expected_profile(after_res)
+            after = expected_profile(run_oracle(ctx, 0.0, 1.0, patched_copy(
+                ctx.draft_dir, lead, ctx.workdir, n)))
             a = common.apd(after)
             # greedy oracle: deterministic, so any change beyond numerics is real
             f = rules.decide_counterfactual(lead.hypothesis, lead.change() + " (oracle)", before,
-                                            a, _ceiling(ctx), significant=a - before > 0.05 * max(before, 0.1))
-            tried.append(f)
-            curves[f"after {lead.change()}"] = after
-            nums[lead.field] = {"before": round(before, 4), "after": round(a, 4)}
-        return ExperimentResult(self.id, _merge(_verdicts(self.id, hypotheses, tried)), nums, curves,
+                                            a, _ceiling(ctx),
+                                            significant=a - before > 0.05 * max(before, 0.1))
+            return f, after, {"before": round(before, 4), "after": round(a, 4)}
+
+        tried, curves, nums = search(found, hypotheses, trial)
+        return ExperimentResult(self.id, _merge(_verdicts(hypotheses, tried)), nums,
+                                {"before": expected_profile(base), **curves},
                                 wall_s=time.perf_counter() - t0)
 
 
@@ -224,10 +387,14 @@ class RelaunchCounterfactual:
         found = [lead for lead in found if lead.hypothesis in hypotheses]
         if not found:
             return _no_leads(self.id, hypotheses, benign)
+        assert ctx.launch is not None and ctx.draft_dir is not None
         before_p = ctx.measured["greedy"].total
         before = common.apd(before_p)
-        tried, curves, nums, cmds, errors = [], {"before": before_p}, {}, [], []
-        for n, lead in enumerate(found):
+        cmds: list[str] = []
+        errors: list[str] = []
+
+        def trial(lead: Lead, n: int) -> Trial:
+            assert ctx.launch is not None and ctx.draft_dir is not None
             copy = patched_copy(ctx.draft_dir, lead, ctx.workdir, 100 + n)
             sc = dict(ctx.launch.speculative_config() or {})
             sc["model"] = str(copy)
@@ -237,24 +404,21 @@ class RelaunchCounterfactual:
                                                  f"counterfactual-{n}")
             if m is None or m.total is None:
                 errors.append(f"{lead.change()}: {err}")
-                tried.append(Finding(lead.hypothesis, Verdict.INCONCLUSIVE,
-                                     f"{lead.change()}: relaunch failed: {err}"))
-                continue
+                return (Finding(lead.hypothesis, Verdict.INCONCLUSIVE,
+                                f"{lead.change()}: relaunch failed: {err}"), None, {})
             a = common.apd(m.total)
             f = rules.decide_counterfactual(
                 lead.hypothesis, lead.change() + " (relaunched)", before, a, _ceiling(ctx),
                 common.significantly_higher(m.total, before_p))
-            tried.append(f)
-            curves[f"after {lead.change()}"] = m.total
-            nums[lead.field] = {"before": round(before, 4), "after": round(a, 4)}
-            if f.verdict is Verdict.CONFIRMED:
-                break  # one field that recovers is the answer; the rest stay untested
-        found_h = {f.hypothesis for f in tried}
-        out = [replace(f) for f in tried]
-        for h in hypotheses:
-            if h not in found_h and h in ("draft-config-mismatch", "attention-mask"):
-                out.append(Finding(h, Verdict.EXCLUDED, "no field of this kind differs"))
-        return ExperimentResult(self.id, _merge(out), nums, curves, cmds,
+            return f, m.total, {"before": round(before, 4), "after": round(a, 4)}
+
+        def more() -> bool:
+            deadline = ctx.data.get("deadline")
+            return deadline is None or time.monotonic() + RELAUNCH_MIN * 60 < deadline
+
+        tried, curves, nums = search(found, hypotheses, trial, more)
+        return ExperimentResult(self.id, _merge(_verdicts(hypotheses, tried)), nums,
+                                {"before": before_p, **curves}, cmds,
                                 "; ".join(errors) or None, time.perf_counter() - t0)
 
 

@@ -37,7 +37,10 @@ def oracle_unavailable(ctx: Context) -> str | None:
     return None
 
 
-def run_oracle(ctx: Context, temperature: float, top_p: float, draft_dir: Any = None) -> Any:
+def run_oracle(ctx: Context, temperature: float, top_p: float, draft_dir: Any = None,
+               vocab_map: Any = None) -> Any:
+    """``vocab_map``: a draft-to-target id map file; default: the map the engine applies
+    (``ctx.data["oracle_vocab_map"]``, set when the drafter's tokenizer is not the target's)."""
     from specdoctor.oracle.runner import OracleConfig, run_oracle as _run
     from specdoctor.oracle.simulate import Sampling
 
@@ -51,7 +54,8 @@ def run_oracle(ctx: Context, temperature: float, top_p: float, draft_dir: Any = 
         sampling=Sampling(temperature, top_p, draft_mode),
         prompt_lookup_min=s.prompt_lookup[0], prompt_lookup_max=s.prompt_lookup[1],
         max_model_len=s.max_model_len,
-        dtype=s.dtype if s.dtype in ("float32", "bfloat16", "float16") else "float32")
+        dtype=s.dtype if s.dtype in ("float32", "bfloat16", "float16") else "float32",
+        vocab_map=vocab_map or ctx.data.get("oracle_vocab_map"))
     return _run(cfg)
 
 
