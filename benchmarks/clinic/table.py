@@ -3,6 +3,8 @@ as a Markdown table (benchmarks/results/clinic.md) that docs/diagnose.md cites.
 
 Each row names the commit and date of the run it comes from (cases are run in groups, so rows
 may come from different runs); a case whose latest run did not finish is shown with its error.
+Only the cases run.py defines today are shown (a case retired from it keeps its rows in the
+json, not in the table).
 
     python benchmarks/clinic/table.py            # writes benchmarks/results/clinic.md
 """
@@ -64,7 +66,17 @@ def render(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    OUT.write_text(render(latest_rows(json.loads(RESULTS.read_text()))))
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from run import CASES
+
+    names = [c.name for c in CASES]
+    rows = {r["case"]: r for r in latest_rows(json.loads(RESULTS.read_text()))}
+    OUT.write_text(render([rows[n] for n in names if n in rows]))
+    missing = [n for n in names if n not in rows]
+    if missing:
+        print(f"never run: {', '.join(missing)}", file=sys.stderr)
     print(OUT.read_text())
 
 
