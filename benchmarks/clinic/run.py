@@ -310,6 +310,10 @@ CASES = [
          "EAGLE3 vocabulary map off by one"),
     Case("mtp-k", "k-beyond-training", _lab_drafter("mtp", "mtp-k-beyond-training"),
          "MTP run at k=6, trained for one step"),
+    # Left out of the answer key: its effect is inside the measurement's own interval
+    # (docs/lab.md), so no profile can show it; the row records what diagnose says.
+    Case("dflash-causal", None, _lab_drafter("dflash", "dflash-causal"),
+         "DFlash served causal where it was trained non-causal (not measurable: key left out)"),
     Case("draft-heads-lost", "draft-attention-partial", _heads_lost,
          "self-draft with a runtime patch zeroing 3 of 4 draft attention heads past the first "
          "quarter of the context"),
