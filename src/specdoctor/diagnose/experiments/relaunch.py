@@ -13,7 +13,7 @@ servers still run one after the other, so what else the machine does moves their
 speculation is clearly slower (the total ratio and the median of the per-prompt ratios both
 under CLEAR_SHARE; a load spike moves some prompts, not the median), excluded when it is not
 slower (SLOWER_SHARE, the signature's threshold), and inconclusive in between. Seen on a shared
-2-core machine (the clinic, decode speed): healthy setups from 0.86x to 1.75x of spec-off, the
+2-core machine (the clinic, decode speed): healthy setups from 0.87x to 1.75x of spec-off, the
 same prompt-lookup setup at 0.88x and 1.21x in two comparisons, a drafter carrying the target's
 function in 26x its weights at 0.25x."""
 
