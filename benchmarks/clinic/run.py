@@ -350,7 +350,7 @@ def run_case(case: Case, budget: float) -> dict:
     row: dict = {"case": case.name, "commit": commit, "about": case.about,
                  "expected": case.root_cause,
                  "build_s": round(build_s, 1), "diagnose_wall_s": round(wall, 1),
-                 "command": cmd, "sampling": setup.sampling}
+                 "command": cmd.replace(sys.executable, "python3", 1), "sampling": setup.sampling}
     try:
         d = json.loads(proc.stdout)
     except ValueError:
