@@ -154,6 +154,12 @@ def recovered_share(before: float, after: float, ceiling: float) -> float:
     return max(0.0, min(1.0, (after - before) / room))
 
 
+def oracle_change_is_real(before: float, after: float) -> bool:
+    """Between two greedy oracle runs (deterministic), a rise beyond numerics: 5% of ``before``
+    (at least 0.005 accepted per draft)."""
+    return after - before > 0.05 * max(before, 0.1)
+
+
 def recovers(before: float, after: float, significant: bool) -> bool:
     return significant and after - before >= max(RECOVER_GAIN * before, RECOVER_MIN_ABS)
 

@@ -38,7 +38,9 @@ from typing import Any
 
 from specdoctor.diagnose import rules
 from specdoctor.diagnose.experiments import common
-from specdoctor.diagnose.experiments.oracle import expected_profile, oracle_unavailable, run_oracle
+from specdoctor.diagnose.experiments.oracle import (
+    expected_profile, oracle_unavailable, run_oracle, served_oracle,
+)
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 
 _ABSENT = object()
@@ -346,8 +348,7 @@ class OracleCounterfactual:
         if not found:
             return _no_leads(self.id, hypotheses, benign)
         assert ctx.draft_dir is not None
-        base = ctx.data.get("oracle_greedy") or run_oracle(ctx, 0.0, 1.0)
-        ctx.data["oracle_greedy"] = base
+        base = served_oracle(ctx)
         before = common.apd(expected_profile(base))
 
         def trial(lead: Lead, n: int) -> Trial:
@@ -355,10 +356,9 @@ class OracleCounterfactual:
             after = expected_profile(run_oracle(ctx, 0.0, 1.0, patched_copy(
                 ctx.draft_dir, lead, ctx.workdir, n)))
             a = common.apd(after)
-            # greedy oracle: deterministic, so any change beyond numerics is real
             f = rules.decide_counterfactual(lead.hypothesis, lead.change() + " (oracle)", before,
                                             a, _ceiling(ctx),
-                                            significant=a - before > 0.05 * max(before, 0.1))
+                                            significant=rules.oracle_change_is_real(before, a))
             return f, after, {"before": round(before, 4), "after": round(a, 4)}
 
         tried, curves, nums = search(found, hypotheses, trial)

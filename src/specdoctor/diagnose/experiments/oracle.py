@@ -59,6 +59,15 @@ def run_oracle(ctx: Context, temperature: float, top_p: float, draft_dir: Any = 
     return _run(cfg)
 
 
+def served_oracle(ctx: Context) -> Any:
+    """The greedy oracle of the served files on the diagnosis' prompts, computed once and
+    shared by every experiment that compares with it."""
+    res = ctx.data.get("oracle_greedy")
+    if res is None:
+        res = ctx.data["oracle_greedy"] = run_oracle(ctx, 0.0, 1.0)
+    return res
+
+
 def gap(oracle_result: Any, measured: Any) -> tuple[rules.Gap, Any]:
     """Paired comparison over prompts; the gap in accepted per draft."""
     from specdoctor.oracle import compare as cmp
@@ -91,8 +100,7 @@ class OracleGreedy:
 
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
         t0 = time.perf_counter()
-        res = ctx.data.get("oracle_greedy") or run_oracle(ctx, 0.0, 1.0)
-        ctx.data["oracle_greedy"] = res
+        res = served_oracle(ctx)
         g, c = gap(res, ctx.measured["greedy"])
         pos0 = c.positions[0].oracle.value if c.positions else None
         ctx.data["oracle_gap"], ctx.data["oracle_pos0"] = g, pos0

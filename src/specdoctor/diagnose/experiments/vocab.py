@@ -270,7 +270,7 @@ class VocabMapCheck:
 
     def _map(self, ctx: Context) -> ExperimentResult:
         from specdoctor.diagnose.experiments.oracle import (
-            expected_profile, oracle_unavailable, run_oracle,
+            expected_profile, oracle_unavailable, run_oracle, served_oracle,
         )
 
         t0 = time.perf_counter()
@@ -297,15 +297,14 @@ class VocabMapCheck:
             return ExperimentResult(self.id, [Finding(
                 HID, Verdict.INCONCLUSIVE, f"{chk.evidence}; the map counterfactual needs the "
                                            f"oracle: {why}")], nums)
-        base = ctx.data.get("oracle_greedy") or run_oracle(ctx, 0.0, 1.0)
-        ctx.data["oracle_greedy"] = base
+        base = served_oracle(ctx)
         ctx.progress("oracle counterfactual: d2t rebuilt from t2d")
         after_res = run_oracle(ctx, 0.0, 1.0, map_copy(ctx.draft_dir, chk.repaired, ctx.workdir))
         before_p, after_p = expected_profile(base), expected_profile(after_res)
         b, a = common.apd(before_p), common.apd(after_p)
         f = rules.decide_counterfactual(
             HID, f"{chk.evidence}; d2t rebuilt from t2d (oracle)", b, a, float(ctx.k or 1),
-            significant=a - b > 0.05 * max(b, 0.1))
+            significant=rules.oracle_change_is_real(b, a))
         nums.update({"before": round(b, 4), "after": round(a, 4)})
         return ExperimentResult(self.id, [f], nums,
                                 {"before": before_p, "after d2t rebuilt from t2d": after_p},
@@ -339,7 +338,7 @@ class VocabMapCheck:
         f = rules.decide_counterfactual(
             HID, f"{lead}; the drafter with its ids translated by token string (oracle)",
             before, after, float(ctx.k or 1),
-            significant=after - before > 0.05 * max(before, 0.1))
+            significant=rules.oracle_change_is_real(before, after))
         if f.verdict is Verdict.CONFIRMED:
             f = replace(f, evidence=f.evidence + "; fix: a drafter with the target's tokenizer, "
                         "or let the engine translate (vLLM: \"use_heterogeneous_vocab\": true in "
