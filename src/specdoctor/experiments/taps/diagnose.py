@@ -36,6 +36,7 @@ from specdoctor.bench import measure as proto
 from specdoctor.diagnose.experiments import common
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Launch, Verdict
+from specdoctor.experiments.config_audit.diagnose import parallel_layout
 from specdoctor.experiments.taps import heads
 
 HID = "draft-attention-partial"
@@ -50,23 +51,8 @@ NUM_PROMPTS = 2
 MAX_TOKENS = 16
 TAPS_MAX = 32                   # records per process
 TAPS_MAX_BYTES = 64 << 20       # bytes per process
-SHARDING_FLAGS = (("--tensor-parallel-size", "-tp"), ("--decode-context-parallel-size", "-dcp"),
-                  ("--prefill-context-parallel-size", "-pcp"))
-
-
-def sharding(launch: Launch) -> dict[str, int]:
-    """The sharding flags the launch sets above 1 (empty: one rank holds the whole model)."""
-    out: dict[str, int] = {}
-    for flags in SHARDING_FLAGS:
-        for flag in flags:
-            v = launch.arg(flag)
-            if v is not None and v.isdigit() and int(v) > 1:
-                out[flags[0]] = int(v)
-    return out
-
-
 def parallel_finding(launch: Launch) -> Finding:
-    layout = sharding(launch)
+    layout = parallel_layout(launch)
     if not layout:
         return Finding(PARALLEL, Verdict.EXCLUDED,
                        "the launch shards nothing (no tensor, decode- or prefill-context parallel "
