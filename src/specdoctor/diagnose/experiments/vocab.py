@@ -153,9 +153,8 @@ def _read_map(draft_dir: Path) -> tuple[np.ndarray | None, np.ndarray | None]:
     d2t = t2d = None
     for f in sorted(draft_dir.glob("*.safetensors")):
         with safe_open(str(f), "pt") as fh:
-            keys = set(fh.keys())
-            for name in keys:
-                short = name.rsplit(".", 1)[-1] if name.endswith(("d2t", "t2d")) else name
+            for name in fh.keys():
+                short = name.rsplit(".", 1)[-1]   # "d2t" or a prefixed "model.d2t"
                 if short == "d2t":
                     d2t = fh.get_tensor(name).long().numpy()
                 elif short == "t2d":
