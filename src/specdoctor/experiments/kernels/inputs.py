@@ -58,7 +58,7 @@ def build(case: Case, device: str = "cpu") -> Paged:
 
     gen = torch.Generator().manual_seed(case.seed)
     dtype = torch_dtype(case.dtype)
-    hk, hq, d, bs = case.heads_kv, case.heads_q, case.head_dim, case.block_size
+    hk, d, bs = case.heads_kv, case.head_dim, case.block_size
     lens = [ctx + n for ctx, n in case.seqs]
     blocks_per = [(n + bs - 1) // bs for n in lens]
     num_blocks = sum(blocks_per) + SPARE_BLOCKS
