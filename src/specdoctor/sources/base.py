@@ -115,6 +115,9 @@ class Source(Protocol):
     name: str
     # Metric name prefixes that only this engine's /metrics body carries.
     metrics_prefixes: tuple[str, ...]
+    # Substrings of which every line ``looks_like`` accepts holds one: what a scanner of a
+    # huge log looks for before asking ``looks_like``.
+    markers: tuple[str, ...]
 
     def looks_like(self, line: str) -> bool:
         """Whether a log line is one of this engine's speculative-decoding lines."""
@@ -136,6 +139,7 @@ class LineSource:
 
     name: str
     metrics_prefixes: tuple[str, ...]
+    markers: tuple[str, ...]
     looks_like: Callable[[str], bool]
     parse_log: Callable[[Iterable[str], str, ReadOptions], LogReading]
     profile_from_prometheus: Callable[[str], AcceptanceProfile]

@@ -461,5 +461,6 @@ def _parse(lines: Iterable[str], source: str, options: ReadOptions) -> LogReadin
     return parse_log(lines, source)
 
 
-SOURCE = LineSource(ENGINE, ("llamacpp:spec_decode",), looks_like, _parse,
+SOURCE = LineSource(ENGINE, ("llamacpp:spec_decode",), (MARKER, STATS_MARKER, "n_drafted"),
+                    looks_like, _parse,
                     profile_from_prometheus)

@@ -23,7 +23,7 @@ from specdoctor.acceptance.bootstrap import UnitBlocks
 from specdoctor.acceptance.profile import AcceptanceProfile, ProfileSum
 from specdoctor.errors import InputError
 from specdoctor.sources.base import LogReading, ReadOptions, Window
-from specdoctor.sources.registry import ENGINES, engine_of_line, source
+from specdoctor.sources.registry import ENGINES, engine_of_line, markers, source
 from specdoctor.sources.scan import LogInput, open_input
 
 __all__ = ["ENGINES", "FileLog", "LogTotal", "detect_engine", "read_logs"]
@@ -84,10 +84,18 @@ class _Collector:
 
 
 def detect_engine(inp: LogInput) -> str | None:
-    """The engine whose metrics lines appear first in the input's head (first 8 MiB)."""
-    head = inp.head
-    if b"\x00" in head[:4096]:
-        raise InputError(f"{inp.label} is a binary file, not a log", "pass the server's text log")
+    """The engine whose metrics line comes first: in the input's head (first 8 MiB), else
+    further on (past a long preamble of other lines, or past lines longer than the head)."""
+    return _engine_in(inp.head) or inp.first_past_head(markers(), engine_of_line)
+
+
+def _refuse_binary(inp: LogInput) -> None:
+    if inp.is_binary:
+        raise InputError(f"{inp.label} is a binary file (it holds NUL bytes), not a log",
+                         "pass the server's text log")
+
+
+def _engine_in(head: bytes) -> str | None:
     start = 0
     while start < len(head):  # a piece at a time: the first metrics line is usually early
         end = head.find(b"\n", start + (1 << 16))
@@ -118,6 +126,8 @@ def read_logs(names: Sequence[str | Path], engine: str | None = None, drafter: s
         raise InputError(f"the same input named twice: {', '.join(labels)}",
                          "name each log once (its windows would be counted twice)")
     inputs = [open_input(name) for name in labels]
+    for inp in inputs:
+        _refuse_binary(inp)
     engines = {inp.label: engine or detect_engine(inp) for inp in inputs}
     engine = engine or _one_engine(engines)
     reader = source(engine)

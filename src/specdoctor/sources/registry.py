@@ -48,6 +48,11 @@ def engine_of_line(line: str) -> str | None:
     return None
 
 
+def markers() -> tuple[bytes, ...]:
+    """Every engine's line markers (``Source.markers``), as bytes for a scanner."""
+    return tuple(m.encode() for s in _all() for m in s.markers)
+
+
 def engine_of_metrics(text: str) -> str | None:
     """The engine whose spec-decode metric names appear first in a /metrics body; failing
     that, the one engine whose metric namespace (``vllm:``…) the body uses."""

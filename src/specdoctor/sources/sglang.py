@@ -447,5 +447,5 @@ def _parse(lines: Iterable[str], source: str, options: ReadOptions) -> LogReadin
     return parse_log(lines, source, k=options.k)
 
 
-SOURCE = LineSource(ENGINE, ("sglang:spec_", "sglang_spec_"), looks_like, _parse,
+SOURCE = LineSource(ENGINE, ("sglang:spec_", "sglang_spec_"), (MARKER,), looks_like, _parse,
                     profile_from_prometheus)

@@ -407,6 +407,7 @@ class _VllmSource:
 
     name = ENGINE
     metrics_prefixes = ("vllm:spec_decode",)
+    markers = MARKERS
 
     @staticmethod
     def looks_like(line: str) -> bool:
