@@ -218,6 +218,8 @@ class VllmLogParser:
     def __init__(self, drafter: DrafterKind = "auto") -> None:
         self.drafter = drafter
         self.method: str | None = None
+        self.methods: list[tuple[int, str]] = []  # (line, method) where the method is named
+        self._configs: list[tuple[int, str]] = []  # start-up lines read ahead, not yet reached
         self.fixed: bool | None = None if drafter == "auto" else drafter == "fixed"
         self.skipped = SkippedLines()
         self.notes: list[str] = []
@@ -226,12 +228,36 @@ class VllmLogParser:
         self._v0_prev: V0Totals | None = None
         self._v0_noted = False
 
+    def preload_config(self, lineno: int, line: str) -> None:
+        """A start-up line read ahead (a file's head): it takes effect from its own line on, so
+        a server restarted into the same file with another method counts from there."""
+        method = drafter_method(line)
+        if method is not None:
+            self._configs.append((lineno, method))
+            if len(self._configs) == 1:
+                self._set_method(method, "", lineno)
+
+    def _set_method(self, method: str, source: str, lineno: int) -> None:
+        if method == self.method:
+            return
+        if self.method is None:
+            self.notes.append(f"speculative method from the start-up log: {method}")
+        else:
+            self.notes.append(f"{source}:{lineno}: the start-up lines name another method, "
+                              f"{method} (was {self.method}): counted as such from there")
+        self.method = method
+        self.methods.append((lineno, method))
+        if self.drafter == "auto":
+            self.fixed = method not in VARIABLE_LENGTH_METHODS
+
     def feed(self, source: str, lineno: int, line: str) -> list[Window]:
-        if self.method is None and CONFIG_NEEDLE in line:
-            self.method = drafter_method(line)
-            if self.method and self.drafter == "auto":
-                self.fixed = self.method not in VARIABLE_LENGTH_METHODS
-                self.notes.append(f"speculative method from the start-up log: {self.method}")
+        while self._configs and self._configs[0][0] <= lineno:
+            at, method = self._configs.pop(0)
+            self._set_method(method, source, at)
+        if CONFIG_NEEDLE in line:
+            method = drafter_method(line)
+            if method is not None:
+                self._set_method(method, source, lineno)
         i = line.find(V1_MARKER)
         if i >= 0:
             # the current format in one match (most lines), else field by field
@@ -402,12 +428,13 @@ _SINK_BATCH = 64
 class _VllmSource:
     """vLLM logs: only the lines carrying a metrics marker reach Python (grep on a file; the
     same scan in Python on a stream), in blocks, and each goes through ``VllmLogParser.feed``.
-    The method comes from the start-up lines at the head of a file (a stream is scanned for
-    them throughout, in its one pass)."""
+    The method comes from the start-up lines at the head of a file, each from its own line on
+    (a stream is scanned for them throughout, in its one pass)."""
 
     name = ENGINE
     metrics_prefixes = ("vllm:spec_decode",)
     markers = MARKERS
+    splits_on_k = True  # V1: the per-position list has num_speculative_tokens entries; V0: k
 
     @staticmethod
     def looks_like(line: str) -> bool:
@@ -420,7 +447,7 @@ class _VllmSource:
         wanted = tuple(m.encode() for m in MARKERS)
         if inp.path is not None:
             for lineno, line in inp.head_lines_with(config):
-                parser.feed(inp.label, lineno, line)
+                parser.preload_config(lineno, line)
         else:
             wanted += (config,)
         label, feed = inp.label, parser.feed
@@ -435,7 +462,8 @@ class _VllmSource:
             sink(windows)
         sink(parser.finish())
         return LogReading(ENGINE, skipped=parser.skipped, notes=parser.notes,
-                          cumulative=parser.cumulative, method=parser.method)
+                          cumulative=parser.cumulative, method=parser.method,
+                          methods=parser.methods)
 
     @staticmethod
     def profile_from_prometheus(text: str) -> AcceptanceProfile:
