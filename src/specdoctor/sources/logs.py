@@ -24,9 +24,12 @@ from dataclasses import dataclass, field
 
 from specdoctor.acceptance.bootstrap import UnitBlocks
 from specdoctor.acceptance.profile import AcceptanceProfile, ProfileSum
-from specdoctor.errors import InputError
+from specdoctor.errors import InputError, SpeculationOff
 from specdoctor.sources.base import LogReading, ReadOptions, Window
-from specdoctor.sources.registry import ENGINES, engine_of_line, markers, source
+from specdoctor.sources.registry import (
+    ENGINES, engine_of_line, engine_serving, markers, serving_markers, source,
+)
+from specdoctor.sources.base import printable
 from specdoctor.sources.scan import LogInput, open_input
 
 __all__ = ["ENGINES", "FileLog", "LogTotal", "detect_engine", "read_logs"]
@@ -173,6 +176,8 @@ def read_logs(names: Sequence[str | Path], engine: str | None = None, drafter: s
     for inp in inputs:
         _refuse_binary(inp)
     engines = {inp.label: engine or detect_engine(inp) for inp in inputs}
+    if not any(engines.values()):
+        _refuse_speculation_off(inputs)
     engine = engine or _one_engine(engines)
     reader = source(engine)
     options = ReadOptions(drafter=drafter, k=k)
@@ -241,6 +246,15 @@ def _combine(engine: str, files: list[FileLog], segments: list[_Segment],
         f.total = f.total.with_intervals(seg.blocks.intervals(), seg.blocks.unavailable("windows"))
     methods = {f.reading.method for f in files}
     reading.method = methods.pop() if len(methods) == 1 else None
+    if len(inputs) == 1:  # counts since start add up only for one server's log
+        reading.since_start = files[0].reading.since_start
+    plain = sum(f.reading.plain_lines for f in files)
+    if total.n == 0 and plain and not reading.skipped.count:
+        raise SpeculationOff(
+            f"speculation is off in {', '.join(sorted(inputs))}: {plain} {engine} decode "
+            "statistics line(s) and none with an acceptance figure",
+            SPEC_OFF_FIX, f"{plain} {engine} decode statistics line(s) without an acceptance "
+                          "figure")
     if total.n == 0:
         raise InputError(
             f"{engine} log lines found, but no speculative-decoding window in "
@@ -271,6 +285,42 @@ def _differing_config(files: list[FileLog]) -> str | None:
         return None
     return ", ".join(f"{f.source}: " + " ".join(f"{name}={values[name](f)}" for name in differ)
                      for f in files)
+
+
+SPEC_OFF_FIX = ("start the server with speculative decoding (vLLM --speculative-config, SGLang "
+                "--speculative-algorithm, llama-server -md or --spec-type) and keep its stats "
+                "logging on")
+
+
+def _refuse_speculation_off(inputs: list[LogInput]) -> None:
+    """No speculative line in any input: if one shows the engine serving (its throughput lines,
+    a start-up line without a speculative config), speculation was off; say so."""
+    for inp in inputs:
+        found: list[str] = []
+
+        def serving(line: str) -> str | None:
+            engine = engine_serving(line)
+            if engine is not None:
+                found.append(line)
+            return engine
+
+        engine = (next(filter(None, (serving(line) for _, line in
+                                     inp.head_lines_with(*serving_markers()))), None)
+                  or inp.first_past_head(serving_markers(), serving))
+        if engine is not None:
+            shown = _around(found[0], [m.decode() for m in serving_markers()])
+            raise SpeculationOff(
+                f"speculation is off in {inp.label}: it is a {engine} log that shows the server "
+                f"serving ({shown!r}) and holds no speculative-decoding line",
+                SPEC_OFF_FIX, f"the {engine} log shows the server serving ({shown!r}) and no "
+                              "speculative-decoding line")
+
+
+def _around(line: str, markers: list[str], width: int = 70) -> str:
+    """The part of ``line`` around the first marker it holds, safe to show."""
+    at = min((i for i in (line.find(m) for m in markers) if i >= 0), default=0)
+    start = max(at - width, 0)
+    return ("…" if start else "") + printable(line[start:].strip(), 2 * width)
 
 
 def _one_engine(found: dict[str, str | None]) -> str:

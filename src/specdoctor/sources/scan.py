@@ -275,9 +275,9 @@ class LogInput:
         self.stream = _Chain([spool, self.stream])
         return found
 
-    def head_lines_with(self, needle: bytes) -> Iterator[tuple[int, str]]:
-        """(line number, line) of the head's lines containing ``needle``."""
-        yield from _scan(self.head, (needle,), 0)
+    def head_lines_with(self, *needles: bytes) -> Iterator[tuple[int, str]]:
+        """(line number, line) of the head's lines containing any of ``needles``, in order."""
+        yield from _scan(self.head, needles, 0)
 
     def marked_text(self, wanted: tuple[bytes, ...]) -> Iterator[str]:
         """``iter_marked_text`` of the whole input (for a stream: head, then the rest)."""

@@ -140,6 +140,18 @@ def _int_arg(value: Any) -> int | None:
         return None
 
 
+# SGLang's --speculative-algorithm, as the methods are named elsewhere here (vLLM's names):
+# NEXTN is DeepSeek's multi-token prediction head, STANDALONE a separate draft model.
+METHODS = {"NEXTN": "mtp", "EAGLE": "eagle", "EAGLE3": "eagle3", "STANDALONE": "draft_model",
+           "NGRAM": "ngram"}
+
+
+def method_of(args: Mapping[str, Any]) -> str | None:
+    """The method a ``speculative_algorithm`` names, in vLLM's names (None: off or unknown)."""
+    algorithm = _arg(args.get("speculative_algorithm"))
+    return METHODS.get(str(algorithm).upper()) if algorithm is not None else None
+
+
 # -- log lines ----------------------------------------------------------------------------------
 
 
@@ -192,6 +204,10 @@ def parse_log(
             if args:
                 logged_k, k_note = k_from_server_args(args)
                 logged.append(logged_k)
+                method = method_of(args)
+                if method is not None and method != reading.method:
+                    reading.method = method
+                    reading.methods.append((lineno, method))
                 if k_note and k_note not in k_notes:
                     k_notes.append(k_note)
             continue
@@ -239,6 +255,7 @@ def parse_log(
                                  f"(line {wrong[0].line}): k is wrong")
     for k_note in k_notes if k is None else ():
         reading.notes.append(f"server_args in the log: {k_note}")
+    reading.plain_lines = plain
     if plain:
         reading.notes.append(
             f"{plain} Decode batch line(s) without accept len: speculative decoding was off there"
@@ -454,4 +471,4 @@ def _parse(lines: Iterable[str], source: str, options: ReadOptions) -> LogReadin
 
 
 SOURCE = LineSource(ENGINE, ("sglang:spec_", "sglang_spec_"), (MARKER,), looks_like, _parse,
-                    profile_from_prometheus, splits_on_k=True)
+                    profile_from_prometheus, splits_on_k=True, serving_markers=(MARKER,))

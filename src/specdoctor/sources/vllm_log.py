@@ -435,6 +435,8 @@ class _VllmSource:
     metrics_prefixes = ("vllm:spec_decode",)
     markers = MARKERS
     splits_on_k = True  # V1: the per-position list has num_speculative_tokens entries; V0: k
+    # the engine's throughput line (V0 and V1), and the start-up line of a server without it
+    serving_markers = ("Avg generation throughput:", "speculative_config=None")
 
     @staticmethod
     def looks_like(line: str) -> bool:
