@@ -223,7 +223,7 @@ def shape(p: AcceptanceProfile | None, ref: Reference | None, variable_length: b
     rnums = "/".join(f"{r:.2f}" for r in ref.per_position[:n])
     unstated = (f"; positions {n}-{len(pp) - 1} not compared (the reference states {n})"
                 if len(pp) > n else "")
-    against = f"{nums} vs {ref.source} reference {rnums} ({ref.name}){unstated}"
+    against = f"{nums} vs {ref.words()} {rnums}{unstated}"
     low = [i for i in range(n) if not within(pp[i], ref.per_position[i], ref.tolerance,
                                              _pos_high(p, i))]
     if not low:

@@ -32,7 +32,7 @@ from specdoctor.sources.registry import (
 from specdoctor.sources.base import printable
 from specdoctor.sources.scan import LogInput, open_input
 
-__all__ = ["ENGINES", "FileLog", "LogTotal", "detect_engine", "read_logs"]
+__all__ = ["ENGINES", "FileLog", "LogTotal", "detect_engine", "differing_config", "read_logs"]
 
 
 @dataclass
@@ -196,7 +196,7 @@ def read_logs(names: Sequence[str | Path], engine: str | None = None, drafter: s
             files.append(_segment_log(inp.label, part, seg, i, note is not None))
             segments.append(seg)
         collectors.append(col)
-    mixed = _differing_config(files)
+    mixed = differing_config(files)
     if mixed and not by_file:
         what = (f"the speculative config changes inside {', '.join(changed)}" if changed
                 else "these logs come from servers with different speculative configs")
@@ -275,7 +275,7 @@ def _combine(engine: str, files: list[FileLog], segments: list[_Segment],
     return LogTotal(reading, result, total.n, last_windows, files)
 
 
-def _differing_config(files: list[FileLog]) -> str | None:
+def differing_config(files: list[FileLog]) -> str | None:
     """How the inputs' speculative configs (method, k) differ where known, if they do: each
     input with the settings that differ."""
     values = {"method": lambda f: f.reading.method, "k": lambda f: f.k}
