@@ -64,9 +64,10 @@ def evidence_of(lt: LogTotal, method: str | None = None, k: int | None = None) -
         chosen = next(f for f in reversed(lt.files) if f.window_count)
         profile, log_method = chosen.total, chosen.reading.method
         windows = tuple(w.profile for w in lt.reading.windows if _in(chosen, w.source, w.line))
+        each = "; ".join(f"{f.source}: {_figures(f.total)}" for f in lt.files if f.window_count)
         notes.append(f"the logs hold several speculative configs ({mixed}): the signature is "
-                     f"that of {chosen.source}, the last; each is read apart with specdoctor "
-                     "logs --by-file")
+                     f"that of {chosen.source}, the last; each one's figures: {each} (specdoctor "
+                     "logs --by-file reads them apart)")
     since = lt.reading.since_start
     if profile.drafts is None and since is not None and since.drafts:
         notes.append("the per-request lines print no draft count; the drafters' statistics lines "
@@ -77,6 +78,13 @@ def evidence_of(lt: LogTotal, method: str | None = None, k: int | None = None) -
     notes += _stated(method, log_method, "method") + _stated(k, profile.k, "k")
     return LogEvidence(profile=profile, windows=windows, method=method or log_method,
                        k=k if k is not None else profile.k, engine=lt.reading.engine, notes=notes)
+
+
+def _figures(p: AcceptanceProfile) -> str:
+    from specdoctor.diagnose.signature import apd_bounds, measured_words
+
+    b = apd_bounds(p)
+    return "accepted per draft not known" if b is None else measured_words(p, b)
 
 
 def _in(f: FileLog, source: str, line: int) -> bool:
