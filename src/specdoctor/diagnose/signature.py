@@ -259,8 +259,11 @@ def _shape_from_total(p: AcceptanceProfile, ref: Reference | None, k: int | None
     below it, undetermined between."""
     b = apd_bounds(p)
     if b is None:
-        what = (f"{nums}{p.accepted_tokens} accepted of {p.draft_tokens} draft tokens: accepted "
-                "per draft is not known (the draft count is not printed, and nothing bounds it)")
+        rate = p.acceptance_rate
+        what = (f"{nums}{p.accepted_tokens} accepted of {p.draft_tokens} draft tokens"
+                + (f" (acceptance rate {rate:.2f})" if rate is not None else "")
+                + ": accepted per draft is not known (the draft count is not printed, and "
+                "nothing bounds it)")
         return "unreferenced", what + ("; no reference" if ref is None else ""), None
     meas = nums + measured_words(p, b)
     if ref is None:
