@@ -66,7 +66,6 @@ _NUM = r"(nan|inf|-?\d+(?:\.\d+)?)"
 # through other tools (or forks) may have "," alone; both are read whole.
 _RATE = r"(?:nan|\d+\.\d+)"
 _RATES = _RATE + r"(?:,\s*" + _RATE + r")*"
-_LIST_SPLIT = re.compile(r",\s*")
 # What may follow a per-position list read to its end: the end of the line, or the next field.
 _AFTER_LIST = re.compile(r"\s*(?:$|,\s*[A-Za-z])")
 _FIELDS = {
@@ -99,6 +98,11 @@ _V1_CURRENT = re.compile(
 )
 
 
+def _split_rates(rates: str) -> list[str]:
+    """The rates of a list matched by ``_RATES`` (only rates, commas and white space)."""
+    return "".join(rates.split()).split(",")
+
+
 def parse_v1_current(text: str) -> dict[str, object] | None:
     """The fields of a payload in the current V1 format (as ``parse_v1_fields``), else None."""
     m = _V1_CURRENT.match(text)
@@ -108,7 +112,7 @@ def parse_v1_current(text: str) -> dict[str, object] | None:
 def _current_fields(m: re.Match[str]) -> dict[str, object]:
     mean, accepted, drafted, rates, pct = m.groups()
     return {"mean_acceptance_length": mean, "accepted": accepted, "drafted": drafted,
-            "per_position": _LIST_SPLIT.split(rates), "acceptance_rate_pct": pct}
+            "per_position": _split_rates(rates), "acceptance_rate_pct": pct}
 
 
 class UnreadableLine(ValueError):
@@ -134,7 +138,7 @@ def parse_v1_fields(text: str) -> dict[str, object] | None:
     if "accepted" not in out or "drafted" not in out:
         return None
     if "per_position" in out:
-        out["per_position"] = _LIST_SPLIT.split(str(out["per_position"]))
+        out["per_position"] = _split_rates(str(out["per_position"]))
     return out
 
 
