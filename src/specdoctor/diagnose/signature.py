@@ -275,10 +275,13 @@ def _shape_from_total(p: AcceptanceProfile, ref: Reference | None, k: int | None
     r = ref.accepted_per_draft
     ev = f"{meas} vs {ref.words()} {r:.2f} accepted per draft"
     lo, hi = b
-    if within(lo, r, ref.tolerance):
+    # the 95% interval (on the bounds, for a range) reaching the band counts as within
+    iv = p.intervals.get("accepted_per_draft")
+    top = None if iv is None else iv.high
+    if within(lo, r, ref.tolerance, top if lo == hi else None):
         return "healthy", ev + (f": within {ref.tolerance:.0%}" if lo == hi else
                                 f": even the lowest is within {ref.tolerance:.0%}"), None
-    if not within(hi, r, ref.tolerance):
+    if not within(hi, r, ref.tolerance, top):
         return "uniform-low", ev + ("" if lo == hi else ": even the highest is below it"), None
     return ("undetermined", ev + f": the range reaches both into its {ref.tolerance:.0%} band "
             "and below it; the log does not say which", None)
