@@ -128,7 +128,8 @@ def test_diagnose_logs_says_only_what_the_log_supports(tmp_path, path):
     own = measured(ev)
     for lo, hi in re.findall(r"between ([\d.]+) and ([\d.]+) accepted per draft", own):
         assert (float(lo), float(hi)) in [(round(a, 2), round(b, 2)) for a, b in apd], own
-    for x in re.findall(r"(?<!between )(?<!and )(?<![\d.])(\d+\.\d+) accepted per draft", own):
+    single = r"(?<!between )(?<!and )(?<![\d.])(\d+\.\d+) accepted per draft"
+    for x in re.findall(single, own):
         assert any(a - 0.005 <= float(x) <= b + 0.005 for a, b in apd), (x, apd, own)
     for i, x in re.findall(r"(?:pos |, )(\d+) ([\d.]+)", own):
         assert any(abs(p[int(i)] - float(x)) <= 0.005 for p in pos if int(i) < len(p)), own
