@@ -89,6 +89,9 @@ def gate(baseline_ref: str | None, url: str | None, launch_cmd: str | None,
     rate held at --alpha."""
     from specdoctor.gate import run as gaterun
 
+    if run_id is not None and save_name is None:
+        raise InputError(f"a bare RUN_ID ({run_id}) goes with --save NAME",
+                         "to gate against a run, pass --baseline RUN_ID")
     modes = [m for m, on in (("--baseline", baseline_ref is not None),
                              ("--save", save_name is not None),
                              ("--export", export_args is not None), ("--list", list_saved)) if on]
@@ -96,9 +99,6 @@ def gate(baseline_ref: str | None, url: str | None, launch_cmd: str | None,
         raise InputError(f"say what to do: one of --baseline, --save, --export or --list "
                          f"(got {', '.join(modes) or 'none'})",
                          "e.g. specdoctor gate --baseline prod --url http://127.0.0.1:8000")
-    if run_id is not None and save_name is None:
-        raise InputError(f"a bare RUN_ID ({run_id}) goes with --save NAME",
-                         "to gate against a run, pass --baseline RUN_ID")
     if save_name is not None:
         b = gaterun.save(save_name, run_id, db, config_label)
         return _say({"saved": save_name, **_summary(b)}, as_json,
