@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specdoctor.gate.compare import (
-    DROP_ALLOWED, IMPROVED, NOISE, REGRESSED, UNTESTED, Estimate, Test,
+    DROP_ALLOWED, IMPROVED, MIN_POSITION_RATE, NOISE, RARE, REGRESSED, UNTESTED, Estimate, Test,
 )
 from specdoctor.gate.run import BAD_INPUT, FAIL, PASS, GateResult
 
@@ -107,6 +107,10 @@ def _others(tests: Sequence[Test], max_drop: float) -> list[str]:
             out.append(f"significant, within the allowed drop: {one_line(t)}")
         elif t.outcome == IMPROVED:
             out.append(f"improved: {one_line(t)}")
+    rare = [t for t in tests if t.outcome == RARE]
+    if rare:
+        out.append(f"not gated (rare): {len(rare)} per-position rates where the baseline "
+                   f"accepts in under {MIN_POSITION_RATE:.0%} of its drafts (in the table)")
     untested = [t for t in tests if t.outcome == UNTESTED]
     if untested:
         why = sorted({t.why or "" for t in untested})
