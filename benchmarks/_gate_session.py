@@ -2,8 +2,8 @@
 
 A fresh ``$SPECDOCTOR_HOME`` and store per session (the lab's built models are shared), each
 command's argv, exit status, seconds and output kept; machine paths are shortened to the
-variables a reader knows (``$SPECDOCTOR_HOME``, ``$MODELS``, ``python3``, ``$PREFIX``), so the
-committed transcripts name no machine.
+variables a reader knows (``$SPECDOCTOR_HOME``, ``$MODELS``, ``$REPO`` (this checkout),
+``python3``, ``$PREFIX``), so the committed transcripts name no machine.
 """
 
 from __future__ import annotations
@@ -36,15 +36,16 @@ class Session:
         self.work = Path(tempfile.mkdtemp(prefix=prefix))
         self.home = self.work / "home"
         self.models = paths.models_dir()
+        path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         self.env = {**os.environ, "SPECDOCTOR_HOME": str(self.home),
                     "SPECDOCTOR_MODELS": str(self.models), "COLUMNS": "100", "NO_COLOR": "1",
                     "HF_HUB_OFFLINE": "1",
-                    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"),
-                                                                os.environ.get("PYTHONPATH")]))}
+                    "PYTHONPATH": os.pathsep.join(
+                        [str(ROOT / "src"), *[p for p in path if p != str(ROOT / "src")]])}
         self.env.pop("SPECDOCTOR_DB", None)  # the store of the fresh home: ids start at 1
         self.shorten = [(str(self.home), "$SPECDOCTOR_HOME"), (str(self.models), "$MODELS"),
-                        (str(self.work) + os.sep, ""), (sys.executable, "python3"),
-                        (sys.prefix, "$PREFIX")]
+                        (str(self.work) + os.sep, ""), (str(ROOT), "$REPO"),
+                        (sys.executable, "python3"), (sys.prefix, "$PREFIX")]
         self.steps: list[dict[str, Any]] = []
         self.last_output = ""  # the last command's stdout and stderr, paths not shortened
 
