@@ -64,7 +64,10 @@ class Session:
         step = {"command": self.short("specdoctor " + shlex.join(args)),
                 "returncode": p.returncode, "seconds": round(time.perf_counter() - t0, 1),
                 "load_before": load, "load_after": round(os.getloadavg()[0], 1),
-                "stdout": self.short(p.stdout), "stderr": self.short(p.stderr)}
+                "stdout": self.short(p.stdout),
+                # lab up's stderr is its boot progress, wrapped to the terminal's width (a
+                # wrapped path escapes shortening): not kept
+                "stderr": "" if args[:1] == ("lab",) else self.short(p.stderr)}
         self.last_output = p.stdout + p.stderr
         if keep:
             self.steps.append(step)
