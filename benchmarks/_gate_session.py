@@ -38,7 +38,7 @@ class Session:
         self.models = paths.models_dir()
         path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         self.env = {**os.environ, "SPECDOCTOR_HOME": str(self.home),
-                    "SPECDOCTOR_MODELS": str(self.models), "COLUMNS": "100", "NO_COLOR": "1",
+                    "SPECDOCTOR_MODELS": str(self.models), "COLUMNS": "400", "NO_COLOR": "1",
                     "HF_HUB_OFFLINE": "1",
                     "PYTHONPATH": os.pathsep.join(
                         [str(ROOT / "src"), *[p for p in path if p != str(ROOT / "src")]])}
