@@ -15,6 +15,12 @@ Writes benchmarks/results/gate_false_alarm.txt (the tally, each gate's smallest 
 Holm level, commit, date, machine, load) and .json (each gate's JSON); with --fixture also
 tests/fixtures/gate/self-gates.json: the baseline and every gate's measurement, as baseline
 documents (the pool of tests/gate/test_compare_recorded.py).
+
+From that pool (no server: ``--render`` recomputes it from the committed files), every ordered
+pair of the 21 measurements is gated with the comparison as it is and with the family-wise
+control taken away (each test at alpha on its own, Bonferroni), and the single tests' p-values
+are tallied against their nominal rate: how far the false-alarm figure owes to Holm, and how
+conservative the single tests are.
 """
 
 from __future__ import annotations
@@ -39,7 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gates", type=int, default=20)
     ap.add_argument("--fixture", action="store_true",
                     help="also write every measurement to tests/fixtures/gate/self-gates.json")
+    ap.add_argument("--render", action="store_true",
+                    help="no server: recompute the pairwise figures from the committed pool and "
+                         "rewrite the .txt and .json")
     args = ap.parse_args(argv)
+    if args.render:
+        return render()
 
     from _provenance import git_commit, load, machine, utc_now
 
@@ -78,9 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.fixture:
         write_fixture(s, runs, meta)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "gate_false_alarm.json").write_text(
-        json.dumps({"meta": meta, "gates": gates, "steps": s.steps}, indent=1) + "\n")
-    (RESULTS / "gate_false_alarm.txt").write_text(text(meta, gates))
+    res = {"meta": meta, "gates": gates, "pairs": pairs() if FIXTURE.is_file() else None,
+           "steps": s.steps}
+    (RESULTS / "gate_false_alarm.json").write_text(json.dumps(res, indent=1) + "\n")
+    (RESULTS / "gate_false_alarm.txt").write_text(text(meta, gates, res["pairs"]))
     log(f"{passed} of {len(gates)} self-gates passed; wrote benchmarks/results/"
         f"gate_false_alarm.txt and .json ({meta['wall_s']} s)")
     return 0 if passed >= len(gates) - len(gates) // 20 else 1
@@ -121,7 +133,47 @@ def write_fixture(s: Session, runs: list[int], meta: dict[str, Any]) -> None:
         "measurements": docs}) + "\n")
 
 
-def text(meta: dict[str, Any], gates: list[dict[str, Any]]) -> str:
+def pairs(alpha: float = 0.05) -> dict[str, Any]:
+    """Every ordered pair of the pool's measurements gated: as the gate does (Holm), and with
+    the family-wise control removed (a regression at p <= alpha on its own) or Bonferroni."""
+    import itertools
+
+    from specdoctor.gate import baseline as bl
+    from specdoctor.gate.compare import MAX_DROP, compare
+
+    doc = json.loads(FIXTURE.read_text())
+    ms = [bl.from_json(d, f"measurement {i}") for i, d in enumerate(doc["measurements"])]
+    alarms = {"holm": 0, "uncorrected": 0, "bonferroni": 0}
+    ps: list[float] = []
+    n = 0
+    for i, j in itertools.permutations(range(len(ms)), 2):
+        cmp = compare(ms[i].samples(), ms[j].samples(), alpha=alpha)
+        n += 1
+        tested = cmp.tested
+        drops = [t for t in tested if t.change is not None and -t.change > MAX_DROP]
+        alarms["holm"] += not cmp.passed
+        alarms["uncorrected"] += any(t.p <= alpha for t in drops)  # type: ignore[operator]
+        alarms["bonferroni"] += any(t.p <= alpha / len(tested) for t in drops)  # type: ignore[operator]
+        ps += [t.p for t in tested if t.p is not None and t.p < 1]
+    return {"measurements": len(ms), "pairs": n, "alpha": alpha, "alarms": alarms,
+            "single_tests_with_noise": len(ps),
+            "share_below": {str(a): round(sum(p <= a for p in ps) / len(ps), 4)
+                            for a in (0.05, 0.01)} if ps else None,
+            "smallest_p": min(ps) if ps else None}
+
+
+def render() -> int:
+    path = RESULTS / "gate_false_alarm.json"
+    res = json.loads(path.read_text())
+    res["pairs"] = pairs()
+    path.write_text(json.dumps(res, indent=1) + "\n")
+    (RESULTS / "gate_false_alarm.txt").write_text(text(res["meta"], res["gates"], res["pairs"]))
+    log("rewrote benchmarks/results/gate_false_alarm.txt and .json from the committed pool")
+    return 0
+
+
+def text(meta: dict[str, Any], gates: list[dict[str, Any]],
+         pair: dict[str, Any] | None = None) -> str:
     lines = [__doc__.splitlines()[0],
              (f"commit {meta['commit']}, {meta['date']}; {meta['machine']}; load average "
               f"{meta['load_at_start']} at start, {meta['load_at_end']} at end; "
@@ -138,6 +190,20 @@ def text(meta: dict[str, Any], gates: list[dict[str, Any]]) -> str:
                      f"{_g(g['smallest_p']):>10}  {_g(g['its_level']):>14}  "
                      f"{(g.get('smallest_p_at') or '—'):<22} {g['load_before']:>5}  "
                      f"{g['seconds']:>7}  {', '.join(g.get('significant') or []) or '—'}")
+    if pair:
+        a = pair["alarms"]
+        lines += ["", f"every ordered pair of the {pair['measurements']} measurements (the "
+                      f"baseline and the 20 candidates, tests/fixtures/gate/self-gates.json) "
+                      f"gated, alpha {pair['alpha']}:",
+                  f"  as the gate does (Holm):              {a['holm']:>3} of {pair['pairs']} "
+                  f"pairs fail ({a['holm'] / pair['pairs']:.1%})",
+                  f"  Bonferroni:                           {a['bonferroni']:>3} of "
+                  f"{pair['pairs']} ({a['bonferroni'] / pair['pairs']:.1%})",
+                  f"  no family-wise control (each at alpha): {a['uncorrected']:>3} of "
+                  f"{pair['pairs']} ({a['uncorrected'] / pair['pairs']:.1%})",
+                  f"  single tests with noise (p < 1): {pair['single_tests_with_noise']}; share "
+                  f"with p <= 0.05: {pair['share_below']['0.05']:.1%}, p <= 0.01: "
+                  f"{pair['share_below']['0.01']:.1%}; smallest p {pair['smallest_p']:.2g}"]
     return "\n".join(lines) + "\n"
 
 

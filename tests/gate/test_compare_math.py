@@ -14,7 +14,7 @@ import pytest
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.bench.stats import Spread
 from specdoctor.gate.compare import (
-    DROP_ALLOWED, IMPROVED, NOISE, REGRESSED, UNTESTED, CellSample, Estimate, compare, holm,
+    DROP_ALLOWED, IMPROVED, NOISE, RARE, REGRESSED, UNTESTED, CellSample, Estimate, compare, holm,
     mover_p, speedup_estimate,
 )
 
@@ -117,3 +117,14 @@ def test_speedup_is_tested_on_the_log_scale_where_the_baseline_has_spec_off():
     assert "speedup" not in {t.figure for t in compare(base, slow, speed=False).tests}
     # no spec-off in the baseline: speed is not a figure of the gate
     assert "speedup" not in {t.figure for t in compare([_cell("a", rates)], slow).tests}
+
+
+def test_rare_positions_are_reported_not_gated():
+    # position 1 accepted in 1 of 100 drafts: a sample without a single event there has a
+    # zero-width interval, so it would read as a significant drop; it is reported only
+    base = [_cell("a", [(8, 1), (7, 1), (9, 1), (8, 1)] + [(8, 0)] * 12)]
+    cand = [_cell("a", [(8, 0)])]
+    cmp = compare(base, cand)
+    (pos1,) = [t for t in cmp.tests if t.figure == "per_position[1]"]
+    assert pos1.base.value < 0.05 and pos1.cand.value == 0
+    assert pos1.outcome == RARE and pos1.p is None and cmp.passed

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from specdoctor.acceptance.bootstrap import bootstrap_intervals
@@ -154,9 +155,11 @@ class Comparison:
 
 # ---- estimates ---------------------------------------------------------------------------
 
+@lru_cache(maxsize=256)
 def acceptance_estimates(s: CellSample) -> dict[str, Estimate]:
     """Mean acceptance length and per-position rates of a cell, with the bootstrap's 95%
-    intervals over its requests (none below the bootstrap's minimum number of requests)."""
+    intervals over its requests (none below the bootstrap's minimum number of requests).
+    Cached: a baseline's cells are compared with many candidates (do not mutate the result)."""
     if s.units:
         total = sum_profiles(s.units)
         ivs = bootstrap_intervals(s.units)

@@ -50,7 +50,8 @@ def render(res: GateResult) -> str:
     lines = [_headline(res), f"baseline: {res.baseline.describe()} [{res.baseline_ref}]",
              f"candidate: {res.candidate.describe} (measured as bench run {res.run_id}; load "
              f"average {res.load.get('before', '?')} → {res.load.get('after', '?')})",
-             f"tests: {len(tested)} (per cell: mean acceptance length, each position"
+             f"tests: {len(tested)} (per cell: mean acceptance length, the rate at each position "
+             f"the baseline accepts in ≥ {MIN_POSITION_RATE:.0%} of drafts"
              f"{', speedup over spec-off' if any(t.figure == 'speedup' for t in tested) else ''})"
              f", two-sided, family-wise false-alarm rate ≤ {cmp.alpha:g} (Holm); a regression "
              f"is a significant drop of more than {cmp.max_drop * 100:g}%"]
