@@ -117,9 +117,12 @@ def test_a_served_fault_fails_naming_cell_position_and_both_intervals(gates):
     for t in res["comparison"]["regressions"]:
         assert t["baseline"]["ci95"] and t["candidate"]["ci95"]
         assert t["candidate"]["value"] < t["baseline"]["value"] and t["p"] < t["holm_threshold"]
-    # the d2t fault maps every draft token to a wrong target id: nothing is accepted
-    assert all(t["candidate"]["value"] == 0 for t in res["comparison"]["regressions"]
-               if t["figure"].startswith("per_position"))
+    # the d2t fault maps every draft token to a wrong target id: greedy accepts nothing (a
+    # sampled token may still match the wrong id by chance)
+    for t in res["comparison"]["regressions"]:
+        if t["figure"].startswith("per_position"):
+            assert t["candidate"]["value"] == 0 if "/greedy/" in t["cell"] else \
+                t["candidate"]["value"] < 0.02
     d = res["diagnosis"]
     assert d is not None and "error" not in d, d
     assert d["signature"]["class"] and "root_cause" in d
