@@ -139,3 +139,14 @@ def test_speedup_against_a_url_uses_the_baselines_spec_off(server, tmp_path: Pat
     assert speed["cell"] == "code/greedy/c1" and speed["p"] is not None
     assert speed["baseline"]["value"] == pytest.approx(101.5 / 60.0, rel=1e-3)
     assert any("the baseline's own spec-off tok/s" in n for n in res["notes"])
+
+
+def test_a_launch_that_never_serves_exits_3_with_its_reason(tmp_path: Path):
+    path = tmp_path / "b.json"
+    bl.write_file(sample_baseline(), path)  # k = 4
+    proc = run_cli("gate", "--baseline", str(path), "--sampling", "greedy", "--ready-timeout",
+                   "120", "--launch", "vllm serve /nonexistent/model --speculative-config "
+                   "'{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'", timeout=300)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "gate: NOT MEASURED" in proc.stdout
+    assert "not measured: code/greedy/c1: launch failed" in proc.stdout
