@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     from specdoctor.experiments.probes import run as probes
     from specdoctor.lab import lab as labmod
     from specdoctor.lab import train
-    from specdoctor.lab.launch import free_port
+    from specdoctor.launch import free_port
     from specdoctor.oracle import engine_trace, numerics
     from specdoctor.oracle.runner import OracleConfig, run_oracle
     from specdoctor.oracle.simulate import Sampling

@@ -9,7 +9,7 @@ from specdoctor.diagnose.experiments.counterfactual import (
     benign_differences, leads, patched_copy,
 )
 from specdoctor.diagnose.experiments.depth import decide, trained_depth
-from specdoctor.experiments.base import Launch, Verdict
+from specdoctor.experiments.base import Verdict
 from tests.diagnose.recorded import profile
 
 LLAMA = {"hidden_size": 128, "num_hidden_layers": 2, "head_dim": 32, "rms_norm_eps": 1e-6,
@@ -69,19 +69,6 @@ def test_trained_depth_on_the_recorded_mtp_profiles():
     # a drafter trained for the depth holds its conditional rates (recorded offline reference)
     held = [0.662, 0.472, 0.353, 0.297, 0.247, 0.222]
     assert decide(6, 1, 2, held).verdict is Verdict.EXCLUDED
-
-
-def test_launch_changes_one_argument_at_a_time():
-    spec = json.dumps({"method": "draft_model", "model": "/m/b", "num_speculative_tokens": 4})
-    la = Launch((sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "/m/a",
-                 "--port", "8000", "--speculative-config", spec), {"A": "1"})
-    assert la.speculative_config()["model"] == "/m/b"
-    moved = la.with_port(9123)
-    assert moved.arg("--port") == "9123" and moved.port == 9123 and moved.arg("--model") == "/m/a"
-    off = la.with_speculative_config(None)
-    assert off.arg("--speculative-config") is None and off.argv[:5] == la.argv[:5]
-    assert la.with_env(B="2").env == {"A": "1", "B": "2"}
-    assert Launch(("x", "--port=7",)).arg("--port") == "7"
 
 
 def test_the_oracle_runs_for_every_method_it_covers_and_mtp_needs_no_drafter_dir(tmp_path):

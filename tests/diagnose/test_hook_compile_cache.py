@@ -11,7 +11,8 @@ from pathlib import Path
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.diagnose import experiments
 from specdoctor.errors import SpecdoctorError
-from specdoctor.experiments.base import Context, Launch, Verdict
+from specdoctor.experiments.base import Context, Verdict
+from specdoctor.launch import LaunchSpec
 from specdoctor.experiments.compile_cache import diagnose as hook
 
 HID = "compile-cache-pollution"
@@ -46,9 +47,9 @@ class FailingLauncher:
     """Starts the launch as a real process; it exits with an engine error before it serves."""
 
     def __init__(self) -> None:
-        self.started: list[Launch] = []
+        self.started: list[LaunchSpec] = []
 
-    def start(self, launch: Launch, log_path: Path):
+    def start(self, launch: LaunchSpec, log_path: Path):
         import subprocess
 
         self.started.append(launch)
@@ -71,7 +72,7 @@ def test_a_server_that_does_not_start_is_inconclusive_with_its_log_tail(tmp_path
             "print('cache root', r); "
             "print('engine boom: bad flag'); raise SystemExit(3)")
     launcher = FailingLauncher()
-    ctx = Context(workdir=tmp_path / "work", launch=Launch(argv, {"VLLM_CACHE_ROOT": str(cache)}),
+    ctx = Context(workdir=tmp_path / "work", launch=LaunchSpec(argv, {"VLLM_CACHE_ROOT": str(cache)}),
                   launcher=launcher, prompts=("def f():",), k=3)
     ctx.workdir.mkdir()
     exp = hook.Experiment()

@@ -10,7 +10,8 @@ import shutil
 import pytest
 
 from specdoctor.diagnose import experiments
-from specdoctor.experiments.base import Context, Launch, Verdict
+from specdoctor.experiments.base import Context, Verdict
+from specdoctor.launch import LaunchSpec
 from specdoctor.experiments.config_audit import diagnose as hook
 from specdoctor.experiments.config_audit import lints
 from specdoctor.lab import models as lab_models
@@ -36,7 +37,7 @@ def _copy(tmp_path, src, **changes):
 
 
 def _ctx(tmp_path, target, draft, k=3, argv=(), logs=None):
-    launch = Launch(("vllm", "serve", str(target), *argv,
+    launch = LaunchSpec(("vllm", "serve", str(target), *argv,
                      "--speculative-config", json.dumps({"method": "draft_model",
                                                          "model": str(draft),
                                                          "num_speculative_tokens": k})))
@@ -117,11 +118,11 @@ def test_k_past_the_trained_block_is_a_lead_for_k_beyond_training():
 
 
 def test_sharded_layout_is_read_from_the_launch():
-    launch = Launch(("vllm", "serve", "m", "-tp", "4", "--decode-context-parallel-size", "2",
+    launch = LaunchSpec(("vllm", "serve", "m", "-tp", "4", "--decode-context-parallel-size", "2",
                      "--prefill-context-parallel-size", "1"))
     assert hook.parallel_layout(launch) == {"tensor_parallel_size": 4,
                                             "decode_context_parallel_size": 2}
-    assert hook.parallel_layout(Launch(("vllm", "serve", "m"))) == {}
+    assert hook.parallel_layout(LaunchSpec(("vllm", "serve", "m"))) == {}
 
 
 def test_a_draft_that_loses_dcp_is_a_structural_lead_with_citations():
@@ -154,7 +155,7 @@ def test_a_sharded_launch_runs_the_parallel_audit_with_the_installed_vllm(tmp_pa
     from specdoctor.lab import drafters
 
     served = drafters.serve("dflash", control="pos0")
-    launch = Launch(("vllm", "serve", str(served.target), "-tp", "4", "-dcp", "2",
+    launch = LaunchSpec(("vllm", "serve", str(served.target), "-tp", "4", "-dcp", "2",
                      "--speculative-config", json.dumps({"method": "dflash",
                                                          "model": str(served.draft),
                                                          "num_speculative_tokens": 3})))

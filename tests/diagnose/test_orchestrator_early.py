@@ -12,10 +12,11 @@ from specdoctor.diagnose.experiments.counterfactual import OracleCounterfactual
 from specdoctor.diagnose.references import reference_from_profile
 from specdoctor.diagnose.rules import Gap
 from specdoctor.diagnose.signature import Facts, classify
-from specdoctor.experiments.base import Context, Launch
+from specdoctor.experiments.base import Context
+from specdoctor.launch import LaunchSpec
 from tests.diagnose.recorded import counts
 
-LAUNCH = Launch((sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "/m/a"))
+LAUNCH = LaunchSpec((sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "/m/a"))
 
 
 class NoLauncher:
@@ -24,6 +25,9 @@ class NoLauncher:
 
     def stop(self, server):  # pragma: no cover
         raise AssertionError
+
+    def stop_all(self):
+        pass
 
 
 NO_LAUNCHER = NoLauncher()

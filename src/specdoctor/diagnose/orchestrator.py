@@ -12,7 +12,6 @@ reason, and the diagnosis goes on.
 
 from __future__ import annotations
 
-import logging
 import time
 import traceback
 from collections.abc import Callable
@@ -29,11 +28,9 @@ from specdoctor.diagnose.experiments.oracle import OracleGreedy, expected_profil
 from specdoctor.diagnose.ledger import Ledger, build
 from specdoctor.diagnose.signature import Facts, Signature, classify
 from specdoctor.errors import SpecdoctorError
-from specdoctor.experiments.base import (
-    Context, ExperimentResult, Finding, Launch, Launcher, Verdict,
-)
+from specdoctor.experiments.base import Context, ExperimentResult, Finding, Launcher, Verdict
+from specdoctor.launch import LaunchSpec, Servers, free_port
 
-log = logging.getLogger(__name__)
 OFFICIAL = (1.0, 0.95)   # the official sampling of CASES.md's sweeps
 # Experiments that may run before the signature (their results are in the ledger already).
 RUN_EARLY = ("oracle-greedy", "spec-off-baseline")
@@ -41,7 +38,7 @@ RUN_EARLY = ("oracle-greedy", "spec-off-baseline")
 
 @dataclass(frozen=True)
 class Target:
-    launch: Launch | None = None
+    launch: LaunchSpec | None = None
     url: str | None = None
     logs: tuple[Path, ...] = ()
 
@@ -129,46 +126,21 @@ class _Partial:
     step: str = "starting"
 
 
-class _Servers:
-    """The launcher as the diagnosis and its experiments see it: it keeps every server started
-    through it, so that the diagnosis stops each one on its way out, whatever ended it."""
-
-    def __init__(self, launcher: Launcher) -> None:
-        self.inner = launcher
-        self.live: list[Any] = []
-
-    def start(self, launch: Launch, log_path: Path) -> Any:
-        server = self.inner.start(launch, log_path)
-        self.live.append(server)
-        return server
-
-    def stop(self, server: Any) -> None:
-        try:
-            self.inner.stop(server)
-        finally:
-            if server in self.live:
-                self.live.remove(server)
-
-    def stop_all(self) -> None:
-        for server in list(self.live):
-            try:
-                self.stop(server)
-            except Exception:  # the next one must still be stopped
-                log.exception("could not stop the server at %s", getattr(server, "url", "?"))
-
-
 def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
              store: Any = None, progress: Callable[[str], None] = lambda m: None) -> Diagnosis:
     """Measure, classify, run the ledger's experiments, report.
 
-    Every server started on the way is stopped before this returns or raises. A crashing
+    A launch target is started through ``launcher`` (default: ``specdoctor.launch.Servers``,
+    whose servers die with this process). Every server started on the way is stopped before
+    this returns or raises. A crashing
     experiment is inconclusive and the diagnosis goes on; a report that cannot be written is a
     note; any other break saves the partial investigation (status ``failed``) and raises
     ``DiagnosisFailed`` naming it and the traceback."""
     t0 = time.monotonic()
     opts.workdir.mkdir(parents=True, exist_ok=True)
     saver = Saver(store, target)
-    servers = _Servers(launcher) if launcher is not None else None
+    servers = launcher if launcher is not None else (
+        Servers() if target.launch is not None else None)
     ctx = _context(target, opts, servers, progress)
     notes: list[str] = []
     part = _Partial()
@@ -327,10 +299,9 @@ def _user_setup(ctx: Context, opts: Options, notes: list[str]) -> None:
         setattr(ctx, attr, given)
 
 
-def _start(ctx: Context, launch: Launch, notes: list[str]) -> Any:
-    if ctx.launcher is None:
-        raise SpecdoctorError("a launch command needs a launcher", "run through the CLI")
-    launch = launch.with_port(ctx.free_port())
+def _start(ctx: Context, launch: LaunchSpec, notes: list[str]) -> Any:
+    assert ctx.launcher is not None   # diagnose() gives every launch target one
+    launch = launch.with_port(free_port())
     ctx.launch = launch
     ctx.progress(f"starting the server: {launch.shell_command()[:160]}")
     try:

@@ -19,6 +19,7 @@ from specdoctor.diagnose.experiments.relaunch import (
 )
 from specdoctor.diagnose.signature import SLOWER_SHARE
 from specdoctor.experiments.base import Verdict
+from specdoctor.launch import LaunchSpec
 
 TOKENS = 48
 
@@ -86,7 +87,7 @@ def test_the_baseline_compares_as_many_passes_on_each_side(tmp_path, monkeypatch
     from types import SimpleNamespace
 
     from specdoctor.diagnose.experiments import relaunch
-    from specdoctor.experiments.base import Context, Launch
+    from specdoctor.experiments.base import Context
 
     class Launcher:
         def start(self, launch, log_path):
@@ -99,7 +100,7 @@ def test_the_baseline_compares_as_many_passes_on_each_side(tmp_path, monkeypatch
     off = [_at(392.1), _at(784.2), _at(784.2)]
     monkeypatch.setattr(relaunch, "timed_requests", lambda url, ctx, passes=1, warm_up=True:
                         off[:passes])
-    la = Launch((sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "/m",
+    la = LaunchSpec((sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "/m",
                  "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}'))
     ctx = Context(workdir=tmp_path, launch=la, launcher=Launcher(), prompts=("a",) * 8)
     reqs = [SimpleNamespace(index=i, completion_tokens=t, latency_s=s)

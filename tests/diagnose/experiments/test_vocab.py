@@ -17,7 +17,8 @@ from specdoctor.diagnose.experiments.vocab import (
     draft_to_target,
     id_strings,
 )
-from specdoctor.experiments.base import Context, Launch, Verdict
+from specdoctor.experiments.base import Context, Verdict
+from specdoctor.launch import LaunchSpec
 
 TOK = {"added_tokens": [{"id": 0, "content": "<|bos|>"}, {"id": 1, "content": "<|eos|>"}],
        "model": {"type": "BPE", "vocab": {"<|bos|>": 0, "<|eos|>": 1, "a": 2, "b": 3, "ab": 4}}}
@@ -50,7 +51,7 @@ def _model_dir(path, tok, vocab_size=5):
 
 def _ctx(tmp_path, target, draft, k=4):
     spec = json.dumps({"method": "draft_model", "model": str(draft), "num_speculative_tokens": k})
-    la = Launch((sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model",
+    la = LaunchSpec((sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model",
                  str(target), "--dtype", "float32", "--speculative-config", spec))
     s = common.settings(la)
     ctx = Context(workdir=tmp_path / "w", launch=la, method="draft_model", k=k,
@@ -73,8 +74,7 @@ def test_the_oracle_reads_a_re_indexed_drafter_as_the_engine_does(tmp_path):
     assert json.loads(path.read_text()) == {"draft_to_target": [0, 1, 2, 3, 4]}
     # where the command has vLLM translate by token string, the oracle translates too
     ctx = _ctx(tmp_path, t, moved)
-    sc = {**ctx.launch.speculative_config(), "use_heterogeneous_vocab": True}
-    ctx.launch = ctx.launch.with_speculative_config(sc)
+    ctx.launch = ctx.launch.with_speculative(use_heterogeneous_vocab=True)
     assert json.loads(as_served_map(ctx).read_text()) == {"draft_to_target": [0, 1, 4, 3, 2]}
     (f,) = VocabMapCheck().run(ctx, ("tokenizer-mismatch",)).findings
     assert f.verdict is Verdict.EXCLUDED and "the engine translates" in f.evidence

@@ -15,7 +15,8 @@ import pytest
 
 from specdoctor.diagnose import experiments
 from specdoctor.errors import SpecdoctorError
-from specdoctor.experiments.base import Context, Launch, Verdict
+from specdoctor.experiments.base import Context, Verdict
+from specdoctor.launch import LaunchSpec
 from specdoctor.experiments.taps import diagnose as hook
 from specdoctor.experiments.taps import heads
 
@@ -122,7 +123,7 @@ def test_findings_from_real_taps_and_a_record_that_cannot_be_compared():
 # -- the launch, and why nothing was tapped --------------------------------------------------
 
 def test_tapped_launch_keeps_the_users_pythonpath_first(tmp_path):
-    launch = Launch(("vllm", "serve", "m"), {"PYTHONPATH": "/user/patch:/user/lib", "A": "1"})
+    launch = LaunchSpec(("vllm", "serve", "m"), {"PYTHONPATH": "/user/patch:/user/lib", "A": "1"})
     out = hook.tapped_launch(launch, tmp_path / "pack", tmp_path / "taps", "draft_model.",
                              extra_path="/src")
     assert out.env["PYTHONPATH"].split(os.pathsep) == ["/user/patch", "/user/lib",
@@ -131,7 +132,7 @@ def test_tapped_launch_keeps_the_users_pythonpath_first(tmp_path):
     assert out.env["SPECDOCTOR_TAPS_PREFIX"] == "draft_model."
     assert out.argv == launch.argv
     # no PYTHONPATH in the launch: the one the server inherits is kept, in front
-    bare = hook.tapped_launch(Launch(("x",)), tmp_path / "p", tmp_path / "t", "d.",
+    bare = hook.tapped_launch(LaunchSpec(("x",)), tmp_path / "p", tmp_path / "t", "d.",
                               base_pythonpath="/inherited")
     assert bare.env["PYTHONPATH"].split(os.pathsep) == ["/inherited", str(tmp_path / "p")]
 
@@ -153,19 +154,19 @@ def test_no_taps_reasons(tmp_path):
 
 
 def test_parallel_config_excluded_only_on_an_unsharded_launch():
-    f = hook.parallel_finding(Launch(("vllm", "serve", "m")))
+    f = hook.parallel_finding(LaunchSpec(("vllm", "serve", "m")))
     assert f.hypothesis == hook.PARALLEL and f.verdict is Verdict.EXCLUDED
     for argv in (("vllm", "serve", "m", "-tp", "2"),
                  ("vllm", "serve", "m", "--decode-context-parallel-size=4")):
-        g = hook.parallel_finding(Launch(argv))
+        g = hook.parallel_finding(LaunchSpec(argv))
         assert g.verdict is Verdict.INCONCLUSIVE and "shards the target" in g.evidence, argv
-    assert hook.parallel_finding(Launch(("x", "--tensor-parallel-size", "1"))).verdict is Verdict.EXCLUDED
+    assert hook.parallel_finding(LaunchSpec(("x", "--tensor-parallel-size", "1"))).verdict is Verdict.EXCLUDED
 
 
 def test_the_hook_is_wired_and_says_what_it_cannot_reach(tmp_path):
     exp = experiments.load("taps")
     assert isinstance(exp, hook.Experiment)
-    ctx = Context(workdir=tmp_path, launch=Launch(("x",)), launcher=object(), prompts=("a",),
+    ctx = Context(workdir=tmp_path, launch=LaunchSpec(("x",)), launcher=object(), prompts=("a",),
                   method="draft_model")
     assert exp.unavailable(ctx) is None
     ctx.method = "eagle3"
@@ -193,9 +194,9 @@ def test_the_built_pack_is_gated_by_the_taps_directory_alone(tmp_path):
 
 class _NeverStarts:
     def __init__(self) -> None:
-        self.started: list[Launch] = []
+        self.started: list[LaunchSpec] = []
 
-    def start(self, launch: Launch, log_path: Path):
+    def start(self, launch: LaunchSpec, log_path: Path):
         self.started.append(launch)
         log_path.write_text("engine boom: unknown flag\n")
         raise SpecdoctorError("the server exited with code 2 before it answered", "read its log")
@@ -206,7 +207,7 @@ class _NeverStarts:
 
 def test_a_launch_that_never_starts_is_inconclusive_and_does_not_raise(tmp_path):
     launcher = _NeverStarts()
-    ctx = Context(workdir=tmp_path, launch=Launch(("vllm", "serve", "m"), {"PYTHONPATH": "/u"}),
+    ctx = Context(workdir=tmp_path, launch=LaunchSpec(("vllm", "serve", "m"), {"PYTHONPATH": "/u"}),
                   launcher=launcher, prompts=("a", "b", "c"), method="draft_model")
     res = hook.Experiment().run(ctx, (hook.HID, hook.PARALLEL))
     by = {f.hypothesis: f for f in res.findings}
@@ -220,7 +221,7 @@ def test_a_launch_that_never_starts_is_inconclusive_and_does_not_raise(tmp_path)
 
 def test_only_the_parallel_question_needs_no_relaunch(tmp_path):
     launcher = _NeverStarts()
-    ctx = Context(workdir=tmp_path, launch=Launch(("vllm", "serve", "m")), launcher=launcher,
+    ctx = Context(workdir=tmp_path, launch=LaunchSpec(("vllm", "serve", "m")), launcher=launcher,
                   prompts=("a",), method="draft_model")
     res = hook.Experiment().run(ctx, (hook.PARALLEL,))
     assert [f.verdict for f in res.findings] == [Verdict.EXCLUDED] and not launcher.started

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from specdoctor.experiments.base import Context, Launch, Verdict
+from specdoctor.experiments.base import Context, Verdict
 from specdoctor.experiments.taps import diagnose as hook
 
 pytestmark = pytest.mark.lab
@@ -17,13 +17,11 @@ pytestmark = pytest.mark.lab
 
 def _run(tmp_path, fault: str | None):
     from specdoctor.bench.prompts import take
-    from specdoctor.cli.diagnose import ProcessLauncher
     from specdoctor.lab import lab as labmod
-    from specdoctor.lab.launch import free_port
+    from specdoctor.launch import Servers, free_port
 
-    spec = labmod.lab_spec("draft_model", 4, free_port(), fault=fault)
-    launch = Launch(argv=spec.argv, env=dict(spec.env), port=spec.port, host=spec.host)
-    ctx = Context(workdir=tmp_path, launch=launch, launcher=ProcessLauncher(timeout_s=1500),
+    launch = labmod.lab_spec("draft_model", 4, free_port(), fault=fault)
+    ctx = Context(workdir=tmp_path, launch=launch, launcher=Servers(timeout_s=1500),
                   method="draft_model", k=4, prompts=tuple(take("code", 4)))
     exp = hook.Experiment()
     assert exp.unavailable(ctx) is None

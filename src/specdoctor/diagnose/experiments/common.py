@@ -14,7 +14,8 @@ import numpy as np
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.bench import measure as proto
 from specdoctor.errors import SpecdoctorError
-from specdoctor.experiments.base import Context, Launch
+from specdoctor.experiments.base import Context
+from specdoctor.launch import LaunchSpec, free_port
 
 
 @dataclass(frozen=True)
@@ -32,24 +33,33 @@ class Settings:
     draft_sample_method: str
 
 
-def settings(launch: Launch) -> Settings:
-    sc = launch.speculative_config() or {}
-    method = sc.get("method")
-    draft = sc.get("model") if method not in (None, "ngram", "mtp") else None
-    model = launch.arg("--model")
+# Where each engine's command names the target model (vLLM also takes it after ``serve``).
+MODEL_FLAGS = {"sglang": ("--model-path",), "llamacpp": ("-m", "--model")}
+
+
+def settings(launch: LaunchSpec) -> Settings:
+    """What the command serves, read through its engine's own adapter (an unrecognised command:
+    its model arguments only)."""
+    spec = launch.speculation if launch.engine != "unknown" else None
+    opts = spec.options if spec is not None else {}
+    method = spec.method if spec is not None else None
+    drafter = spec.drafter if spec is not None and method not in (None, "ngram", "mtp") else None
+    model = launch.arg(*MODEL_FLAGS.get(launch.engine, ("--model",)))
     if model is None:  # `vllm serve MODEL`: the positional after "serve"
         argv = list(launch.argv)
         if "serve" in argv and argv.index("serve") + 1 < len(argv):
             model = argv[argv.index("serve") + 1]
     mml = launch.arg("--max-model-len")
+    tokenizer = launch.arg("--tokenizer")
     return Settings(
         target=Path(model) if model else None, method=method,
-        k=int(sc["num_speculative_tokens"]) if sc.get("num_speculative_tokens") else None,
-        draft=Path(draft) if draft else None,
-        tokenizer=Path(launch.arg("--tokenizer")) if launch.arg("--tokenizer") else None,
-        prompt_lookup=(int(sc.get("prompt_lookup_min") or 2), int(sc.get("prompt_lookup_max") or 4)),
+        k=spec.k if spec is not None and spec.k else None,
+        draft=Path(drafter) if drafter else None,
+        tokenizer=Path(tokenizer) if tokenizer else None,
+        prompt_lookup=(int(opts.get("prompt_lookup_min") or 2),
+                       int(opts.get("prompt_lookup_max") or 4)),
         dtype=launch.arg("--dtype"), max_model_len=int(mml) if mml and mml.isdigit() else None,
-        draft_sample_method=str(sc.get("draft_sample_method") or "greedy"))
+        draft_sample_method=str(opts.get("draft_sample_method") or "greedy"))
 
 
 def read_config(model_dir: Path) -> dict[str, Any]:
@@ -67,30 +77,31 @@ def measure_url(ctx: Context, url: str, p: proto.MeasureParams) -> proto.Measure
     return proto.run(url, list(ctx.prompts), p)
 
 
-def measure_launch(ctx: Context, launch: Launch, p: proto.MeasureParams, label: str
+def measure_launch(ctx: Context, launch: LaunchSpec, p: proto.MeasureParams, label: str
                    ) -> tuple[proto.Measurement | None, str, str | None]:
     """Start ``launch`` on a free port, measure, stop. Returns (measurement, the server's log
     text, error). Never raises for a server that fails: the error names what happened."""
     if ctx.launcher is None:
         return None, "", "no launcher: this target cannot be restarted"
-    launch = launch.with_port(ctx.free_port())
+    launch = launch.with_port(free_port())
     log = ctx.workdir / f"server-{label}-{int(time.time())}.log"
     ctx.progress(f"{label}: starting the server ({launch.shell_command()[:120]}...)")
     try:
         server = ctx.launcher.start(launch, log)
     except SpecdoctorError as exc:
-        return None, _read(log), f"the server did not start: {exc.problem}"
+        return None, read_text(log), f"the server did not start: {exc.problem}"
     try:
         ctx.progress(f"{label}: measuring")
         m = proto.run(server.url, list(ctx.prompts), p)
-        return m, _read(log), m.error
+        return m, read_text(log), m.error
     except SpecdoctorError as exc:
-        return None, _read(log), str(exc)
+        return None, read_text(log), str(exc)
     finally:
         ctx.launcher.stop(server)
 
 
-def _read(path: Path) -> str:
+def read_text(path: Path) -> str:
+    """A server log as text ("" when there is none)."""
     try:
         return path.read_text(errors="replace")
     except OSError:

@@ -396,9 +396,7 @@ class RelaunchCounterfactual:
         def trial(lead: Lead, n: int) -> Trial:
             assert ctx.launch is not None and ctx.draft_dir is not None
             copy = patched_copy(ctx.draft_dir, lead, ctx.workdir, 100 + n)
-            sc = dict(ctx.launch.speculative_config() or {})
-            sc["model"] = str(copy)
-            launch = ctx.launch.with_speculative_config(sc)
+            launch = ctx.launch.with_speculative(drafter=str(copy))
             cmds.append(launch.shell_command())
             m, _log, err = common.measure_launch(ctx, launch, common.params(ctx),
                                                  f"counterfactual-{n}")

@@ -28,6 +28,7 @@ from specdoctor.diagnose.experiments import common
 from specdoctor.diagnose.signature import LOAD_SHARE, SLOWER_SHARE, differs, drift
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.launch import free_port
 
 Timed = tuple[int, float]   # (output tokens, latency in seconds) of one request
 # Clearly slower: beyond what load between two runs on a shared machine moves the ratio.
@@ -152,8 +153,8 @@ class SpecOffBaseline:
 
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
         assert ctx.launch is not None and ctx.launcher is not None
-        off = ctx.launch.with_speculative_config(None).with_arg(
-            "--per-request-spec-decode-metrics", None).with_port(ctx.free_port())
+        # the same server with speculation off (vLLM: per-request spec metrics dropped too)
+        off = ctx.launch.without_speculation().with_port(free_port())
         log = ctx.workdir / "server-spec-off.log"
         ctx.progress("speculation off: starting the server")
         try:

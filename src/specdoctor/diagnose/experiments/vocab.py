@@ -84,8 +84,10 @@ def _write_map(path: Path, mapping: list[int]) -> Path:
 
 def engine_translates(ctx: Context) -> bool:
     """The command asks vLLM to map draft ids to target ids by token string."""
-    sc = ctx.launch.speculative_config() if ctx.launch is not None else None
-    return bool((sc or {}).get("use_heterogeneous_vocab"))
+    if ctx.launch is None or ctx.launch.engine == "unknown":
+        return False
+    spec = ctx.launch.speculation
+    return spec is not None and bool(spec.options.get("use_heterogeneous_vocab"))
 
 
 def as_served_map(ctx: Context) -> Path | None:

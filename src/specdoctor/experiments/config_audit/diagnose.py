@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from specdoctor.errors import SpecdoctorError
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Launch, Verdict
+from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 from specdoctor.experiments.config_audit import lints, models
+from specdoctor.launch import LaunchSpec
 
 # Audit checks → the hypotheses a difference there is a lead for.
 CHECKS: dict[str, tuple[str, ...]] = {
@@ -94,11 +95,11 @@ def lint_findings(launch_lints: list[lints.Lint]) -> list[Finding]:
     return out
 
 
-def capture_settings(launch: Launch) -> tuple[list[int] | None, int | None, int | None]:
+def capture_settings(launch: LaunchSpec) -> tuple[list[int] | None, int | None, int | None]:
     """Capture sizes, maximum capture size and max_num_seqs the launch sets (None: default)."""
     sizes: list[int] | None = None
     max_size: int | None = None
-    raw = launch.arg("--compilation-config") or launch.arg("-cc")
+    raw = launch.arg("--compilation-config", "-cc")
     if raw:
         try:
             cc = json.loads(raw)
@@ -116,14 +117,13 @@ def capture_settings(launch: Launch) -> tuple[list[int] | None, int | None, int 
     return sizes, max_size, int(seqs) if seqs and seqs.isdigit() else None
 
 
-def parallel_layout(launch: Launch) -> dict[str, int]:
+def parallel_layout(launch: LaunchSpec) -> dict[str, int]:
     """The sharding sizes the launch sets above 1 (empty: an unsharded target)."""
     out: dict[str, int] = {}
     for name, flags in PARALLEL_FLAGS.items():
-        for flag in flags:
-            v = launch.arg(flag)
-            if v and v.isdigit() and int(v) > 1:
-                out[name] = int(v)
+        v = launch.arg(*flags)
+        if v and v.isdigit() and int(v) > 1:
+            out[name] = int(v)
     return out
 
 

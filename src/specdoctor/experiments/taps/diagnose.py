@@ -35,9 +35,10 @@ from typing import Any
 from specdoctor.bench import measure as proto
 from specdoctor.diagnose.experiments import common
 from specdoctor.errors import SpecdoctorError
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Launch, Verdict
+from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 from specdoctor.experiments.config_audit.diagnose import parallel_layout
 from specdoctor.experiments.taps import heads
+from specdoctor.launch import LaunchSpec
 
 HID = "draft-attention-partial"
 PARALLEL = "draft-parallel-config"
@@ -51,7 +52,7 @@ NUM_PROMPTS = 2
 MAX_TOKENS = 16
 TAPS_MAX = 32                   # records per process
 TAPS_MAX_BYTES = 64 << 20       # bytes per process
-def parallel_finding(launch: Launch) -> Finding:
+def parallel_finding(launch: LaunchSpec) -> Finding:
     layout = parallel_layout(launch)
     if not layout:
         return Finding(PARALLEL, Verdict.EXCLUDED,
@@ -64,8 +65,9 @@ def parallel_finding(launch: Launch) -> Finding:
                    f"probes decide")
 
 
-def tapped_launch(launch: Launch, pack_dir: Path, tapdir: Path, prefix: str,
-                  base_pythonpath: str | None = None, extra_path: str | None = None) -> Launch:
+def tapped_launch(launch: LaunchSpec, pack_dir: Path, tapdir: Path, prefix: str,
+                  base_pythonpath: str | None = None, extra_path: str | None = None
+                  ) -> LaunchSpec:
     """The launch with the taps on: its own PYTHONPATH first (a runtime patch there is installed
     first and so wrapped by the taps), then the pack, then ``extra_path`` (where the pack's
     handler imports specdoctor from)."""

@@ -1,17 +1,29 @@
-"""Start a server from a ``LaunchSpec``, wait until it is ready, stop it. Engine-agnostic.
+"""The one place that owns a server's life: start it from a ``LaunchSpec``, wait until it is
+ready, stop it. Engine-agnostic.
 
-The server runs detached in its own session with its output in a log file, so a later command
-can find, watch and stop it; readiness is ``GET /v1/models`` answering 200.
+The server runs detached in its own session (a process group of its own) with its output in a
+log file, so a later command can find, watch and stop it; readiness is ``GET /v1/models``
+answering 200.
 
 Stopping signals the server's whole process group, also when the process that was started has
 already exited: an engine's workers can outlive it. A command that must leave nothing behind
 (``diagnose``) starts its servers with ``die_with_parent`` (Linux: the kernel sends them SIGTERM
-if the command itself is killed) and calls ``stop_started`` on its way out.
+if the command itself is killed) and runs inside ``stopping_started_on_exit``.
+
+Three ways in, one life:
+
+- ``launch(spec, log)``: start and wait; a server that does not come up is stopped and the
+  error shows its log tail (``lab up``, ``bench``, ``sweep``);
+- ``running(spec, log)``: start, wait, yield, stop, whatever happens in the block — "start,
+  measure, stop" (the compile-cache A/B);
+- ``Servers``: keeps every server started through it until it is stopped, ``stop_all`` on the
+  way out (``diagnose`` and its relaunch experiments, which receive it as their launcher).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -29,6 +41,7 @@ from specdoctor.errors import LabError
 from specdoctor.launch.spec import LaunchSpec
 
 READY_PATH = "/v1/models"
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -39,6 +52,10 @@ class ServerHandle:
     pid: int
     log_path: Path
     started_at: float
+
+    @property
+    def url(self) -> str:
+        return self.spec.url
 
     def alive(self) -> bool:
         return _pid_alive(self.pid)
@@ -176,6 +193,76 @@ def wait_ready(
                 f"read the whole log: {handle.log_path}, or raise --timeout",
             )
         time.sleep(poll_s)
+
+
+def launch(spec: LaunchSpec, log_path: Path, timeout_s: float = 600.0, *,
+           die_with_parent: bool = False,
+           on_tick: Callable[[float, str], None] | None = None) -> ServerHandle:
+    """Start the server and wait until it is ready. A server that exits or does not answer in
+    time is stopped (whatever it spawned with it) and the error shows its log tail; Ctrl-C
+    while waiting stops it too."""
+    handle = start(spec, log_path, die_with_parent=die_with_parent)
+    try:
+        wait_ready(handle, timeout_s, on_tick)
+    except BaseException:
+        stop(handle)
+        raise
+    return handle
+
+
+@contextmanager
+def running(spec: LaunchSpec, log_path: Path, timeout_s: float = 600.0, *,
+            die_with_parent: bool = False,
+            on_tick: Callable[[float, str], None] | None = None) -> Iterator[ServerHandle]:
+    """Start, wait until ready, hand the server to the block, stop it when the block ends,
+    however it ends."""
+    handle = launch(spec, log_path, timeout_s, die_with_parent=die_with_parent, on_tick=on_tick)
+    try:
+        yield handle
+    finally:
+        stop(handle)
+
+
+class Servers:
+    """Starts servers and keeps each one until it is stopped, so that the command that owns
+    them stops every one on its way out (``stop_all``), whatever ended it. Its servers die with
+    the command by default, even when it is killed outright.
+
+    This is the launcher ``diagnose`` hands its experiments: ``start(spec, log)`` returns a
+    ready ``ServerHandle`` (``.url``, ``.log_path``), ``stop(handle)`` stops it."""
+
+    def __init__(self, timeout_s: float = 900.0, die_with_parent: bool = True) -> None:
+        self.timeout_s = timeout_s
+        self.die_with_parent = die_with_parent
+        self.live: list[ServerHandle] = []
+
+    def start(self, spec: LaunchSpec, log_path: Path) -> ServerHandle:
+        handle = launch(spec, log_path, self.timeout_s, die_with_parent=self.die_with_parent)
+        self.live.append(handle)
+        return handle
+
+    def stop(self, handle: ServerHandle) -> None:
+        try:
+            stop(handle)
+        finally:
+            if handle in self.live:
+                self.live.remove(handle)
+
+    def stop_all(self) -> None:
+        for handle in list(self.live):
+            try:
+                self.stop(handle)
+            except Exception:  # the next one must still be stopped
+                log.exception("could not stop the server at %s", handle.url)
+
+    @contextmanager
+    def running(self, spec: LaunchSpec, log_path: Path) -> Iterator[ServerHandle]:
+        """``start``, the block, ``stop``: one relaunch of an experiment."""
+        handle = self.start(spec, log_path)
+        try:
+            yield handle
+        finally:
+            self.stop(handle)
 
 
 def stop(handle: ServerHandle, grace_s: float = 20.0) -> None:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from specdoctor.launch import LaunchSpec, free_port, start, started, stop, stop_started
-from specdoctor.launch.process import _pid_alive
+from specdoctor.launch.servers import _pid_alive
 
 # A "server" whose leader spawns a worker in its own group, prints the worker's pid and exits,
 # as an engine's API process can die and leave its engine process behind.
