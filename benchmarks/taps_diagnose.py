@@ -5,7 +5,7 @@ fault, one relaunch each, with what each costs and the per-head errors it sees.
 
 Each case is the lab's ``--method draft_model`` launch (the target as its own draft, k=4), as a
 plain ``LaunchSpec``; the fault case is the same launch with the fault's runtime patch on its
-PYTHONPATH. The experiment (``specdoctor.experiments.taps.diagnose``) relaunches it with the
+PYTHONPATH. The experiment (``specdoctor.experiments.taps.experiment``) relaunches it with the
 taps pack added, sends 2 prompts, and compares every tapped draft attention call with fp64,
 head by head. Recorded: verdict, evidence, the summary (largest relative error per head,
 cells off the tolerance), the experiment's wall time and the number of tap records.
@@ -29,9 +29,9 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 def run_case(fault: str | None, work: Path) -> dict[str, Any]:
     from specdoctor.bench.prompts import take
-    from specdoctor.diagnose.experiments import common
+    from specdoctor.experiments import common
     from specdoctor.experiments.base import Context
-    from specdoctor.experiments.taps import diagnose as taps
+    from specdoctor.experiments.taps import experiment as taps
     from specdoctor.lab import lab
     from specdoctor.launch import Servers, free_port
 

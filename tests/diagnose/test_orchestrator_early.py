@@ -8,9 +8,9 @@ from __future__ import annotations
 import sys
 
 from specdoctor.diagnose import orchestrator
-from specdoctor.diagnose.experiments.counterfactual import OracleCounterfactual
+from specdoctor.experiments.counterfactual import OracleCounterfactual
 from specdoctor.diagnose.references import reference_from_profile
-from specdoctor.diagnose.rules import Gap
+from specdoctor.experiments.rules import Gap
 from specdoctor.diagnose.signature import Facts, classify
 from specdoctor.experiments.base import Context
 from specdoctor.launch import LaunchSpec
@@ -113,7 +113,7 @@ class _Records:
 def test_what_ran_before_the_signature_is_not_run_again(tmp_path, monkeypatch):
     import time
 
-    from specdoctor.diagnose import catalogue, experiments
+    from specdoctor.diagnose import catalogue
     from specdoctor.diagnose.ledger import build
     from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
 
@@ -125,7 +125,7 @@ def test_what_ran_before_the_signature_is_not_run_again(tmp_path, monkeypatch):
     ledger = build(sig, cat, 2.0)
     ledger.apply(ExperimentResult("spec-off-baseline", [Finding(
         "draft-overhead", Verdict.INCONCLUSIVE, "0.88x: slower, not clearly")]))
-    monkeypatch.setattr(experiments, "load", _Records)
+    monkeypatch.setattr(catalogue, "experiment", lambda spec: _Records(spec.id))
     RAN.clear()
     ctx = _ctx(tmp_path, launcher=None)
     orchestrator._run_plan(ctx, ledger, cat, orchestrator.Options(workdir=tmp_path),
@@ -135,12 +135,12 @@ def test_what_ran_before_the_signature_is_not_run_again(tmp_path, monkeypatch):
 
 
 def _speed_setup(tmp_path, monkeypatch, ratio_on):
-    from specdoctor.diagnose import catalogue, experiments
+    from specdoctor.diagnose import catalogue
     from specdoctor.diagnose.ledger import build
-    from specdoctor.diagnose.rules import FILE_SIDE
     from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
+    from specdoctor.experiments.rules import FILE_SIDE
 
-    monkeypatch.setattr(experiments, "load", _Records)
+    monkeypatch.setattr(catalogue, "experiment", lambda spec: _Records(spec.id))
     RAN.clear()
     measured = []
 

@@ -21,10 +21,10 @@ from typing import Any
 
 from specdoctor.bench.prompts import take
 from specdoctor.diagnose import catalogue as catalogue_mod
-from specdoctor.diagnose import experiments, references, rules
-from specdoctor.diagnose.experiments import common
-from specdoctor.diagnose.experiments.logs_scan import error_lines
-from specdoctor.diagnose.experiments.oracle import OracleGreedy, expected_profile
+from specdoctor.diagnose import references
+from specdoctor.experiments import common, rules
+from specdoctor.experiments.logs_scan import error_lines
+from specdoctor.experiments.oracle_gap import OracleGreedy, expected_profile
 from specdoctor.diagnose.ledger import Ledger, build
 from specdoctor.diagnose.signature import Facts, Signature, classify
 from specdoctor.errors import SpecdoctorError
@@ -396,7 +396,7 @@ def kept_candidates(ctx: Context, facts: Facts) -> tuple[str, ...]:
 def _as_served_vocabulary(ctx: Context, notes: list[str]) -> None:
     """A drafter whose tokenizer is not the target's is run by the engine on the target's ids as
     they are; the oracle must read them the same way to reproduce what the engine does."""
-    from specdoctor.diagnose.experiments.vocab import as_served_map
+    from specdoctor.experiments.vocab import as_served_map
 
     try:
         path = as_served_map(ctx)
@@ -419,7 +419,7 @@ def _speed_check_wanted(ctx: Context, opts: Options, sig: Signature) -> bool:
 def _spec_off_first(ctx: Context, notes: list[str]) -> ExperimentResult | None:
     """The spec-off baseline, measured before the final signature: "slower than spec-off
     despite healthy acceptance" is a signature only once it is known."""
-    from specdoctor.diagnose.experiments.relaunch import SpecOffBaseline, time_spec_on
+    from specdoctor.experiments.relaunch import SpecOffBaseline, time_spec_on
 
     try:
         time_spec_on(ctx)
@@ -486,12 +486,10 @@ def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, 
         if not open_h or (step.experiment in RUN_EARLY and
                           any(r.experiment == step.experiment for r in ledger.results)):
             continue   # run before the signature: its verdict stands, it is not run twice
-        exp = experiments.load(step.experiment)
         spec = cat.experiments[step.experiment]
+        exp = catalogue_mod.experiment(spec)
         if exp is None:
-            ledger.mark(open_h, Verdict.INCONCLUSIVE,
-                        f"experiment {step.experiment} is not available in this build "
-                        f"({spec.does})", step.experiment)
+            ledger.mark(open_h, Verdict.INCONCLUSIVE, spec.planned_text(), step.experiment)
             continue
         why = exp.unavailable(ctx)
         if why is not None:

@@ -32,8 +32,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from specdoctor.acceptance.compare import conditional_from_unconditional, differs, drift
 from specdoctor.acceptance.profile import AcceptanceProfile
-from specdoctor.diagnose.references import Reference, conditional_from_unconditional
+from specdoctor.diagnose.references import Reference
+from specdoctor.experiments.rules import LOAD_SHARE, SLOWER_SHARE, WEAK_POS0
 
 CLASSES = ("healthy", "uniform-low", "cliff", "steep-decay", "zero", "crash", "sampling-bound",
            "load-dependent", "drifting", "slower-than-spec-off", "unreferenced", "no-data")
@@ -48,13 +50,9 @@ CLIFF_MIN_BEFORE = 0.20
 DECAY_RATIO = 0.5
 ABS_SLACK = 0.02          # absolute slack on top of a reference's relative tolerance
 SAMPLED_SHARE = 0.7       # sampled accepted/draft under this share of its reference
-LOAD_SHARE = 0.15         # c=8 vs c=1 relative difference when no intervals decide
 DRIFT_SHARE = 0.20        # last third of windows this much below the first third
-MIN_DRIFT_WINDOWS = 6
-SLOWER_SHARE = 0.95       # tok/s under this share of the spec-off tok/s
-# An oracle whose position 0 is under this is itself low: "the drafter is weak for this data"
-# (oracle.compare's threshold), so matching it is not "healthy".
-WEAK_POS0 = 0.5
+# LOAD_SHARE, SLOWER_SHARE and WEAK_POS0 are shared with the experiments that decide the same
+# question (concurrency-ab, spec-off-baseline, the oracle rule): they live in experiments.rules.
 
 
 @dataclass(frozen=True)
@@ -196,37 +194,6 @@ def _shape_from_total(p: AcceptanceProfile, ref: Reference | None) -> tuple[str,
 
 
 # -- the other facts ----------------------------------------------------------------------------
-
-def _apd_interval(p: AcceptanceProfile) -> tuple[float, float] | None:
-    iv = p.intervals.get("accepted_per_draft")
-    return None if iv is None else (iv.low, iv.high)
-
-
-def differs(a: AcceptanceProfile, b: AcceptanceProfile, share: float) -> bool:
-    """Accepted per draft differs: disjoint intervals when both have them, else by ``share``."""
-    xa, xb = a.accepted_per_draft, b.accepted_per_draft
-    if xa is None or xb is None:
-        return False
-    ia, ib = _apd_interval(a), _apd_interval(b)
-    if ia is not None and ib is not None:
-        return ia[1] < ib[0] or ib[1] < ia[0]
-    return abs(xa - xb) > share * max(xa, xb, 1e-9)
-
-
-def drift(windows: tuple[AcceptanceProfile, ...]) -> tuple[float, float] | None:
-    """(first third, last third) accepted per draft over uptime; None if too few windows."""
-    from specdoctor.acceptance.profile import sum_profiles
-
-    ws = [w for w in windows if w.has_drafts and w.count_weighted]
-    if len(ws) < MIN_DRIFT_WINDOWS:
-        return None
-    third = len(ws) // 3
-    first = sum_profiles(ws[:third]).accepted_per_draft
-    last = sum_profiles(ws[-third:]).accepted_per_draft
-    if first is None or last is None:
-        return None
-    return first, last
-
 
 def classify(f: Facts) -> Signature:
     """One class (the most specific trouble), its evidence in numbers, the others that apply."""

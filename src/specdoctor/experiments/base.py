@@ -2,8 +2,9 @@
 
 An experiment is a module with a class that has:
 - ``id``: its entry in the hypothesis catalogue (``diagnose/data/catalogue.json``), which also
-  holds its cost (CPU minutes, GPU minutes, restarts), its launch group and the hypotheses it
-  settles — adding an experiment is one module plus one catalogue entry;
+  holds its module path, its status (built or planned), its cost (CPU minutes, GPU minutes,
+  restarts), its launch group and the hypotheses it settles — adding an experiment is one
+  module plus one catalogue entry (docs/experiments-layout.md);
 - ``unavailable(ctx)``: None when it can run here, else the reason (no launch command, no
   model directories, no GPU, ...), so the ledger records it and prints the command instead;
 - ``run(ctx)``: an ``ExperimentResult`` with a ``Finding`` (verdict + evidence) per hypothesis.

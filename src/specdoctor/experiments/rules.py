@@ -18,8 +18,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from specdoctor.acceptance.profile import AcceptanceProfile
-from specdoctor.diagnose.signature import WEAK_POS0
 from specdoctor.experiments.base import Finding, Verdict
+
+# Thresholds the signature (diagnose) classifies with and the experiments decide with, kept
+# here so that both read the same number.
+LOAD_SHARE = 0.15         # c=8 vs c=1 relative difference when no intervals decide
+SLOWER_SHARE = 0.95       # tok/s under this share of the spec-off tok/s
+# An oracle whose position 0 is under this is itself low: "the drafter is weak for this data"
+# (oracle.compare's threshold), so matching it is not "healthy".
+WEAK_POS0 = 0.5
 
 # Hypotheses the greedy oracle excludes when the engine reaches it: causes that live in engine
 # code, not in the served files (the oracle runs the files as they are).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specdoctor.diagnose.experiments.vocab import _read_map, check_map, map_copy
+from specdoctor.experiments.vocab import _read_map, check_map, map_copy
 
 VOCAB = 64
 

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specdoctor.diagnose import rules
-from specdoctor.diagnose.experiments import common
-from specdoctor.diagnose.experiments.oracle import (
+from specdoctor.experiments import rules
+from specdoctor.experiments import common
+from specdoctor.experiments.oracle_gap import (
     expected_profile, oracle_unavailable, run_oracle, served_oracle,
 )
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict

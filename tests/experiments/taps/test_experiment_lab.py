@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from specdoctor.experiments.base import Context, Verdict
-from specdoctor.experiments.taps import diagnose as hook
+from specdoctor.experiments.taps import experiment as hook
 
 pytestmark = pytest.mark.lab
 

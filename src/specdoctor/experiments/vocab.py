@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from specdoctor.diagnose import rules
-from specdoctor.diagnose.experiments import common
+from specdoctor.experiments import rules
+from specdoctor.experiments import common
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 
 HID = "tokenizer-mismatch"
@@ -270,7 +270,7 @@ class VocabMapCheck:
                                                "target_vocab": t.get("vocab_size")})
 
     def _map(self, ctx: Context) -> ExperimentResult:
-        from specdoctor.diagnose.experiments.oracle import (
+        from specdoctor.experiments.oracle_gap import (
             expected_profile, oracle_unavailable, run_oracle, served_oracle,
         )
 
@@ -314,7 +314,7 @@ class VocabMapCheck:
     def _translated(self, ctx: Context, mapping: list[int], moved: int
                     ) -> tuple[Finding, dict[str, Any]]:
         """The oracle counterfactual: the drafter's ids translated by token string."""
-        from specdoctor.diagnose.experiments.oracle import (
+        from specdoctor.experiments.oracle_gap import (
             expected_profile,
             oracle_unavailable,
             run_oracle,

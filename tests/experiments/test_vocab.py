@@ -9,8 +9,8 @@ import json
 import shutil
 import sys
 
-from specdoctor.diagnose.experiments import common
-from specdoctor.diagnose.experiments.vocab import (
+from specdoctor.experiments import common
+from specdoctor.experiments.vocab import (
     VocabMapCheck,
     as_served_map,
     differing_ids,
@@ -106,7 +106,7 @@ def _re_indexed(src, dst, seed=7):
 
 
 def test_translating_a_re_indexed_drafters_ids_recovers_acceptance(tmp_path):
-    from specdoctor.diagnose.experiments.oracle import run_oracle
+    from specdoctor.experiments.oracle_gap import run_oracle
     from specdoctor.lab import train
 
     target = train.trained_target("ci")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import sys
 
-from specdoctor.diagnose.experiments.counterfactual import (
+from specdoctor.experiments.counterfactual import (
     benign_differences, leads, patched_copy,
 )
-from specdoctor.diagnose.experiments.depth import decide, trained_depth
+from specdoctor.experiments.depth import decide, trained_depth
 from specdoctor.experiments.base import Verdict
 from tests.diagnose.recorded import profile
 
@@ -72,7 +72,7 @@ def test_trained_depth_on_the_recorded_mtp_profiles():
 
 
 def test_the_oracle_runs_for_every_method_it_covers_and_mtp_needs_no_drafter_dir(tmp_path):
-    from specdoctor.diagnose.experiments.oracle import oracle_unavailable
+    from specdoctor.experiments.oracle_gap import oracle_unavailable
     from specdoctor.experiments.base import Context
 
     def why(method, draft):

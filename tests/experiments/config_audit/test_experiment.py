@@ -9,10 +9,10 @@ import shutil
 
 import pytest
 
-from specdoctor.diagnose import experiments
+from specdoctor.diagnose import catalogue
 from specdoctor.experiments.base import Context, Verdict
 from specdoctor.launch import LaunchSpec
-from specdoctor.experiments.config_audit import diagnose as hook
+from specdoctor.experiments.config_audit import experiment as hook
 from specdoctor.experiments.config_audit import lints
 from specdoctor.lab import models as lab_models
 from specdoctor.lab import train
@@ -53,7 +53,7 @@ def _by(result):
 
 
 def test_the_hook_is_wired_through_hooks():
-    assert isinstance(experiments.load("config-audit"), hook.Experiment)
+    assert isinstance(catalogue.experiment(catalogue.load().experiments["config-audit"]), hook.Experiment)
 
 
 def test_a_draft_rope_theta_that_differs_is_an_inconclusive_lead_naming_both_values(tmp_path, pair):

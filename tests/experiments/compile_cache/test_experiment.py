@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 from specdoctor.acceptance.profile import AcceptanceProfile
-from specdoctor.diagnose import experiments
+from specdoctor.diagnose import catalogue
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments.base import Context, Verdict
 from specdoctor.launch import LaunchSpec
-from specdoctor.experiments.compile_cache import diagnose as hook
+from specdoctor.experiments.compile_cache import experiment as hook
 
 HID = "compile-cache-pollution"
 
@@ -24,7 +24,7 @@ def _p(drafts: int, per_pos: tuple[int, ...], k: int = 3) -> AcceptanceProfile:
 
 
 def test_the_hook_is_wired_through_hooks():
-    assert isinstance(experiments.load("compile-cache-ab"), hook.Experiment)
+    assert isinstance(catalogue.experiment(catalogue.load().experiments["compile-cache-ab"]), hook.Experiment)
 
 
 def test_recovered_confirms_with_the_recovered_share():

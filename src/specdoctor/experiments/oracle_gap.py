@@ -12,8 +12,8 @@ import time
 from typing import Any
 
 from specdoctor.acceptance.profile import AcceptanceProfile
-from specdoctor.diagnose import rules
-from specdoctor.diagnose.experiments import common
+from specdoctor.experiments import rules
+from specdoctor.experiments import common
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from specdoctor.diagnose import rules
-from specdoctor.diagnose.rules import Gap, decide_counterfactual, decide_oracle, decide_sampling
+from specdoctor.experiments import rules
+from specdoctor.experiments.rules import Gap, decide_counterfactual, decide_oracle, decide_sampling
 from specdoctor.experiments.base import Finding, Verdict
 from tests.diagnose.recorded import profile
 
@@ -92,7 +92,7 @@ def test_root_cause_is_the_confirmed_cause_that_explains_most_of_the_gap():
 
 
 def test_an_oracle_change_counts_beyond_five_percent_of_before():
-    from specdoctor.diagnose.rules import oracle_change_is_real
+    from specdoctor.experiments.rules import oracle_change_is_real
 
     assert not oracle_change_is_real(1.0, 1.049) and oracle_change_is_real(1.0, 1.051)
     # from nothing (an off-by-one map): at least 0.005 accepted per draft

@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from specdoctor.bench import measure as proto
-from specdoctor.diagnose.experiments import common
+from specdoctor.experiments import common
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
-from specdoctor.experiments.config_audit.diagnose import parallel_layout
+from specdoctor.experiments.config_audit.experiment import parallel_layout
 from specdoctor.experiments.taps import heads
 from specdoctor.launch import LaunchSpec
 

@@ -9,7 +9,7 @@ prompt lookup 345 then 472.9 against 392.1 in two comparisons of the same setup.
 
 from __future__ import annotations
 
-from specdoctor.diagnose.experiments.relaunch import (
+from specdoctor.experiments.relaunch import (
     CLEAR_SHARE,
     SpeedComparison,
     best_of,
@@ -17,7 +17,7 @@ from specdoctor.diagnose.experiments.relaunch import (
     measured_timing,
     tok_s,
 )
-from specdoctor.diagnose.signature import SLOWER_SHARE
+from specdoctor.experiments.rules import SLOWER_SHARE
 from specdoctor.experiments.base import Verdict
 from specdoctor.launch import LaunchSpec
 
@@ -86,7 +86,7 @@ def test_the_baseline_compares_as_many_passes_on_each_side(tmp_path, monkeypatch
     import sys
     from types import SimpleNamespace
 
-    from specdoctor.diagnose.experiments import relaunch
+    from specdoctor.experiments import relaunch
     from specdoctor.experiments.base import Context
 
     class Launcher:

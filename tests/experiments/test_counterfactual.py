@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 
-from specdoctor.diagnose import rules
-from specdoctor.diagnose.experiments.counterfactual import (
+from specdoctor.experiments import rules
+from specdoctor.experiments.counterfactual import (
     _ABSENT,
     Lead,
     joint,

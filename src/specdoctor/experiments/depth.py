@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from statistics import mean
 
-from specdoctor.diagnose.experiments import common
-from specdoctor.diagnose.references import conditional_from_unconditional
+from specdoctor.acceptance.compare import conditional_from_unconditional
+from specdoctor.experiments import common
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 
 DEPTH_SHARE = 0.9

@@ -23,11 +23,12 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from specdoctor.acceptance.compare import differs, drift
 from specdoctor.bench import measure as proto
-from specdoctor.diagnose.experiments import common
-from specdoctor.diagnose.signature import LOAD_SHARE, SLOWER_SHARE, differs, drift
+from specdoctor.experiments import common
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.experiments.rules import LOAD_SHARE, SLOWER_SHARE
 from specdoctor.launch import free_port
 
 Timed = tuple[int, float]   # (output tokens, latency in seconds) of one request

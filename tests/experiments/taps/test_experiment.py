@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specdoctor.diagnose import experiments
+from specdoctor.diagnose import catalogue
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments.base import Context, Verdict
 from specdoctor.launch import LaunchSpec
-from specdoctor.experiments.taps import diagnose as hook
+from specdoctor.experiments.taps import experiment as hook
 from specdoctor.experiments.taps import heads
 
 torch = pytest.importorskip("torch")
@@ -164,7 +164,7 @@ def test_parallel_config_excluded_only_on_an_unsharded_launch():
 
 
 def test_the_hook_is_wired_and_says_what_it_cannot_reach(tmp_path):
-    exp = experiments.load("taps")
+    exp = catalogue.experiment(catalogue.load().experiments["taps"])
     assert isinstance(exp, hook.Experiment)
     ctx = Context(workdir=tmp_path, launch=LaunchSpec(("x",)), launcher=object(), prompts=("a",),
                   method="draft_model")
