@@ -27,7 +27,7 @@ CASES = (None, "dflash-causal", "dflash-window")
 
 
 def one(control: str, fault: str | None) -> dict[str, Any]:
-    from specdoctor.experiments.probes import run
+    from specdoctor.packs import run
     from specdoctor.lab import lab as labmod
     from specdoctor.launch import free_port
 

@@ -227,7 +227,7 @@ def with_packs(spec: LaunchSpec, names: tuple[str, ...]) -> LaunchSpec:
     import dataclasses
     import os
 
-    from specdoctor.experiments.probes import run as probes
+    from specdoctor.packs import run as probes
 
     for name in names:
         pack, _ = probes.prepare(name, lab_dir() / "packs" / f"{spec.port}-{Path(name).stem}")

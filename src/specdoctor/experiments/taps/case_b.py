@@ -78,7 +78,7 @@ def _layer(role: str, attn_world: int, rank: int, x: Any, wq: Any, wo: Any,
     import torch
     import torch.distributed as dist
 
-    from specdoctor.experiments.taps.tap import tap
+    from specdoctor.packs.tap import tap
 
     per = HEADS // WORLD
     mine = slice(rank * per, (rank + 1) * per)

@@ -190,7 +190,7 @@ class Experiment:
         nums["records"] = len(files)
         error = None
         if not files:
-            from specdoctor.experiments.probes.run import collect
+            from specdoctor.packs.run import collect
 
             lines = [ln.data for ln in collect(log) if ln.probe == PACK]
             why = (f"the tapped launch did not measure: {err}; " if err else "")
@@ -213,9 +213,9 @@ class Experiment:
 
     @staticmethod
     def _build_pack(out: Path) -> Path:
-        from specdoctor.experiments.probes import packs, spec
-        from specdoctor.experiments.probes.build import build
-        from specdoctor.experiments.taps.tap import ENV_DIR
+        from specdoctor.packs import shipped, spec
+        from specdoctor.packs.build import build
+        from specdoctor.packs.tap import ENV_DIR
 
-        s = dataclasses.replace(spec.load(packs.resolve(PACK)), gate=ENV_DIR)
+        s = dataclasses.replace(spec.load(shipped.resolve(PACK)), gate=ENV_DIR)
         return build(s, out / "pack").dir

@@ -9,7 +9,7 @@ import tarfile
 import pytest
 
 from specdoctor.errors import InputError
-from specdoctor.experiments.recon.tarstream import FileSection, StreamSource, iter_members
+from specdoctor.recon.tarstream import FileSection, StreamSource, iter_members
 
 
 def _archive(fmt: int) -> tuple[bytes, dict[str, bytes]]:

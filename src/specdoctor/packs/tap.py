@@ -1,6 +1,6 @@
 """Dump named tensors to safetensors from inside a running server, behind an environment gate.
 
-    from specdoctor.experiments.taps.tap import tap
+    from specdoctor.packs.tap import tap
     tap("attn", {"q": q, "k_cache": k, "v_cache": v, "block_table": bt, "seqused_k": lens,
                  "cu_seqlens_q": cu, "out": out}, layer="draft.0", meta={"causal": True})
 

@@ -11,7 +11,7 @@ import pytest
 from imagebuild import metadata, wheel
 
 from specdoctor.errors import InputError
-from specdoctor.experiments.recon.extract import extract
+from specdoctor.recon.extract import extract
 
 
 def test_pip_spec_downloads_the_wheel(tmp_path, monkeypatch):

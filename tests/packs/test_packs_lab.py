@@ -16,7 +16,7 @@ import pytest
 
 from specdoctor.bench import measure as proto
 from specdoctor.bench.prompts import take
-from specdoctor.experiments.probes import run
+from specdoctor.packs import run
 from specdoctor.sources import prometheus
 from tests.lab.serve import lab_server
 

@@ -19,7 +19,7 @@ _PACK = {'gate': 'SPECDOCTOR_DRAFT_LOG',
              'when': 'before'}],
  'sink_env': 'SPECDOCTOR_DRAFT_LOG'}
 _DIR = _os.path.dirname(_os.path.abspath(__file__))
-_RUNTIME = _os.path.normpath(_os.path.join(_DIR, '../../experiments/probes/runtime.py'))
+_RUNTIME = _os.path.normpath(_os.path.join(_DIR, '../runtime.py'))
 
 try:
     import importlib.util as _util

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from specdoctor.errors import InputError
-from specdoctor.experiments.probes import build, packs, run, spec
+from specdoctor.packs import build, run, shipped, spec
 
 MODULE = '''
 import functools
@@ -283,7 +283,7 @@ def test_build_refuses_a_directory_that_is_not_a_pack(tmp_path):
 
 
 def test_shipped_packs_parse():
-    names = packs.available()
+    names = shipped.available()
     assert {"startup", "dflash", "raise-everywhere"} <= set(names)
     for p in names.values():
         assert spec.load(p).probes

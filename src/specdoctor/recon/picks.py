@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from specdoctor.errors import InputError
-from specdoctor.experiments.recon.presets import PRESETS, expand_preset
+from specdoctor.recon.presets import PRESETS, expand_preset
 
 _SITE_DIRS = ("site-packages", "dist-packages")
 

@@ -57,7 +57,7 @@ CASE = Case("t", ((70, 4), (20, 1)), window=32, causal=False, block_size=16, dat
 def test_tap_of_the_real_op_is_trusted(tapdir, kv_cache_dtype, block_size):
     from dataclasses import replace
 
-    from specdoctor.experiments.taps.vllm_cpu import tap_forward
+    from specdoctor.packs.tap_vllm_cpu import tap_forward
 
     tap_forward(*_forward(replace(CASE, block_size=block_size), kv_cache_dtype))
     (rec,) = [f for f in check_dir(tapdir) if f.check == "recompute"]
@@ -66,7 +66,7 @@ def test_tap_of_the_real_op_is_trusted(tapdir, kv_cache_dtype, block_size):
 
 
 def test_a_wrong_window_in_the_op_is_named(tapdir):
-    from specdoctor.experiments.taps.vllm_cpu import tap_forward
+    from specdoctor.packs.tap_vllm_cpu import tap_forward
 
     impl, layer, q, kv_cache, md, out = _forward(CASE, window_shift=-1)  # the op ran with W-1
     tap_forward(impl, layer, q, kv_cache, md, out)  # the layer says W

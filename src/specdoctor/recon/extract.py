@@ -5,7 +5,7 @@ file replaces an earlier one, `.wh.NAME` deletes NAME from the layers below,
 `.wh..wh..opq` empties its directory of everything from the layers below.
 Only picked paths are ever written; all other bodies are skipped unread.
 
-    from specdoctor.experiments.recon.extract import extract
+    from specdoctor.recon.extract import extract
     snap = extract("image.tar", Path("snap"), ["vllm"])
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specdoctor.errors import InputError
-from specdoctor.experiments.recon.manifest import (
+from specdoctor.recon.manifest import (
     MANIFEST_NAME,
     FileRecord,
     Skipped,
@@ -28,9 +28,9 @@ from specdoctor.experiments.recon.manifest import (
     parse_metadata,
     write_snapshot,
 )
-from specdoctor.experiments.recon.picks import Picker, clean_parts, make_picker
-from specdoctor.experiments.recon.sources import Entry, open_source
-from specdoctor.experiments.recon.writer import LimitExceeded, Limits, SafeWriter
+from specdoctor.recon.picks import Picker, clean_parts, make_picker
+from specdoctor.recon.sources import Entry, open_source
+from specdoctor.recon.writer import LimitExceeded, Limits, SafeWriter
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from specdoctor.experiments.probes import run
+from specdoctor.packs import run
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
                                 reason="vLLM is not installed (bash scripts/install.sh lab)")

@@ -16,7 +16,7 @@ import hashlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from specdoctor.experiments.recon.manifest import FileRecord, Snapshot
+from specdoctor.recon.manifest import FileRecord, Snapshot
 
 STATUSES = ("changed", "added", "removed", "moved", "same")
 

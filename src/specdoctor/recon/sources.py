@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from specdoctor.errors import InputError
-from specdoctor.experiments.recon.image import ImageArchive, is_oci_dir
-from specdoctor.experiments.recon.picks import Picker
-from specdoctor.experiments.recon.tarstream import StreamSource, iter_members
+from specdoctor.recon.image import ImageArchive, is_oci_dir
+from specdoctor.recon.picks import Picker
+from specdoctor.recon.tarstream import StreamSource, iter_members
 
 if TYPE_CHECKING:
     import subprocess

@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from specdoctor.experiments.taps import tap as taps  # noqa: E402
+from specdoctor.packs import tap as taps  # noqa: E402
 from specdoctor.experiments.taps.records import load_dir  # noqa: E402
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from specdoctor.errors import InputError
-from specdoctor.experiments.recon.tarstream import (
+from specdoctor.recon.tarstream import (
     GZIP_MAGIC,
     ZSTD_MAGIC,
     ByteSource,

@@ -21,8 +21,8 @@ from imagebuild import (
 )
 
 from specdoctor.errors import InputError
-from specdoctor.experiments.recon.extract import extract
-from specdoctor.experiments.recon.manifest import load_snapshot
+from specdoctor.recon.extract import extract
+from specdoctor.recon.manifest import load_snapshot
 
 pytestmark = pytest.mark.skipif(real_vllm_root() is None, reason="needs an installed vllm")
 

@@ -1,5 +1,5 @@
-"""The oracle's engine trace is one probe pack: the committed ``oracle/hook`` directory is the
-build of its spec, and ``engine_trace.read`` reads what the pack writes."""
+"""The oracle's engine trace is one probe pack: the committed ``packs/draft_trace`` directory
+is the build of its spec, and ``engine_trace.read`` reads what the pack writes."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import os
 import subprocess
 import sys
 
-from specdoctor.experiments.probes import build, spec
+from specdoctor.packs import build, spec
 from specdoctor.oracle import engine_trace
 
 HOOK = engine_trace.HOOK_DIR
-RUNTIME_REF = "../../experiments/probes/runtime.py"
+RUNTIME_REF = "../runtime.py"
 
 
 def test_committed_hook_is_the_build_of_its_spec(tmp_path):
@@ -22,7 +22,7 @@ def test_committed_hook_is_the_build_of_its_spec(tmp_path):
         assert (HOOK / name).read_text() == (fresh.dir / name).read_text(), (
             f"{name} is stale: rebuild with specdoctor probe build "
             f"{HOOK / 'draft_trace.toml'} -o {HOOK} --runtime {RUNTIME_REF}")
-    assert (HOOK / "../../experiments/probes/runtime.py").resolve() == build.RUNTIME_SRC
+    assert (HOOK / RUNTIME_REF).resolve() == build.RUNTIME_SRC
 
 
 # a stand-in scheduler module with vLLM's names and call shape

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specdoctor.errors import InputError
-from specdoctor.experiments.probes.spec import PackSpec
+from specdoctor.packs.spec import PackSpec
 
 RUNTIME_SRC = Path(__file__).with_name("runtime.py")
 RUNTIME_NAME = "_specdoctor_probe_runtime.py"

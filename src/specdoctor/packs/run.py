@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from specdoctor.errors import InputError
-from specdoctor.experiments.probes import packs
-from specdoctor.experiments.probes import spec as specmod
-from specdoctor.experiments.probes.build import BuiltPack, build
 from specdoctor.launch import LaunchSpec
+from specdoctor.packs import shipped
+from specdoctor.packs import spec as specmod
+from specdoctor.packs.build import BuiltPack, build
 from specdoctor.paths import home
 
 _LINE = re.compile(r"\[probe\] (\S+) (\{.*\})\s*$")
@@ -108,7 +108,7 @@ def with_pack(launch: LaunchSpec, pack: BuiltPack, sink: Path | None = None) -> 
 
 def prepare(spec_ref: str | Path, run_dir: Path | None = None) -> tuple[BuiltPack, Path]:
     """Build the pack of a spec (a shipped pack's name or a .toml path) into a new run dir."""
-    spec = specmod.load(packs.resolve(str(spec_ref)))
+    spec = specmod.load(shipped.resolve(str(spec_ref)))
     if run_dir is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = home() / "probes" / f"{stamp}-{os.getpid()}-{spec.name}"

@@ -15,8 +15,8 @@ import pytest
 from imagebuild import SITE, E, docker_archive, layer_tar, oci_dir, wheel
 
 from specdoctor.errors import InputError
-from specdoctor.experiments.recon.extract import extract
-from specdoctor.experiments.recon.writer import LimitExceeded, Limits
+from specdoctor.recon.extract import extract
+from specdoctor.recon.writer import LimitExceeded, Limits
 
 SPEC = "vllm/v1/spec_decode"
 

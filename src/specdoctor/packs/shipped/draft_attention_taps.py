@@ -28,7 +28,7 @@ def tap_draft(call):
     metadata = call.param("attn_metadata")
     if metadata is None:
         return None
-    from specdoctor.experiments.taps.vllm_cpu import tap_forward
+    from specdoctor.packs.tap_vllm_cpu import tap_forward
 
     tap_forward(call.self, layer, call.param("query"), call.param("kv_cache"), metadata,
                 call.param("output"), name="attn", layer_name=name)

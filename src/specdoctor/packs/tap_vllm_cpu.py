@@ -18,7 +18,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from specdoctor.experiments.taps.tap import tap
+from specdoctor.packs.tap import tap
 
 BASE = 16  # integers below 16 are exact in fp8 e4m3, bf16, fp16 and fp32
 
