@@ -182,13 +182,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from specdoctor.bench import measure as proto
     from specdoctor.bench.prompts import take
-    from specdoctor.packs import run as probes
     from specdoctor.lab import lab as labmod
     from specdoctor.lab import train
     from specdoctor.launch import free_port
     from specdoctor.oracle import engine_trace, numerics
     from specdoctor.oracle.runner import OracleConfig, run_oracle
     from specdoctor.oracle.simulate import Sampling
+    from specdoctor.packs import run as probes
 
     t_start = time.perf_counter()
     n, mt = args.n, args.max_tokens

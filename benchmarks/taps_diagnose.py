@@ -41,7 +41,7 @@ def run_case(fault: str | None, work: Path) -> dict[str, Any]:
     ctx = Context(workdir=work, launch=launch, launcher=Servers(), method=s.method,
                   k=s.k, prompts=tuple(take("code", 8)),
                   progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True))
-    ctx.data["suite"] = "code"
+    ctx.suite = "code"
     exp = taps.Experiment()
     res = exp.run(ctx, (taps.HID, taps.PARALLEL))
     return {"case": fault or "healthy", "wall_s": round(res.wall_s, 1), "error": res.error,

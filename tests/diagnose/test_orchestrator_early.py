@@ -8,11 +8,11 @@ from __future__ import annotations
 import sys
 
 from specdoctor.diagnose import orchestrator
-from specdoctor.experiments.counterfactual import OracleCounterfactual
 from specdoctor.diagnose.references import reference_from_profile
-from specdoctor.experiments.rules import Gap
 from specdoctor.diagnose.signature import Facts, classify
 from specdoctor.experiments.base import Context
+from specdoctor.experiments.counterfactual import OracleCounterfactual
+from specdoctor.experiments.rules import Gap
 from specdoctor.launch import LaunchSpec
 from tests.diagnose.recorded import counts
 
@@ -85,9 +85,9 @@ def test_the_oracle_counterfactual_stands_aside_when_the_engine_is_below_the_ora
     assert OracleCounterfactual().unavailable(ctx) is None
     # measured 0.36 accepted per draft where the oracle of the same files gives 4.0: the
     # oracle does not read those files as the engine does
-    ctx.data["oracle_gap"] = Gap(0.36, 4.0, 3.5, 3.8)
+    ctx.oracle_gap = Gap(0.36, 4.0, 3.5, 3.8)
     assert "a relaunch decides" in OracleCounterfactual().unavailable(ctx)
-    ctx.data["oracle_gap"] = Gap(0.36, 0.37, -0.05, 0.06)   # the engine reaches the oracle
+    ctx.oracle_gap = Gap(0.36, 0.37, -0.05, 0.06)   # the engine reaches the oracle
     assert OracleCounterfactual().unavailable(ctx) is None
 
 
@@ -146,7 +146,7 @@ def _speed_setup(tmp_path, monkeypatch, ratio_on):
 
     def spec_off(ctx, notes):
         measured.append(True)
-        ctx.data["tok_s_spec_on"], ctx.data["tok_s_spec_off"] = 546.5 * ratio_on, 546.5
+        ctx.tok_s_spec_on, ctx.tok_s_spec_off = 546.5 * ratio_on, 546.5
         v = (Verdict.CONFIRMED if ratio_on < 0.7 else
              Verdict.INCONCLUSIVE if ratio_on < 0.95 else Verdict.EXCLUDED)
         return ExperimentResult("spec-off-baseline", [Finding("draft-overhead", v, "timed")])

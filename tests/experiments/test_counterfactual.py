@@ -13,16 +13,16 @@ from __future__ import annotations
 import json
 
 from specdoctor.experiments import rules
+from specdoctor.experiments.base import Verdict
+from specdoctor.experiments.config_audit.models import rope_view
 from specdoctor.experiments.counterfactual import (
     _ABSENT,
     Lead,
     joint,
     leads,
     patched_copy,
-    rope_view,
     search,
 )
-from specdoctor.experiments.base import Verdict
 
 # The lab target's config.json (transformers 5 spelling), as trained for the ci budget.
 TARGET = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 128,

@@ -9,6 +9,7 @@ prompt lookup 345 then 472.9 against 392.1 in two comparisons of the same setup.
 
 from __future__ import annotations
 
+from specdoctor.experiments.base import Verdict
 from specdoctor.experiments.relaunch import (
     CLEAR_SHARE,
     SpeedComparison,
@@ -18,7 +19,6 @@ from specdoctor.experiments.relaunch import (
     tok_s,
 )
 from specdoctor.experiments.rules import SLOWER_SHARE
-from specdoctor.experiments.base import Verdict
 from specdoctor.launch import LaunchSpec
 
 TOKENS = 48
@@ -111,6 +111,6 @@ def test_the_baseline_compares_as_many_passes_on_each_side(tmp_path, monkeypatch
     (f,) = res.findings
     assert f.verdict is Verdict.EXCLUDED and abs(res.numbers["tok_s_off"] - 392.1) < 0.1
     # with two more passes on its side, three on each
-    ctx.data["spec_on_passes"] = [_at(392.1), _at(392.1)]
+    ctx.spec_on_passes = [_at(392.1), _at(392.1)]
     (f,) = relaunch.SpecOffBaseline().run(ctx, ("draft-overhead",)).findings
     assert f.verdict is Verdict.CONFIRMED and "0.50x" in f.evidence

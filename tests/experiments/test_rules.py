@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from specdoctor.experiments import rules
-from specdoctor.experiments.rules import Gap, decide_counterfactual, decide_oracle, decide_sampling
 from specdoctor.experiments.base import Finding, Verdict
+from specdoctor.experiments.rules import Gap, decide_counterfactual, decide_oracle, decide_sampling
 from tests.diagnose.recorded import profile
 
 
@@ -98,3 +98,22 @@ def test_an_oracle_change_counts_beyond_five_percent_of_before():
     # from nothing (an off-by-one map): at least 0.005 accepted per draft
     assert not oracle_change_is_real(0.0, 0.004) and oracle_change_is_real(0.0, 0.006)
     assert not oracle_change_is_real(0.454, 0.40)   # a fall is no recovery
+
+
+def test_one_finding_per_hypothesis_in_both_evidence_modes():
+    cite_a, cite_b = {"file": "a.py", "sha256": "1"}, {"file": "b.py", "sha256": "2"}
+    trials = [Finding("h", Verdict.EXCLUDED, "eps: no recovery", recovered=0.0),
+              Finding("h", Verdict.CONFIRMED, "rope: recovered", recovered=0.8, citations=(cite_a,)),
+              Finding("h", Verdict.CONFIRMED, "window: some", recovered=0.3, citations=(cite_b,)),
+              Finding("g", Verdict.EXCLUDED, "x"), Finding("g", Verdict.EXCLUDED, "x"),
+              Finding("f", Verdict.EXCLUDED, "y"), Finding("f", Verdict.INCONCLUSIVE, "z")]
+    decisive = {f.hypothesis: f for f in rules.one_per_hypothesis(trials, evidence="decisive")}
+    assert decisive["h"] == trials[1]                     # the trial that recovered most
+    every = {f.hypothesis: f for f in rules.one_per_hypothesis(trials)}
+    assert every["h"].verdict is Verdict.CONFIRMED and every["h"].recovered == 0.8
+    assert every["h"].evidence == "eps: no recovery; rope: recovered; window: some"
+    assert every["h"].citations == (cite_a, cite_b)
+    for merged in (decisive, every):
+        assert merged["g"].verdict is Verdict.EXCLUDED and merged["g"].evidence == "x"
+        assert merged["f"].verdict is Verdict.INCONCLUSIVE and merged["f"].evidence == "y; z"
+    assert [f.hypothesis for f in rules.one_per_hypothesis(trials)] == ["h", "g", "f"]

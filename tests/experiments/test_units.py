@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import sys
 
+from specdoctor.experiments.base import Verdict
 from specdoctor.experiments.counterfactual import (
     benign_differences, leads, patched_copy,
 )
 from specdoctor.experiments.depth import decide, trained_depth
-from specdoctor.experiments.base import Verdict
 from tests.diagnose.recorded import profile
 
 LLAMA = {"hidden_size": 128, "num_hidden_layers": 2, "head_dim": 32, "rms_norm_eps": 1e-6,
@@ -72,8 +72,8 @@ def test_trained_depth_on_the_recorded_mtp_profiles():
 
 
 def test_the_oracle_runs_for_every_method_it_covers_and_mtp_needs_no_drafter_dir(tmp_path):
-    from specdoctor.experiments.oracle_gap import oracle_unavailable
     from specdoctor.experiments.base import Context
+    from specdoctor.experiments.oracle_gap import oracle_unavailable
 
     def why(method, draft):
         return oracle_unavailable(Context(workdir=tmp_path, method=method, target_dir=tmp_path,

@@ -10,6 +10,7 @@ import shutil
 import sys
 
 from specdoctor.experiments import common
+from specdoctor.experiments.base import Context, Verdict
 from specdoctor.experiments.vocab import (
     VocabMapCheck,
     as_served_map,
@@ -17,7 +18,6 @@ from specdoctor.experiments.vocab import (
     draft_to_target,
     id_strings,
 )
-from specdoctor.experiments.base import Context, Verdict
 from specdoctor.launch import LaunchSpec
 
 TOK = {"added_tokens": [{"id": 0, "content": "<|bos|>"}, {"id": 1, "content": "<|eos|>"}],
@@ -58,7 +58,7 @@ def _ctx(tmp_path, target, draft, k=4):
                   target_dir=target, draft_dir=draft, prompts=("def add(a, b):\n",
                                                                "import os\n\ndef main():\n"),
                   max_tokens=16)
-    ctx.data["settings"] = s
+    ctx.settings = s
     ctx.workdir.mkdir(parents=True, exist_ok=True)
     return ctx
 
@@ -112,8 +112,8 @@ def test_translating_a_re_indexed_drafters_ids_recovers_acceptance(tmp_path):
     target = train.trained_target("ci")
     draft = _re_indexed(target, tmp_path / "m2")
     ctx = _ctx(tmp_path, target, draft)
-    ctx.data["oracle_vocab_map"] = as_served_map(ctx)
-    ctx.data["oracle_greedy"] = run_oracle(ctx, 0.0, 1.0)   # as served: the engine's view
+    ctx.oracle_vocab_map = as_served_map(ctx)
+    ctx.oracle_greedy = run_oracle(ctx, 0.0, 1.0)   # as served: the engine's view
     res = VocabMapCheck().run(ctx, ("tokenizer-mismatch",))
     (f,) = res.findings
     assert f.verdict is Verdict.CONFIRMED, f.evidence

@@ -8,8 +8,8 @@ import os
 import subprocess
 import sys
 
-from specdoctor.packs import build, spec
 from specdoctor.oracle import engine_trace
+from specdoctor.packs import build, spec
 
 HOOK = engine_trace.HOOK_DIR
 RUNTIME_REF = "../runtime.py"

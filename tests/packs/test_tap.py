@@ -6,8 +6,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from specdoctor.packs import tap as taps  # noqa: E402
 from specdoctor.experiments.taps.records import load_dir  # noqa: E402
+from specdoctor.packs import tap as taps  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

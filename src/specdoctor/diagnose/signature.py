@@ -35,7 +35,8 @@ from typing import Any
 from specdoctor.acceptance.compare import conditional_from_unconditional, differs, drift
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.diagnose.references import Reference
-from specdoctor.experiments.rules import LOAD_SHARE, SLOWER_SHARE, WEAK_POS0
+from specdoctor.experiments.rules import LOAD_SHARE, SLOWER_SHARE
+from specdoctor.oracle.compare import WEAK_DRAFTER_POS0
 
 CLASSES = ("healthy", "uniform-low", "cliff", "steep-decay", "zero", "crash", "sampling-bound",
            "load-dependent", "drifting", "slower-than-spec-off", "unreferenced", "no-data")
@@ -51,8 +52,9 @@ DECAY_RATIO = 0.5
 ABS_SLACK = 0.02          # absolute slack on top of a reference's relative tolerance
 SAMPLED_SHARE = 0.7       # sampled accepted/draft under this share of its reference
 DRIFT_SHARE = 0.20        # last third of windows this much below the first third
-# LOAD_SHARE, SLOWER_SHARE and WEAK_POS0 are shared with the experiments that decide the same
-# question (concurrency-ab, spec-off-baseline, the oracle rule): they live in experiments.rules.
+# LOAD_SHARE and SLOWER_SHARE are shared with the experiments that decide the same question
+# (concurrency-ab, spec-off-baseline): they live in experiments.rules; WEAK_DRAFTER_POS0 (an
+# oracle that is itself low) is the oracle's.
 
 
 @dataclass(frozen=True)
@@ -156,11 +158,11 @@ def shape(p: AcceptanceProfile | None, ref: Reference | None, variable_length: b
     low = [i for i in range(n) if not within(pp[i], ref.per_position[i], ref.tolerance,
                                              _pos_high(p, i))]
     if not low:
-        if ref.source == "oracle" and ref.per_position and ref.per_position[0] < WEAK_POS0:
+        if ref.source == "oracle" and ref.per_position and ref.per_position[0] < WEAK_DRAFTER_POS0:
             # The engine reaches the oracle, and the oracle itself is low: low all the same
             # (the oracle runs the served files as they are, so it shares their errors).
             return (own_shape(pp), f"{against}: equal to the oracle, and the oracle itself is "
-                    f"low (pos0 {ref.per_position[0]:.2f} < {WEAK_POS0})", None)
+                    f"low (pos0 {ref.per_position[0]:.2f} < {WEAK_DRAFTER_POS0})", None)
         return "healthy", f"{against}: within {ref.tolerance:.0%} at every position", None
     ratios = [pp[i] / ref.per_position[i] if ref.per_position[i] > 0 else 1.0 for i in range(n)]
     lens = " (variable-length drafts: later positions count short drafts)" if variable_length \

@@ -23,10 +23,14 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.launch.spec import LaunchSpec
+
+if TYPE_CHECKING:   # annotations only: both modules build on this one
+    from specdoctor.experiments.common import Settings
+    from specdoctor.experiments.rules import Gap
 
 
 class Verdict(str, enum.Enum):
@@ -101,24 +105,42 @@ class Launcher(Protocol):
 
 @dataclass
 class Context:
-    """Everything the diagnosis knows when it calls an experiment."""
+    """Everything the diagnosis knows when it calls an experiment, and what experiments leave
+    for each other. One named field per fact; None (or empty) until someone knows it."""
 
     workdir: Path
+    # -- the target --------------------------------------------------------------------------
     url: str | None = None                 # a live server to measure (no restart)
     launch: LaunchSpec | None = None       # the command, when specdoctor may relaunch
     launcher: Launcher | None = None
     logs: tuple[Path, ...] = ()
+    settings: Settings | None = None       # what the launch command describes
     method: str | None = None
     k: int | None = None
     target_dir: Path | None = None
     draft_dir: Path | None = None
     tokenizer_dir: Path | None = None
+    baseline_server: Server | None = None  # the server the diagnosis started and measured
+    # -- what was measured and read ----------------------------------------------------------
     prompts: tuple[str, ...] = ()
+    suite: str = "code"                    # the prompt suites, comma-separated
     max_tokens: int = 64
     sampling: tuple[float, float] | None = None   # the sampled measurement's (T, top_p)
     measured: dict[str, Any] = field(default_factory=dict)   # label -> Measurement-like
+    server_logs: dict[str, str] = field(default_factory=dict)   # label or path -> log text
+    errors: list[str] = field(default_factory=list)    # the server's and the measurements'
+    windows: tuple[AcceptanceProfile, ...] = ()         # log windows over uptime
+    log_total: AcceptanceProfile | None = None          # the logs' whole-run profile
+    # -- what experiments leave for each other -----------------------------------------------
+    oracle_greedy: Any = None              # the greedy oracle of the served files (oracle.runner)
+    oracle_gap: Gap | None = None          # measured vs that oracle, accepted per draft
+    oracle_pos0: float | None = None       # its position-0 rate
+    oracle_vocab_map: Path | None = None   # the draft-to-target id map the engine applies
+    spec_on_passes: list[list[tuple[int, float]]] = field(default_factory=list)  # timing
+    tok_s_spec_on: float | None = None     # decode tok/s, speculation on and off
+    tok_s_spec_off: float | None = None
+    deadline: float | None = None          # time.monotonic() past which repeated runs stop
     progress: Callable[[str], None] = lambda msg: None
-    data: dict[str, Any] = field(default_factory=dict)       # results shared between experiments
 
 
 class Experiment(Protocol):

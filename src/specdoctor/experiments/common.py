@@ -70,7 +70,7 @@ def params(ctx: Context, temperature: float = 0.0, top_p: float = 1.0,
            concurrency: int = 1) -> proto.MeasureParams:
     return proto.MeasureParams(num_prompts=len(ctx.prompts), concurrency=concurrency,
                                max_tokens=ctx.max_tokens, temperature=temperature, top_p=top_p,
-                               suite=ctx.data.get("suite", "code"))
+                               suite=ctx.suite)
 
 
 def measure_url(ctx: Context, url: str, p: proto.MeasureParams) -> proto.Measurement:

@@ -36,12 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specdoctor.experiments import rules
 from specdoctor.experiments import common
+from specdoctor.experiments import rules
+from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.experiments.config_audit.models import ROPE_CONTAINERS, ROPE_TOP_LEVEL, rope_view
 from specdoctor.experiments.oracle_gap import (
     expected_profile, oracle_unavailable, run_oracle, served_oracle,
 )
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 
 _ABSENT = object()
 # Scalar fields that change what the drafter computes: normalisation, activation, logit and
@@ -50,11 +51,6 @@ WIRING_FIELDS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_e
                  "hidden_act", "hidden_activation", "logit_scale", "attn_logit_softcapping",
                  "final_logit_softcapping", "query_pre_attn_scalar", "embedding_multiplier",
                  "residual_multiplier", "attention_multiplier", "logits_scaling")
-# Where configs spell the rotary embedding; later containers win, as in transformers' loading.
-ROPE_CONTAINERS = ("rope_scaling", "rope_parameters")
-ROPE_TOP_LEVEL = ("rope_theta", "partial_rotary_factor")
-# Rope settings that mean "no change" (absent and these values compare equal).
-ROPE_NEUTRAL = {"rope_type": "default", "partial_rotary_factor": 1.0}
 # Fields that change the drafter's attention mask: compared with the target's value, or with the
 # method's published default when the target has no such field.
 MASK_FIELDS = ("sliding_window", "use_sliding_window", "dflash_config.use_swa",
@@ -125,24 +121,11 @@ def put(cfg: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
     return out
 
 
-def rope_view(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The rotary embedding's effective settings, whatever the spelling (pure)."""
-    view: dict[str, Any] = {}
-    for c in ROPE_CONTAINERS:
-        if isinstance(cfg.get(c), dict):
-            view.update(cfg[c])
-    for k in ROPE_TOP_LEVEL:
-        if k in cfg and cfg[k] is not None:
-            view.setdefault(k, cfg[k])
-    if "type" in view:
-        view.setdefault("rope_type", view["type"])
-        del view["type"]
-    return {k: v for k, v in view.items() if ROPE_NEUTRAL.get(k, _ABSENT) != v}
-
-
 def _rope_lead(draft: dict[str, Any], target: dict[str, Any]) -> Lead | None:
+    """The rope as the config audit reads it (``rope_view``), with one difference on purpose:
+    a theta only one side sets is not a lead here, as the other side's is the architecture's
+    default, unknown here (the audit names that difference; a counterfactual needs a value)."""
     dv, tv = rope_view(draft), rope_view(target)
-    # an absent theta is the architecture's default, unknown here: compared only when both set
     keys = [k for k in sorted(dv.keys() | tv.keys()) if dv.get(k, _ABSENT) != tv.get(k, _ABSENT)
             and not (k == "rope_theta" and (k not in dv or k not in tv))]
     if not keys:
@@ -259,8 +242,8 @@ def search(found: list[Lead], hypotheses: tuple[str, ...], trial: Callable[[Lead
     """Try the leads of each hypothesis: alone when there is one; else together first, and,
     when together they recover, each alone (while ``more()``) to name the field.
 
-    Returns the findings (several per hypothesis; ``_merge`` reduces them), the curves after
-    each change, and the numbers."""
+    Returns the findings (several per hypothesis; ``rules.one_per_hypothesis`` reduces them),
+    the curves after each change, and the numbers."""
     tried: list[Finding] = []
     curves: dict[str, Any] = {}
     nums: dict[str, Any] = {}
@@ -335,7 +318,7 @@ class OracleCounterfactual:
     def unavailable(self, ctx: Context) -> str | None:
         if ctx.method == "ngram":
             return "prompt lookup has no drafter config"
-        gap = ctx.data.get("oracle_gap")
+        gap = ctx.oracle_gap
         if gap is not None and gap.below:
             return ("the engine accepts less than the oracle of the served files, so the oracle "
                     "does not run them as the engine does; a relaunch decides")
@@ -362,7 +345,8 @@ class OracleCounterfactual:
             return f, after, {"before": round(before, 4), "after": round(a, 4)}
 
         tried, curves, nums = search(found, hypotheses, trial)
-        return ExperimentResult(self.id, _merge(_verdicts(hypotheses, tried)), nums,
+        merged = rules.one_per_hypothesis(_verdicts(hypotheses, tried), evidence="decisive")
+        return ExperimentResult(self.id, merged, nums,
                                 {"before": expected_profile(base), **curves},
                                 wall_s=time.perf_counter() - t0)
 
@@ -411,27 +395,11 @@ class RelaunchCounterfactual:
             return f, m.total, {"before": round(before, 4), "after": round(a, 4)}
 
         def more() -> bool:
-            deadline = ctx.data.get("deadline")
+            deadline = ctx.deadline
             return deadline is None or time.monotonic() + RELAUNCH_MIN * 60 < deadline
 
         tried, curves, nums = search(found, hypotheses, trial, more)
-        return ExperimentResult(self.id, _merge(_verdicts(hypotheses, tried)), nums,
+        merged = rules.one_per_hypothesis(_verdicts(hypotheses, tried), evidence="decisive")
+        return ExperimentResult(self.id, merged, nums,
                                 {"before": before_p, **curves}, cmds,
                                 "; ".join(errors) or None, time.perf_counter() - t0)
-
-
-def _merge(findings: list[Finding]) -> list[Finding]:
-    """One finding per hypothesis: confirmed wins; else excluded only if every field was."""
-    by: dict[str, list[Finding]] = {}
-    for f in findings:
-        by.setdefault(f.hypothesis, []).append(f)
-    out = []
-    for h, fs in by.items():
-        conf = [f for f in fs if f.verdict is Verdict.CONFIRMED]
-        if conf:
-            out.append(max(conf, key=lambda f: f.recovered or 0.0))
-            continue
-        verdict = (Verdict.EXCLUDED if all(f.verdict is Verdict.EXCLUDED for f in fs)
-                   else Verdict.INCONCLUSIVE)
-        out.append(Finding(h, verdict, "; ".join(f.evidence for f in fs)))
-    return out

@@ -8,8 +8,8 @@ cudagraph sizes" when max capture size < k + 1; CASES.md Case B) and ``metric-co
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
+from specdoctor.experiments import common
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 
 # Lines that mean a request or the engine failed (not warnings about slowness).
@@ -50,17 +50,10 @@ def error_lines(text: str, limit: int = 20) -> list[str]:
 
 
 def log_texts(ctx: Context) -> list[tuple[str, str]]:
-    texts = [(str(p), _read(p)) for p in ctx.logs]
-    for label, text in ctx.data.get("server_logs", {}).items():
+    texts = [(str(p), common.read_text(p)) for p in ctx.logs]
+    for label, text in ctx.server_logs.items():
         texts.append((label, text))
     return texts
-
-
-def _read(p: Path) -> str:
-    try:
-        return p.read_text(errors="replace")
-    except OSError:
-        return ""
 
 
 class LogsScan:

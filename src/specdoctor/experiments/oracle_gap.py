@@ -12,8 +12,8 @@ import time
 from typing import Any
 
 from specdoctor.acceptance.profile import AcceptanceProfile
-from specdoctor.experiments import rules
 from specdoctor.experiments import common
+from specdoctor.experiments import rules
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 
 
@@ -40,11 +40,11 @@ def oracle_unavailable(ctx: Context) -> str | None:
 def run_oracle(ctx: Context, temperature: float, top_p: float, draft_dir: Any = None,
                vocab_map: Any = None) -> Any:
     """``vocab_map``: a draft-to-target id map file; default: the map the engine applies
-    (``ctx.data["oracle_vocab_map"]``, set when the drafter's tokenizer is not the target's)."""
+    (``ctx.oracle_vocab_map``, set when the drafter's tokenizer is not the target's)."""
     from specdoctor.oracle.runner import OracleConfig, run_oracle as _run
     from specdoctor.oracle.simulate import Sampling
 
-    s = ctx.data["settings"]
+    s = ctx.settings
     draft_mode = "argmax" if s.draft_sample_method in ("greedy", "argmax") else "probabilistic"
     cfg = OracleConfig(
         target=ctx.target_dir, prompts=tuple(ctx.prompts), method=ctx.method or "draft_model",
@@ -55,16 +55,16 @@ def run_oracle(ctx: Context, temperature: float, top_p: float, draft_dir: Any = 
         prompt_lookup_min=s.prompt_lookup[0], prompt_lookup_max=s.prompt_lookup[1],
         max_model_len=s.max_model_len,
         dtype=s.dtype if s.dtype in ("float32", "bfloat16", "float16") else "float32",
-        vocab_map=vocab_map or ctx.data.get("oracle_vocab_map"))
+        vocab_map=vocab_map or ctx.oracle_vocab_map)
     return _run(cfg)
 
 
 def served_oracle(ctx: Context) -> Any:
     """The greedy oracle of the served files on the diagnosis' prompts, computed once and
     shared by every experiment that compares with it."""
-    res = ctx.data.get("oracle_greedy")
+    res = ctx.oracle_greedy
     if res is None:
-        res = ctx.data["oracle_greedy"] = run_oracle(ctx, 0.0, 1.0)
+        res = ctx.oracle_greedy = run_oracle(ctx, 0.0, 1.0)
     return res
 
 
@@ -103,7 +103,7 @@ class OracleGreedy:
         res = served_oracle(ctx)
         g, c = gap(res, ctx.measured["greedy"])
         pos0 = c.positions[0].oracle.value if c.positions else None
-        ctx.data["oracle_gap"], ctx.data["oracle_pos0"] = g, pos0
+        ctx.oracle_gap, ctx.oracle_pos0 = g, pos0
         found = rules.decide_oracle(g, pos0, file_side_excluded=False)
         return ExperimentResult(self.id, found, {"comparison": c.to_json()},
                                 {"oracle (greedy)": expected_profile(res),
@@ -117,7 +117,7 @@ class OracleSampled:
     def unavailable(self, ctx: Context) -> str | None:
         if "sampled" not in ctx.measured or ctx.sampling is None:
             return "no sampled measurement (diagnose --sampling official, or T,top_p)"
-        if "oracle_gap" not in ctx.data:
+        if ctx.oracle_gap is None:
             return "the greedy oracle comparison did not run"
         return oracle_unavailable(ctx)
 
@@ -132,7 +132,7 @@ class OracleSampled:
             return ExperimentResult(self.id, [Finding(h, Verdict.INCONCLUSIVE, str(exc))
                                               for h in hypotheses], error=str(exc))
         greedy_apd = common.apd(ctx.measured["greedy"].total)
-        found = rules.decide_sampling(ctx.data["oracle_gap"], g, greedy_apd)
+        found = rules.decide_sampling(ctx.oracle_gap, g, greedy_apd)
         return ExperimentResult(self.id, found, {"comparison": c.to_json(),
                                                  "temperature": temperature, "top_p": top_p},
                                 {f"oracle (T={temperature:g}, top_p={top_p:g})":

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from specdoctor.acceptance.compare import differs, drift
 from specdoctor.bench import measure as proto
-from specdoctor.experiments import common
 from specdoctor.errors import SpecdoctorError
+from specdoctor.experiments import common
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 from specdoctor.experiments.rules import LOAD_SHARE, SLOWER_SHARE
 from specdoctor.launch import free_port
@@ -137,10 +137,10 @@ def measured_timing(m: proto.Measurement) -> list[Timed]:
 
 def time_spec_on(ctx: Context) -> None:
     """More timing passes on the live server with speculation on (before it is stopped for
-    the spec-off one), kept in ``ctx.data["spec_on_passes"]``."""
+    the spec-off one), kept in ``ctx.spec_on_passes``."""
     if ctx.url is not None:
         ctx.progress("speculation on: timing passes")
-        ctx.data.setdefault("spec_on_passes", []).extend(
+        ctx.spec_on_passes.extend(
             timed_requests(ctx.url, ctx, passes=ON_EXTRA_PASSES, warm_up=False))
 
 
@@ -169,7 +169,7 @@ class SpecOffBaseline:
             off_passes = timed_requests(server.url, ctx, passes=OFF_PASSES)
         finally:
             ctx.launcher.stop(server)
-        on_passes = [measured_timing(ctx.measured["greedy"]), *ctx.data.get("spec_on_passes", [])]
+        on_passes = [measured_timing(ctx.measured["greedy"]), *ctx.spec_on_passes]
         # as many passes on each side: a best of three against a best of one would favour it
         n = min(len(on_passes), len(off_passes))
         c = compare_speed(best_of(on_passes[:n]), best_of(off_passes[:n]))
@@ -177,7 +177,7 @@ class SpecOffBaseline:
             return ExperimentResult(self.id, [Finding(
                 "draft-overhead", Verdict.INCONCLUSIVE, "no output tokens to time on one side")],
                 commands=[off.shell_command()])
-        ctx.data["tok_s_spec_off"], ctx.data["tok_s_spec_on"] = c.tok_s_off, c.tok_s_on
+        ctx.tok_s_spec_off, ctx.tok_s_spec_on = c.tok_s_off, c.tok_s_on
         v = c.verdict
         ev = c.text() + {
             Verdict.CONFIRMED: f": speculation costs far more than it gains (under "
@@ -199,10 +199,10 @@ class RestartAB:
     def unavailable(self, ctx: Context) -> str | None:
         if ctx.launch is None or ctx.launcher is None:
             return "needs a launch command to restart"
-        return None if ctx.data.get("windows") else "no log windows over uptime"
+        return None if ctx.windows else "no log windows over uptime"
 
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
-        d = drift(tuple(ctx.data["windows"]))
+        d = drift(tuple(ctx.windows))
         assert ctx.launch is not None
         m, _log, err = common.measure_launch(ctx, ctx.launch, common.params(ctx), "restart")
         if m is None or m.total is None or d is None:

@@ -19,14 +19,14 @@ from dataclasses import dataclass
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.experiments.base import Finding, Verdict
+from specdoctor.oracle.compare import WEAK_DRAFTER_POS0
 
 # Thresholds the signature (diagnose) classifies with and the experiments decide with, kept
 # here so that both read the same number.
 LOAD_SHARE = 0.15         # c=8 vs c=1 relative difference when no intervals decide
 SLOWER_SHARE = 0.95       # tok/s under this share of the spec-off tok/s
-# An oracle whose position 0 is under this is itself low: "the drafter is weak for this data"
-# (oracle.compare's threshold), so matching it is not "healthy".
-WEAK_POS0 = 0.5
+# An oracle whose position 0 is under WEAK_DRAFTER_POS0 (oracle.compare's threshold, imported
+# above) is itself low: "the drafter is weak for this data", so matching it is not "healthy".
 
 # Hypotheses the greedy oracle excludes when the engine reaches it: causes that live in engine
 # code, not in the served files (the oracle runs the files as they are).
@@ -106,7 +106,7 @@ def decide_oracle(gap: Gap, oracle_pos0: float | None, file_side_excluded: bool,
                 for h in ("draft-quality", *ENGINE_SIDE)]
     out = [Finding(h, Verdict.EXCLUDED, f"{ev}: the engine reaches what the weights allow")
            for h in ENGINE_SIDE]
-    low = reference_low or (oracle_pos0 is not None and oracle_pos0 < WEAK_POS0)
+    low = reference_low or (oracle_pos0 is not None and oracle_pos0 < WEAK_DRAFTER_POS0)
     if not low:
         out.append(Finding("draft-quality", Verdict.EXCLUDED,
                            f"{ev}; the oracle itself is not low (pos0 {oracle_pos0:.2f})"
@@ -202,6 +202,34 @@ def root_cause(findings: Iterable[Finding]) -> tuple[str | None, list[str]]:
         if f.hypothesis != best.hypothesis and f.hypothesis not in others:
             others.append(f.hypothesis)
     return best.hypothesis, others
+
+
+def one_per_hypothesis(findings: Iterable[Finding], evidence: str = "all") -> list[Finding]:
+    """One finding per hypothesis (in the order first seen): confirmed when any finding
+    confirms it (the one that recovered most decides the share), excluded only when every
+    finding excluded it, inconclusive otherwise.
+
+    ``evidence`` is where the two callers differ on purpose: ``"all"`` keeps every piece of
+    evidence and every citation (the config audit: each lead names a field the counterfactual
+    must try); ``"decisive"`` keeps only the confirming trial's evidence once one confirms (the
+    counterfactuals: the other trials' figures are in the experiment's numbers)."""
+    by: dict[str, list[Finding]] = {}
+    for f in findings:
+        by.setdefault(f.hypothesis, []).append(f)
+    out = []
+    for hid, fs in by.items():
+        confirmed = [f for f in fs if f.verdict is Verdict.CONFIRMED]
+        best = max(confirmed, key=lambda f: f.recovered or 0.0) if confirmed else None
+        if best is not None and evidence == "decisive":
+            out.append(best)
+            continue
+        verdict = (Verdict.CONFIRMED if best is not None else Verdict.EXCLUDED
+                   if all(f.verdict is Verdict.EXCLUDED for f in fs) else Verdict.INCONCLUSIVE)
+        cites = {c["file"]: c for f in fs for c in f.citations}
+        out.append(Finding(hid, verdict, "; ".join(dict.fromkeys(f.evidence for f in fs)),
+                           recovered=best.recovered if best is not None else None,
+                           citations=tuple(cites.values())))
+    return out
 
 
 def any_recovers(findings: Sequence[Finding]) -> bool:

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from specdoctor.experiments import rules
 from specdoctor.experiments import common
+from specdoctor.experiments import rules
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 
 HID = "tokenizer-mismatch"
@@ -326,7 +326,7 @@ class VocabMapCheck:
         if why is not None:
             return Finding(HID, Verdict.INCONCLUSIVE, f"{lead}; the counterfactual needs the "
                            f"oracle: {why}"), {}
-        served = ctx.data.get("oracle_greedy")
+        served = ctx.oracle_greedy
         before_p = expected_profile(served) if served is not None else (
             ctx.measured["greedy"].total if "greedy" in ctx.measured else None)
         if before_p is None:

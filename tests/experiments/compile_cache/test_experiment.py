@@ -12,8 +12,8 @@ from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.diagnose import catalogue
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments.base import Context, Verdict
-from specdoctor.launch import LaunchSpec
 from specdoctor.experiments.compile_cache import experiment as hook
+from specdoctor.launch import LaunchSpec
 
 HID = "compile-cache-pollution"
 
@@ -24,7 +24,8 @@ def _p(drafts: int, per_pos: tuple[int, ...], k: int = 3) -> AcceptanceProfile:
 
 
 def test_the_hook_is_wired_through_hooks():
-    assert isinstance(catalogue.experiment(catalogue.load().experiments["compile-cache-ab"]), hook.Experiment)
+    spec = catalogue.load().experiments["compile-cache-ab"]
+    assert isinstance(catalogue.experiment(spec), hook.Experiment)
 
 
 def test_recovered_confirms_with_the_recovered_share():

@@ -11,11 +11,11 @@ import pytest
 
 from specdoctor.diagnose import catalogue
 from specdoctor.experiments.base import Context, Verdict
-from specdoctor.launch import LaunchSpec
 from specdoctor.experiments.config_audit import experiment as hook
 from specdoctor.experiments.config_audit import lints
 from specdoctor.lab import models as lab_models
 from specdoctor.lab import train
+from specdoctor.launch import LaunchSpec
 
 ALL = ("draft-config-mismatch", "rope-sync", "attention-mask", "tokenizer-mismatch",
        "cudagraph-capture-size", "k-beyond-training", "draft-parallel-config")
@@ -44,7 +44,7 @@ def _ctx(tmp_path, target, draft, k=3, argv=(), logs=None):
     ctx = Context(workdir=tmp_path, launch=launch, method="draft_model", k=k,
                   target_dir=target, draft_dir=draft)
     if logs:
-        ctx.data["server_logs"] = {"baseline": logs}
+        ctx.server_logs = {"baseline": logs}
     return ctx
 
 
@@ -53,7 +53,8 @@ def _by(result):
 
 
 def test_the_hook_is_wired_through_hooks():
-    assert isinstance(catalogue.experiment(catalogue.load().experiments["config-audit"]), hook.Experiment)
+    spec = catalogue.load().experiments["config-audit"]
+    assert isinstance(catalogue.experiment(spec), hook.Experiment)
 
 
 def test_a_draft_rope_theta_that_differs_is_an_inconclusive_lead_naming_both_values(tmp_path, pair):

@@ -16,9 +16,9 @@ import pytest
 from specdoctor.diagnose import catalogue
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments.base import Context, Verdict
-from specdoctor.launch import LaunchSpec
 from specdoctor.experiments.taps import experiment as hook
 from specdoctor.experiments.taps import heads
+from specdoctor.launch import LaunchSpec
 
 torch = pytest.importorskip("torch")
 

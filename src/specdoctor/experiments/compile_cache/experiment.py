@@ -23,8 +23,8 @@ import shutil
 import time
 
 from specdoctor.acceptance.profile import AcceptanceProfile
-from specdoctor.experiments import rules
 from specdoctor.experiments import common
+from specdoctor.experiments import rules
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 from specdoctor.experiments.compile_cache import ab
 

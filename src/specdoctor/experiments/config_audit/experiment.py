@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from specdoctor.errors import SpecdoctorError
+from specdoctor.experiments import rules
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 from specdoctor.experiments.config_audit import lints, models
 from specdoctor.launch import LaunchSpec
@@ -72,7 +73,7 @@ def model_findings(audit: models.ModelAudit) -> list[Finding]:
     return out
 
 
-def _lead(f: models.Finding) -> str:
+def _lead(f: models.ConfigCheck) -> str:
     values = f"draft {json.dumps(f.draft, default=str)} vs target {json.dumps(f.target, default=str)}"
     return (f"config audit ({f.level}): {f.check}: {values} — {f.detail}; a lead for the "
             f"counterfactual with the target's value, not a verdict")
@@ -194,7 +195,7 @@ class Experiment:
     id = "config-audit"
 
     def unavailable(self, ctx: Context) -> str | None:
-        if ctx.target_dir is None and ctx.launch is None and not ctx.data.get("server_logs"):
+        if ctx.target_dir is None and ctx.launch is None and not ctx.server_logs:
             return "needs the launch command, the model directories or the server's log"
         return None
 
@@ -218,7 +219,7 @@ class Experiment:
         if ctx.k and ctx.draft_dir is not None and method == "dflash":
             block = _read_json(ctx.draft_dir / "config.json").get("block_size")
             launch_lints += lints.lint_block_size(ctx.k, block if isinstance(block, int) else None)
-        for text in ctx.data.get("server_logs", {}).values():
+        for text in ctx.server_logs.values():
             launch_lints += lints.lint_log(text)
         nums["lints"] = [lint.to_json() for lint in launch_lints]
         found += lint_findings(launch_lints)
@@ -226,7 +227,8 @@ class Experiment:
         if layout and ctx.method and "draft-parallel-config" in hypotheses:
             found += self._parallel(ctx, ctx.method, layout, nums, errors)
         mine = [f for f in found if f.hypothesis in hypotheses]
-        return ExperimentResult(self.id, _merge(mine), nums, error="; ".join(errors) or None,
+        return ExperimentResult(self.id, rules.one_per_hypothesis(mine), nums,
+                                error="; ".join(errors) or None,
                                 wall_s=time.perf_counter() - t0)
 
     def _parallel(self, ctx: Context, method: str, layout: dict[str, int],
@@ -244,21 +246,6 @@ class Experiment:
                             f"parallel audit not run: vLLM is not importable here ({exc})")]
         nums["parallel"] = audit.to_json()
         return parallel_findings(audit, method, layout)
-
-
-def _merge(findings: list[Finding]) -> list[Finding]:
-    """One finding per hypothesis: the strongest verdict, every piece of evidence."""
-    by: dict[str, list[Finding]] = {}
-    for f in findings:
-        by.setdefault(f.hypothesis, []).append(f)
-    out = []
-    for hid, fs in by.items():
-        conf = [f for f in fs if f.verdict is Verdict.CONFIRMED]
-        head = conf[0] if conf else fs[0]
-        cites = tuple(c for f in fs for c in f.citations)
-        out.append(Finding(hid, head.verdict, "; ".join(dict.fromkeys(f.evidence for f in fs)),
-                           citations=tuple({c["file"]: c for c in cites}.values())))
-    return out
 
 
 def _read_json(path: Path) -> dict[str, Any]:

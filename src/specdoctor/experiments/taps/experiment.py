@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from specdoctor.bench import measure as proto
-from specdoctor.experiments import common
 from specdoctor.errors import SpecdoctorError
+from specdoctor.experiments import common
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 from specdoctor.experiments.config_audit.experiment import parallel_layout
 from specdoctor.experiments.taps import heads
@@ -180,7 +180,7 @@ class Experiment:
         cmds = [launch.shell_command(), f"specdoctor taps check {tapdir}"]
         few = dataclasses.replace(ctx, prompts=ctx.prompts[:NUM_PROMPTS])
         p = proto.MeasureParams(num_prompts=len(few.prompts), max_tokens=MAX_TOKENS,
-                                suite=ctx.data.get("suite", "code"))
+                                suite=ctx.suite)
         m, log, err = common.measure_launch(few, launch, p, "taps")
         nums: dict[str, Any] = {"tapdir": str(tapdir), "prompts": len(few.prompts),
                                 "max_tokens": MAX_TOKENS}
