@@ -131,6 +131,7 @@ class Context:
     errors: list[str] = field(default_factory=list)    # the server's and the measurements'
     windows: tuple[AcceptanceProfile, ...] = ()         # log windows over uptime
     log_total: AcceptanceProfile | None = None          # the logs' whole-run profile
+    speculation_off: str | None = None     # why the logs show speculation off (the line)
     # -- what experiments leave for each other -----------------------------------------------
     oracle_greedy: Any = None              # the greedy oracle of the served files (oracle.runner)
     oracle_gap: Gap | None = None          # measured vs that oracle, accepted per draft
