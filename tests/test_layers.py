@@ -20,7 +20,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "specdoctor"
 
 LAYERS: dict[str, int] = {
-    "__main__": 6, "cli": 5, "diagnose": 4, "experiments": 3, "lab": 3,
+    "__main__": 6, "cli": 5, "diagnose": 4, "experiments": 3, "lab": 3, "gate": 3,
     "oracle": 2, "bench": 2, "sources": 2, "report": 2, "acceptance": 1,
 }
 BESIDE = frozenset({"launch", "recon", "packs", "store", "errors", "paths", "__init__"})
