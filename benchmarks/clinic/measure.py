@@ -64,8 +64,9 @@ def sampling_params(mode: str) -> tuple[float, float]:
     return float(t), float(p)
 
 
-def measure_setup(name: str, build: Any, tmp: Path) -> dict[str, Any]:
-    """Start the case's server, measure it at each of its sampling modes, stop it."""
+def measure_setup(name: str, build: Any, tmp: Path, passes: int = 1) -> dict[str, Any]:
+    """Start the case's server, measure it at each of its sampling modes (``passes`` times in
+    a row over the same prompts: pass 2 is keyed ``MODE#2``), stop it."""
     import patients
     from specdoctor.bench import measure as proto
     from specdoctor.launch import LaunchSpec, free_port, start, stop, wait_ready
@@ -83,8 +84,9 @@ def measure_setup(name: str, build: Any, tmp: Path) -> dict[str, Any]:
     try:
         wait_ready(handle, timeout_s=1800)
         row["boot_s"] = round(time.perf_counter() - t0, 1)
-        for mode in setup.sampling:
-            temperature, top_p = sampling_params(mode)
+        for mode in [m + (f"#{i + 1}" if i else "") for i in range(passes)
+                     for m in setup.sampling]:
+            temperature, top_p = sampling_params(mode.split("#")[0])
             m = proto.measure(spec.url, proto.MeasureParams(num_prompts=N, max_tokens=MAX_TOKENS,
                                                            temperature=temperature,
                                                            top_p=top_p))
@@ -184,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", default="", help="comma-separated case names (their twins too)")
     ap.add_argument("--render", action="store_true")
     ap.add_argument("--drafters", choices=("full", "ci"), default="full")
+    ap.add_argument("--passes", type=int, default=1,
+                    help="measure each mode this many times in a row on the same server (state "
+                         "that builds up over requests shows in the later passes)")
     a = ap.parse_args(argv)
     data = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"rows": []}
     if not a.render:
@@ -210,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in todo:
             print(f"== {n}", file=sys.stderr, flush=True)
             tmp = Path(tempfile.mkdtemp(prefix="srv-"))
-            rows[n] = {**measure_setup(n, builders[n], tmp), "run": run}
+            rows[n] = {**measure_setup(n, builders[n], tmp, a.passes), "run": run}
             print(json.dumps({k: rows[n].get(k) for k in ("case", "load", "boot_s", "error")}
                              | {"modes": {m: v.get("per_position") for m, v in
                                           rows[n].get("modes", {}).items()}}),

@@ -229,6 +229,20 @@ UPSTREAM_CASES = [
                   "the previous layer's output and lowers acceptance",
          how="patch GPUModelRunner._get_eagle3_aux_layers_from_config to take vLLM's +1 back "
              "out for DFlash; the served config is right"),
+    Case("up-draft-kv-lost-on-prefix-hit", "uptime-drift",
+         lambda tmp: draft_model(tmp, env=pack("prefix-draft-kv", tmp)),
+         "self-draft; a prefix-cache hit restores the target's KV but not the draft's "
+         "(runtime patch)",
+         origin="upstream", twin="healthy-self",
+         cite="sgl-project/sglang issue #16964, PR #17338; issue #19796, PR #19897",
+         upstream="the draft model's KV cache was not managed by the prefix cache: when the "
+                  "target hit a cached prefix the draft drafted from KV never written for those "
+                  "positions, so the acceptance of a repeated request dropped; the more requests "
+                  "share prefixes over a server's uptime, the lower the acceptance, and a "
+                  "restart restores it",
+         how="patch GPUModelRunner._update_states: the draft layers' KV in the blocks a new "
+             "request found in vLLM's prefix cache is zeroed before the step (vLLM itself keeps "
+             "draft and target KV in the same blocks)"),
     Case("up-mtp-stale-hidden", "engine-drafting",
          lab_drafter("mtp", packs=["mtp-hidden"]),
          "trained MTP at k=2; the recursive step is fed the target's hidden state instead of "
