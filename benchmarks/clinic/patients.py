@@ -145,14 +145,15 @@ def trained() -> Path:
 
 def draft_model(tmp: Path, edit: Callable[[Path], None] | None = None,
                 sampling: Sequence[str] = ("greedy",), env: dict[str, str] | None = None,
-                k: int = 4) -> Setup:
-    """The lab's ``ci`` trained target drafting for itself (a copy of it as the drafter)."""
+                k: int = 4, extra: Sequence[str] = ()) -> Setup:
+    """The lab's ``ci`` trained target drafting for itself (a copy of it as the drafter);
+    ``extra``: more server flags."""
     t = publish(trained(), tmp / "m1")
     d = publish(trained(), tmp / "m2")
     if edit is not None:
         edit(d)
     spec = {"method": "draft_model", "model": str(d), "num_speculative_tokens": k}
-    return Setup(server(t, spec), {**BASE_ENV, **(env or {})}, list(sampling))
+    return Setup(server(t, spec, extra), {**BASE_ENV, **(env or {})}, list(sampling))
 
 
 def lab_drafter(method: str, fault: str | None = None, k: int | None = None, *,

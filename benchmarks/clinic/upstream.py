@@ -125,8 +125,19 @@ def _verify_twin(tmp: Path) -> Setup:
     return draft_model(tmp, sampling=["greedy", SAMPLED_LOW_T], env=pack(SAMPLER_FIX, tmp))
 
 
+# vLLM's CPU backend caches KV in blocks of 128 tokens by default, longer than every prompt of
+# the code suite (25 to 47 tokens): nothing would ever be found in the prefix cache. A server
+# with 32-token blocks (the smallest the CPU kernel takes) caches a block of the longer ones.
+BLOCK32 = ("--block-size", "32")
+
+
+def _prefix_hit(tmp: Path) -> Setup:
+    return draft_model(tmp, env=pack("prefix-draft-kv", tmp), extra=BLOCK32)
+
+
 # Healthy twins that are not clinic cases of their own (measure.py measures them).
-TWINS = {"sampled-fixed-t05": _verify_twin}
+TWINS = {"sampled-fixed-t05": _verify_twin,
+         "healthy-self-block32": lambda tmp: draft_model(tmp, extra=BLOCK32)}
 
 
 UPSTREAM_CASES = [
@@ -230,10 +241,10 @@ UPSTREAM_CASES = [
          how="patch GPUModelRunner._get_eagle3_aux_layers_from_config to take vLLM's +1 back "
              "out for DFlash; the served config is right"),
     Case("up-draft-kv-lost-on-prefix-hit", "uptime-drift",
-         lambda tmp: draft_model(tmp, env=pack("prefix-draft-kv", tmp)),
-         "self-draft; a prefix-cache hit restores the target's KV but not the draft's "
-         "(runtime patch)",
-         origin="upstream", twin="healthy-self",
+         _prefix_hit,
+         "self-draft served with 32-token KV blocks; a prefix-cache hit restores the target's "
+         "KV but not the draft's (runtime patch)",
+         origin="upstream", twin="healthy-self-block32",
          cite="sgl-project/sglang issue #16964, PR #17338; issue #19796, PR #19897",
          upstream="the draft model's KV cache was not managed by the prefix cache: when the "
                   "target hit a cached prefix the draft drafted from KV never written for those "
