@@ -178,6 +178,13 @@ def markdown(data: dict[str, Any]) -> str:
             lines.append(f"| {c.name} | {mode} | {_pp(m)} | {c.twin} | "
                          f"{_pp(t.get('modes', {}).get(mode))} | {diff} | {bites} | "
                          f"{r['load']} | {r['run']['commit']} {r['run']['date']} |")
+    notes = [r for r in data["rows"] if r.get("note")]
+    if notes:
+        lines += ["", "Earlier versions of a case, kept with what they showed:", ""]
+        for r in notes:
+            modes = "; ".join(f"{m}: {_pp(v)}" for m, v in r.get("modes", {}).items())
+            lines.append(f"- `{r['case']}` ({r['run']['commit']}, {r['run']['date']}, load "
+                         f"{r['load']}): {modes}. {r['note']}.")
     return "\n".join(lines) + "\n"
 
 
