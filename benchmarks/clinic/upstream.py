@@ -135,6 +135,15 @@ def _prefix_hit(tmp: Path) -> Setup:
     return draft_model(tmp, env=pack("prefix-draft-kv", tmp), extra=BLOCK32)
 
 
+def _ngram_patched(tmp: Path, patch: str) -> Setup:
+    from patients import BASE_ENV, publish, server, trained
+
+    t = publish(trained(), tmp / "m1")
+    spec = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4,
+            "prompt_lookup_min": 2}
+    return Setup(server(t, spec), pack(patch, tmp, dict(BASE_ENV)), ["greedy"])
+
+
 # Healthy twins that are not clinic cases of their own (measure.py measures them).
 TWINS = {"sampled-fixed-t05": _verify_twin,
          "healthy-self-block32": lambda tmp: draft_model(tmp, extra=BLOCK32)}
@@ -254,6 +263,18 @@ UPSTREAM_CASES = [
          how="patch GPUModelRunner._update_states: the draft layers' KV in the blocks a new "
              "request found in vLLM's prefix cache is zeroed before the step (vLLM itself keeps "
              "draft and target KV in the same blocks)"),
+    Case("up-ngram-sampled-twice", "engine-drafting",
+         lambda tmp: _ngram_patched(tmp, "ngram-twice"),
+         "prompt lookup k=3, n 2..4; the proposer looks up a context that ends in the tokens "
+         "just sampled, twice (runtime patch)",
+         origin="upstream", twin="healthy-ngram",
+         cite="vllm-project/vllm-ascend PR #2972, PR #11323",
+         upstream="vllm-ascend's n-gram proposer wrote the sampled tokens into the request's "
+                  "token buffer a second time, at an offset the runner had already advanced, and "
+                  "looked up over a context ending in them twice: wrong or no proposals",
+         how="patch NgramProposer.propose: the original runs on a copy of the token buffer "
+             "with each request's sampled tokens appended once more and its length grown to "
+             "match"),
     Case("up-mtp-stale-hidden", "engine-drafting",
          lab_drafter("mtp", packs=["mtp-hidden"]),
          "trained MTP at k=2; the recursive step is fed the target's hidden state instead of "
