@@ -9,8 +9,11 @@ gives diagnose) is started, measured with specdoctor's protocol (the "code" prom
 warm-up request, 16 prompts x 64 tokens, at each of the case's sampling modes), and stopped;
 one server at a time.
 
-A case *bites* when the paired difference of accepted tokens per draft against its twin (the
-same prompts, bootstrap over prompts, 95%) excludes zero. A case that does not bite keeps
+A case *bites* when a paired difference against its twin (the same prompts, bootstrap over
+prompts, 95%) excludes zero: of accepted tokens per draft, or of accepted tokens per output
+token (the share of the output that came from accepted drafts, which also counts drafts that
+were never made: prompt lookup proposes only where it finds a match). ``--render --recompare``
+recomputes the differences from the stored per-request counts. A case that does not bite keeps
 answer null, or is dropped, with the reason (upstream.py says which).
 
 Writes benchmarks/results/clinic_measured.json (every row with its run: commit, date, machine,
@@ -106,24 +109,30 @@ def measure_setup(name: str, build: Any, tmp: Path, passes: int = 1) -> dict[str
     return row
 
 
-def per_draft(reqs: list[dict[str, Any]], idx: list[int]) -> float:
-    drafts = sum(reqs[i].get("drafts") or 0 for i in idx)
+def ratio(reqs: list[dict[str, Any]], idx: list[int], per: str) -> float:
+    """Accepted tokens over ``per`` (``drafts``, or ``completion_tokens``: the share of the
+    output that came from accepted drafts) summed over the requests ``idx``."""
+    den = sum(reqs[i].get(per) or 0 for i in idx)
     acc = sum(reqs[i].get("accepted_tokens") or 0 for i in idx)
-    return acc / drafts if drafts else 0.0
+    return acc / den if den else 0.0
+
+
+def per_draft(reqs: list[dict[str, Any]], idx: list[int]) -> float:
+    return ratio(reqs, idx, "drafts")
 
 
 def paired_difference(case: list[dict[str, Any]], twin: list[dict[str, Any]],
-                      rounds: int = 4000, seed: int = 0) -> dict[str, Any]:
-    """Accepted tokens per draft, case minus twin, with a 95% bootstrap interval over prompts
-    (the same prompts on both sides, resampled together). Pure."""
+                      rounds: int = 4000, seed: int = 0, per: str = "drafts") -> dict[str, Any]:
+    """Accepted tokens per draft (or per output token), case minus twin, with a 95% bootstrap
+    interval over prompts (the same prompts on both sides, resampled together). Pure."""
     n = min(len(case), len(twin))
     idx = list(range(n))
-    point = per_draft(case, idx) - per_draft(twin, idx)
+    point = ratio(case, idx, per) - ratio(twin, idx, per)
     rng = random.Random(seed)
-    diffs = sorted(per_draft(case, s) - per_draft(twin, s)
+    diffs = sorted(ratio(case, s, per) - ratio(twin, s, per)
                    for s in ([rng.randrange(n) for _ in idx] for _ in range(rounds)))
     lo, hi = diffs[int(0.025 * rounds)], diffs[int(0.975 * rounds) - 1]
-    return {"case": round(per_draft(case, idx), 4), "twin": round(per_draft(twin, idx), 4),
+    return {"case": round(ratio(case, idx, per), 4), "twin": round(ratio(twin, idx, per), 4),
             "difference": round(point, 4), "ci95": [round(lo, 4), round(hi, 4)],
             "bites": lo > 0 or hi < 0, "prompts": n}
 
@@ -134,7 +143,18 @@ def compare(rows: dict[str, dict[str, Any]], case: str, twin: str) -> dict[str, 
         t = rows.get(twin, {}).get("modes", {}).get(mode)
         if t and m.get("per_request") and t.get("per_request"):
             out[mode] = paired_difference(m["per_request"], t["per_request"])
+            # a drafter whose drafts vary in number (prompt lookup) can lose drafts, not only
+            # acceptance: the share of the output that came from accepted drafts shows both
+            out[mode]["per_output_token"] = paired_difference(
+                m["per_request"], t["per_request"], per="completion_tokens")
     return out
+
+
+def _diff(d: dict[str, Any] | None) -> str:
+    if not d:
+        return "-"
+    return (f"{d['case']:.3f} - {d['twin']:.3f} = {d['difference']:+.3f} "
+            f"[{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]")
 
 
 def _pp(m: dict[str, Any] | None) -> str:
@@ -159,8 +179,9 @@ def markdown(data: dict[str, Any]) -> str:
              "interval. Load is the 1-minute load average before/after each server (2 cores).",
              "",
              "| case | mode | case per position (MAL [95%]) | twin | twin per position | "
-             "accepted/draft case - twin [95%] | bites | load | run |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "accepted/draft case - twin [95%] | accepted/output token case - twin [95%] | "
+             "bites | load | run |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for c in UPSTREAM_CASES:
         r = rows.get(c.name)
         if r is None:
@@ -172,11 +193,11 @@ def markdown(data: dict[str, Any]) -> str:
             continue
         for mode, m in r["modes"].items():
             d = (r.get("vs_twin") or {}).get(mode)
-            diff = (f"{d['difference']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]"
-                    if d else "-")
-            bites = ("yes" if d["bites"] else "**no**") if d else "-"
+            tok = (d or {}).get("per_output_token")
+            bites = ("yes" if d["bites"] or (tok or {}).get("bites") else "**no**") if d else "-"
             lines.append(f"| {c.name} | {mode} | {_pp(m)} | {c.twin} | "
-                         f"{_pp(t.get('modes', {}).get(mode))} | {diff} | {bites} | "
+                         f"{_pp(t.get('modes', {}).get(mode))} | {_diff(d)} | {_diff(tok)} | "
+                         f"{bites} | "
                          f"{r['load']} | {r['run']['commit']} {r['run']['date']} |")
     notes = [r for r in data["rows"] if r.get("note")]
     if notes:
@@ -192,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="", help="comma-separated case names (their twins too)")
     ap.add_argument("--render", action="store_true")
+    ap.add_argument("--recompare", action="store_true",
+                    help="with --render: recompute every case's difference from its twin")
     ap.add_argument("--drafters", choices=("full", "ci"), default="full")
     ap.add_argument("--passes", type=int, default=1,
                     help="measure each mode this many times in a row on the same server (state "
@@ -234,6 +257,15 @@ def main(argv: list[str] | None = None) -> int:
         data = {"about": "written by benchmarks/clinic/measure.py",
                 "protocol": {"suite": "code", "num_prompts": N, "max_tokens": MAX_TOKENS},
                 "rows": list(rows.values())}
+        RESULTS.write_text(json.dumps(data, indent=1) + "\n")
+    if a.render and a.recompare:
+        sys.path.insert(0, str(HERE))
+        from run import CASES
+
+        rows = {r["case"]: r for r in data["rows"]}
+        for c in CASES:
+            if c.twin and c.name in rows and c.twin in rows:
+                rows[c.name]["vs_twin"] = compare(rows, c.name, c.twin)
         RESULTS.write_text(json.dumps(data, indent=1) + "\n")
     RESULTS.with_suffix(".md").write_text(markdown(data))
     print(RESULTS.with_suffix(".md").read_text())
