@@ -257,8 +257,10 @@ def _commit() -> str:
 
 
 def _clean() -> bool:
-    """Whether the tree diagnose runs from has no uncommitted change to tracked files."""
-    out = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+    """Whether the tree diagnose runs from has no uncommitted change to tracked files (results
+    files aside: the run itself appends to clinic.json)."""
+    out = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no",
+                          "--", ".", ":(exclude)benchmarks/results"],
                          capture_output=True, text=True)
     return out.returncode == 0 and not out.stdout.strip()
 
