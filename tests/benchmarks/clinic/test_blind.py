@@ -8,6 +8,9 @@ environment (names and values) and the full ``specdoctor diagnose`` argv. Forbid
 name, lab fault id, patch or probe-pack name (both spellings), the lab's build records and
 config-key prefix, a training key in a served config, and the upstream report numbers the
 cases cite. No server is started.
+
+Building every case at the ``ci`` budget trains what the models cache lacks (the lab's drafters,
+an MTP layer unrolled twice): minutes on a fresh machine, seconds once the cache holds them.
 """
 
 from __future__ import annotations
@@ -36,9 +39,18 @@ from specdoctor.lab import faults, patches  # noqa: E402
 CASES = {c.name: c for c in run.CASES}
 
 
+def shipped_patches() -> set[str]:
+    """Shipped probe packs that patch the engine (a ``replace`` entry), as the clinic's
+    ``patched`` cases serve them; the probes (``startup``, ``dflash``…) are ordinary words."""
+    from specdoctor.experiments.probes import spec as specmod
+
+    return {name for name, path in shipped.available().items()
+            if any(p.replace for p in specmod.load(path).probes)}
+
+
 def forbidden_words() -> set[str]:
     names = {c.name for c in run.CASES} | set(faults.FAULTS) | set(patches.available())
-    names |= set(shipped.available())
+    names |= shipped_patches()
     words = set()
     for n in names:
         words |= {n, n.replace("-", "_")}
