@@ -42,6 +42,9 @@ ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "(absent)"})()
 TOKEN_ID = re.compile(r"(^|_)token(_id)?$")
 MASK = re.compile(r"window|swa|causal")
 ROPE_KEYS = (*ROPE_CONTAINERS, *ROPE_TOP_LEVEL)
+# Keys that name the code rather than parametrise it: vLLM's registry and the config classes
+# select by them, and a drafter is another architecture than its target by design.
+IDENTITY = ("architectures", "model_type")
 # Search every id set of the fc's count when there are at most this many; else the structured
 # candidates only (vLLM's default, the served ids shifted, training metadata).
 MAX_SEARCH = 128
@@ -76,7 +79,7 @@ class Suspect:
 class Review:
     suspects: list[Suspect] = field(default_factory=list)
     checked: list[str] = field(default_factory=list)
-    unchecked: list[str] = field(default_factory=list)
+    unchecked: list[tuple[str, str]] = field(default_factory=list)   # (hypothesis, what)
     ignored: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -85,7 +88,7 @@ class Review:
                               "candidates": [{"value": _show(c.value), "source": c.source}
                                              for c in s.candidates[:8]],
                               "candidates_total": len(s.candidates)} for s in self.suspects],
-                "checked": self.checked, "unchecked": self.unchecked, "ignored": self.ignored}
+                "checked": self.checked, "unchecked": [t for _h, t in self.unchecked], "ignored": self.ignored}
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,7 @@ def leaves(cfg: dict[str, Any], prefix: str = "", depth: int = 0) -> list[str]:
 
 def role(key: str, value: Any, contract: Contract) -> str:
     leaf = key.rsplit(".", 1)[-1]
-    if contract.selector(key):
+    if key in IDENTITY or contract.selector(key):
         return "selector"
     if LAYER_IDS.search(key):
         return "layer ids"
@@ -147,10 +150,12 @@ def role(key: str, value: Any, contract: Contract) -> str:
 def review(contract: Contract, x: Inputs) -> Review:
     """Every key of the drafter's config and every key vLLM reads, against the references."""
     out = Review()
-    for w in {r.key for r in contract.reads if r.how == "set"}:
-        if get(x.draft, w) is not ABSENT:
-            rs = contract.writes(w)
-            out.checked.append(f"{w}: vLLM sets it itself ({rs[0].default} at {rs[0].where})")
+    own = contract.model_file()
+    for w in sorted({r.key for r in contract.reads if r.how == "set"}):
+        rs = [r for r in contract.writes(w) if r.where.startswith(own)]
+        if rs and get(x.draft, w) is not ABSENT:
+            out.checked.append(f"{w}: vLLM's model sets it itself ({rs[0].default} at "
+                               f"{rs[0].where})")
     for key in leaves(x.draft):
         value = get(x.draft, key)
         if isinstance(value, dict) and any(k.startswith(key + ".") for k in contract.keys()):
@@ -161,11 +166,28 @@ def review(contract: Contract, x: Inputs) -> Review:
                 out.ignored.append(f"{key} ({_short(value)})")
             continue
         _by_role(contract, x, key, value, out)
+    if x.method == "mtp":
+        out.checked.append("the MTP layers are configured by the target's own config: no "
+                           "drafter config to compare with it")
     _absent_keys(contract, x, out)
     _rope(contract, x, out)
     _layer_ids(contract, x, out)
     _tensor_flags(contract, x, out)
+    out.suspects = _strongest(out.suspects)
     return out
+
+
+STRENGTHS = ("problem", "differs", "default", "search")
+
+
+def _strongest(found: list[Suspect]) -> list[Suspect]:
+    """One suspect per key: the one with the strongest evidence (a key two rules flag)."""
+    best: dict[str, Suspect] = {}
+    for s in found:
+        old = best.get(s.key)
+        if old is None or STRENGTHS.index(s.strength) < STRENGTHS.index(old.strength):
+            best[s.key] = s
+    return [s for s in found if best[s.key] is s]
 
 
 def _short(v: Any) -> str:
@@ -175,6 +197,8 @@ def _short(v: Any) -> str:
 
 def _by_role(contract: Contract, x: Inputs, key: str, value: Any, out: Review) -> None:
     r = role(key, value, contract)
+    if x.method == "mtp" and r not in ("token id", "layer ids", "selector", "size"):
+        return   # the MTP layers' config is the target's own: nothing to compare it with
     if r == "selector":
         out.checked.append(f"{key}: selects vLLM's code ({_short(value)}), not compared")
     elif r == "size":
@@ -229,8 +253,8 @@ def _value(contract: Contract, x: Inputs, key: str, value: Any, out: Review) -> 
                                               f"{dtext})" if same else f"; {dtext}"),
             "differs" if same else "default"))
         return
-    out.unchecked.append(f"{key} = {_short(value)}: no reference (the target has none, "
-                         "vLLM reads it with no literal default)")
+    out.unchecked.append(("draft-config-mismatch", f"{key} = {_short(value)}: no reference "
+                          "(the target has none, vLLM reads it with no literal default)"))
 
 
 def _equal(a: Any, b: Any) -> bool:
@@ -267,8 +291,8 @@ def _mask(contract: Contract, x: Inputs, key: str, value: Any, out: Review) -> N
     ok, d, dtext = _default_text(contract, key)
     ref, src = (t, "the target's") if t is not ABSENT else (d, dtext) if ok else (ABSENT, "")
     if ref is ABSENT and not ok:
-        out.unchecked.append(f"{key} = {_short(value)}: no reference (the target has none, "
-                             "vLLM reads it with no literal default)")
+        out.unchecked.append(("attention-mask", f"{key} = {_short(value)}: no reference (the "
+                              "target has none, vLLM reads it with no literal default)"))
         return
     if _equal(value, ref) or (value in (False, None) and ref in (ABSENT, None, False)):
         out.checked.append(f"{key}: agrees with {src or 'the default'}")
@@ -279,7 +303,8 @@ def _mask(contract: Contract, x: Inputs, key: str, value: Any, out: Review) -> N
 
 def _token(contract: Contract, x: Inputs, key: str, value: Any, out: Review) -> None:
     if x.tokenizer is None:
-        out.unchecked.append(f"{key} = {value}: no tokenizer to check it against")
+        out.unchecked.append(("draft-config-mismatch",
+                              f"{key} = {value}: no tokenizer to check it against"))
         return
     rows = x.target.get("vocab_size") if x.method != "mtp" else x.draft.get("vocab_size")
     verdict = tokens.check_placeholder(value, x.tokenizer, rows if isinstance(rows, int) else None)
@@ -366,7 +391,7 @@ def _layer_ids(contract: Contract, x: Inputs, out: Review) -> None:
     # the key a candidate is written to: every copy the config has, else the method's own key
     own = "dflash_config.target_layer_ids" if x.method == "dflash" else \
         "eagle_aux_hidden_state_layer_ids"
-    targets = list(present) or [own]
+    targets = sorted(present, key=lambda k: k.count(".")) or [own]
 
     def edits(ids: tuple[int, ...]) -> tuple[tuple[str, Any], ...]:
         return tuple((k, [i - aux.offsets.get(k, 0) for i in ids]) for k in targets)
@@ -404,12 +429,19 @@ def _layer_ids(contract: Contract, x: Inputs, out: Review) -> None:
             structured.insert(0, cand(tuple(sorted({i + off for i in shifted})),
                                       "the ids shifted back into the range (the other "
                                       "counting convention)"))
+    if not present and eff is not None:
+        bad = [i for i in eff if not aux.lo <= i <= aux.hi]
+        if bad:
+            problems.append(f"the drafter names no aux layers and vLLM's default for this "
+                            f"{layers}-layer target, {list(eff)}, has {bad} outside "
+                            f"{aux.lo}..{aux.hi}")
     if eff is not None and n_fc is not None and len(set(eff)) != n_fc:
         problems.append(f"vLLM taps {len(set(eff))} distinct states ({list(eff)}; "
                         f"{aux.normalise or 'each once'}) where fc reads {n_fc}")
     size = n_fc or (len(set(eff)) if eff else None)
     if size is None:
-        out.unchecked.append(f"layer ids ({named}): the fc's width is unknown, no search")
+        out.unchecked.append(("draft-config-mismatch",
+                              f"layer ids ({named}): the fc's width is unknown, no search"))
         return
     pool = range(aux.lo, aux.hi + 1)
     n_sets = math.comb(len(pool), size)
@@ -426,14 +458,23 @@ def _layer_ids(contract: Contract, x: Inputs, out: Review) -> None:
     for c in (*structured, *searched):
         ids = json.dumps(c.edits)
         tapped = tuple(sorted({i + aux.offsets.get(targets[0], 0) for i in c.value}))
-        if ids in seen or tapped == served:
-            continue
+        if ids in seen or tapped == served or len(tapped) != size or not all(
+                aux.lo <= i <= aux.hi for i in tapped):
+            continue   # the served set, or one the fc or the target cannot take
         seen.add(ids)
         cands.append(c)
     scope_note = (f"every set of {size} ids in {aux.lo}..{aux.hi} ({n_sets})" if searched else
                   f"{len(cands)} structured candidates (all {n_sets} sets of {size} exceed "
                   f"{MAX_SEARCH})")
     key = targets[0]
+    if not cands:
+        if problems:
+            out.unchecked.append(("draft-config-mismatch", f"layer ids ({named}): "
+                                  + "; ".join(problems) + "; no other set fits to try"))
+        else:
+            out.checked.append(f"layer ids ({named}): the only set of {size} ids in "
+                               f"{aux.lo}..{aux.hi}")
+        return
     if problems:
         out.suspects.append(Suspect(key, present.get(key, ABSENT), tuple(cands),
                                     "draft-config-mismatch", "; ".join(problems), "problem",

@@ -68,6 +68,8 @@ class Contract:
         keys is read where the walk can see: something it could not follow may read them)."""
         if any(r.key == key and r.how != "set" for r in self.reads):
             return True
+        if self.model_class is None and self.from_engine:
+            return True    # the model's own reads are unknown: anything may be read
         parts = key.split(".")
         for i in range(len(parts) - 1, 0, -1):
             parent = ".".join(parts[:i])
@@ -102,6 +104,10 @@ class Contract:
             return None
         parts = key.split(".")
         return any(".".join(parts[:i]) in self.oracle_keys for i in range(len(parts), 0, -1))
+
+    def model_file(self) -> str:
+        """The drafter's model file, as reads cite it ("vllm/model_executor/models/x.py")."""
+        return _model_file(self.model_class)
 
     def where(self, key: str) -> str:
         rs = self.reads_of(key)

@@ -403,6 +403,11 @@ class _Frame:
 
     def stmt(self, st: ast.stmt) -> None:
         if isinstance(st, ast.Assign):
+            if self.loading and isinstance(st.value, ast.Dict):   # {"mask_hidden": None}
+                for k, v in zip(st.value.keys, st.value.values):
+                    if (isinstance(k, ast.Constant) and isinstance(k.value, str)
+                            and isinstance(v, ast.Constant) and v.value is None):
+                        self._mapped_away(k.value, st)
             value = self.ev(st.value)
             for t in st.targets:
                 self.assign(t, value, st)
@@ -809,7 +814,7 @@ def _src(node: ast.AST) -> str:
 def literal_default(read: Read) -> tuple[bool, Any]:
     """(True, value) when the read's default is a literal; (False, None) otherwise."""
     if read.default is None:
-        return False, None
+        return (True, None) if read.how == "get" else (False, None)   # dict.get's own default
     try:
         return True, ast.literal_eval(read.default)
     except (ValueError, SyntaxError):

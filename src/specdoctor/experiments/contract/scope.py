@@ -176,8 +176,6 @@ def plumbing_entries(index: SourceIndex, root: Path) -> list[tuple[Module, ast.A
 def walk(method: str, draft_cfg: dict[str, Any], target_cfg: dict[str, Any],
          root: Path) -> Scope:
     """Both walks for ``method`` with the drafter and target configs as served."""
-    from specdoctor.experiments.contract.reads import Inst
-
     index = SourceIndex(root, "vllm")
     arch = _arch(draft_cfg)
     target_arch = _arch(target_cfg)
@@ -197,11 +195,25 @@ def walk(method: str, draft_cfg: dict[str, Any], target_cfg: dict[str, Any],
             w = Walker(index, OWN_MODEL_SEEDS if method == "draft_model" else MODEL_SEEDS)
             w.instantiate(cls[0], cls[1])
             _merge(found, w.found)
-    w = Walker(index, PLUMBING_SEEDS)
-    for mod, fn, owner in plumbing_entries(index, root):
-        w.function(mod, fn, None, owner, Inst(owner) if owner else None)  # type: ignore[arg-type]
-    _merge(found, w.found)
+    _merge(found, plumbing(root))
     return Scope(method, cls_name, found, notes)
+
+
+_PLUMBING: dict[Path, Found] = {}
+
+
+def plumbing(root: Path) -> Found:
+    """The plumbing's reads (the same for every method: walked once per process)."""
+    from specdoctor.experiments.contract.reads import Inst
+
+    if root not in _PLUMBING:
+        index = SourceIndex(root, "vllm")
+        w = Walker(index, PLUMBING_SEEDS)
+        for mod, fn, owner in plumbing_entries(index, root):
+            w.function(mod, fn, None, owner,  # type: ignore[arg-type]
+                       Inst(owner) if owner else None)
+        _PLUMBING[root] = w.found
+    return _PLUMBING[root]
 
 
 def _merge(into: Found, other: Found) -> None:

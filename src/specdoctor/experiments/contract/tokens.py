@@ -107,8 +107,7 @@ def check_placeholder(tid: Any, facts: TokenizerFacts, embedding_rows: int | Non
             return TokenVerdict(False, f"{tid} is {what}: every sequence carries it, so the "
                                        "placeholder is also real content", cands)
     if tid in facts.ordinary:
-        return TokenVerdict(False, f"{tid} is {what} ({facts.describe(tid)}): ordinary text "
-                                   "produces it", cands)
+        return TokenVerdict(False, f"{tid} is {what}: ordinary text produces it", cands)
     return TokenVerdict(True, f"{tid} is {what}: ordinary text never produces it")
 
 
