@@ -6,9 +6,7 @@ import json
 import sys
 
 from specdoctor.experiments.base import Verdict
-from specdoctor.experiments.counterfactual import (
-    benign_differences, leads, patched_copy,
-)
+from specdoctor.experiments.counterfactual import leads, patched_copy, review_for
 from specdoctor.experiments.depth import decide, trained_depth
 from tests.diagnose.recorded import profile
 
@@ -23,25 +21,49 @@ def test_a_rope_difference_is_a_lead_and_sizes_are_not():
     found = leads(draft, LLAMA, "draft_model")
     assert [(x.field, x.value, x.hypothesis) for x in found] == [
         ("rope_parameters.rope_theta", 10000.0, "draft-config-mismatch")]
-    assert len(benign_differences(draft, LLAMA)) == 2
     assert leads(dict(LLAMA), LLAMA, "draft_model") == []
+
+
+def test_the_review_says_the_sizes_are_the_checkpoints_to_pin(tmp_path):
+    from specdoctor.experiments.base import Context
+
+    d, t = tmp_path / "d", tmp_path / "t"
+    for p, cfg in ((d, {**LLAMA, "hidden_size": 64, "num_hidden_layers": 1}), (t, LLAMA)):
+        p.mkdir()
+        (p / "config.json").write_text(json.dumps({**cfg, "architectures": ["LlamaForCausalLM"],
+                                                   "model_type": "llama"}))
+    r = review_for(Context(workdir=tmp_path, method="draft_model", target_dir=t, draft_dir=d))
+    assert r.leads == [] and r.review is not None
+    sizes = [c for c in r.review.checked if "a size" in c]
+    assert any(c.startswith("hidden_size 64") for c in sizes)
+    assert any(c.startswith("num_hidden_layers 1") for c in sizes)
 
 
 def test_dflash_mask_fields_and_layer_ids():
     # shapes of the recorded DFlash drafters' configs (a window, layer ids one too low)
-    qwen3 = {**LLAMA, "use_sliding_window": False, "num_hidden_layers": 2}
-    window = {**qwen3, "dflash_config": {"use_swa": True, "swa_window_size": 4,
-                                         "target_layer_ids": [0, 1]}}
-    (lead,) = leads(window, qwen3, "dflash")
+    qwen3 = {**LLAMA, "use_sliding_window": False, "num_hidden_layers": 2,
+             "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"}
+    head = {**qwen3, "architectures": ["DFlashDraftModel"]}
+
+    def fixed(cfg: dict) -> list:   # the leads a value in some file contradicts
+        return [x for x in leads(cfg, qwen3, "dflash") if not x.search]
+
+    window = {**head, "dflash_config": {"use_swa": True, "swa_window_size": 4,
+                                        "target_layer_ids": [0, 1]}}
+    (lead,) = fixed(window)
     assert (lead.field, lead.value, lead.hypothesis) == ("dflash_config.use_swa", False,
                                                          "attention-mask")
-    shifted = {**qwen3, "dflash_config": {"target_layer_ids": [-1, 0]}}
+    shifted = {**head, "dflash_config": {"target_layer_ids": [-1, 0]}}
     (lead,) = leads(shifted, qwen3, "dflash")
     assert lead.value == [0, 1] and lead.hypothesis == "draft-config-mismatch"
-    healthy = {**qwen3, "dflash_config": {"target_layer_ids": [0, 1]}}
-    assert leads(healthy, qwen3, "dflash") == []
-    causal = {**qwen3, "dflash_config": {"causal": True, "target_layer_ids": [0, 1]}}
-    assert [x.field for x in leads(causal, qwen3, "dflash")] == ["dflash_config.causal"]
+    assert lead.strength == "problem" and "[-1] outside 0..1" in lead.why
+    healthy = {**head, "dflash_config": {"target_layer_ids": [0, 1]}}
+    assert fixed(healthy) == []
+    # in range and as many as fc reads: only a search can tell, over the other sets
+    (search,) = leads(healthy, qwen3, "dflash")
+    assert search.search and search.strength == "search"
+    causal = {**head, "dflash_config": {"causal": True, "target_layer_ids": [0, 1]}}
+    assert [x.field for x in fixed(causal)] == ["dflash_config.causal"]
 
 
 def test_patched_copy_has_a_neutral_name_and_one_change(tmp_path):

@@ -1,26 +1,30 @@
-"""Counterfactuals on the drafter's config: the same drafter with its suspicious fields set to
-the target's values (or the method's published default), run through the oracle or relaunched.
+"""Counterfactuals on the drafter's config: the same drafter with a suspect field set to the
+value a reference gives, run through the oracle or relaunched.
 
 This is the only way ``draft-config-mismatch`` (and ``attention-mask`` through a mask field) is
-confirmed: a change that recovers acceptance. A change that does not recover is excluded. A
-difference alone is no verdict: fields that independent drafters legitimately set their own way
-(sizes, layers, head dims, dtype, max positions) are never leads.
+confirmed: a change that recovers acceptance (the finding's basis is ``counterfactual``). A
+change that does not recover excludes that field. A difference alone is no verdict.
 
-Leads come from:
-- scalar fields that change what the drafter computes (normalisation epsilon, activation, logit
-  scaling): compared with the target's value; a field only one side has is compared with the
-  default the other side gets, when both are the same architecture;
-- the rotary embedding as a whole, whichever spelling each config uses (``rope_parameters``,
-  ``rope_scaling``, top-level ``rope_theta``/``partial_rotary_factor``): its effective settings
-  are compared, and the counterfactual gives the drafter the target's rope keys;
-- mask fields and target-layer ids (below).
+Leads come from the drafter's contract (``experiments/contract``): every key the installed vLLM
+reads for the served method, found in vLLM's own source, compared with every reference there is
+(the target's config, vLLM's default for the key, the tokenizer for a token id, the target's
+range and the fc's width for layer ids, the checkpoint's tensors for a flag that drops them,
+training metadata in the checkpoint). A key vLLM never reads, or rewrites itself, is no lead
+whatever its value; a size the checkpoint's tensors pin is none either.
 
-Not a lead: ``tie_word_embeddings: true`` beside a checkpoint that ships its own ``lm_head``
-(vLLM 0.32 and transformers both notice and keep the head; measured: no effect).
-
-Several leads for one hypothesis are first tried together (one run excludes them all when that
-does not recover); when together they recover, each is tried alone, as far as time allows, to
-name the field.
+How each lead is tried:
+- through the oracle (no restart) where the engine reaches the oracle of the served files, for
+  keys the oracle itself reads (its loaders and transformers' model classes, read by the same
+  static pass): a key the oracle does not read would show no change there, so it is left to the
+  relaunch (inconclusive, with the reason);
+- the leads of one hypothesis together, then each alone (through the oracle always; on a
+  relaunch while the budget allows, or when together they recover), so a lead that recovers is
+  named and one that only harms does not hide it; a lead with several candidate values (a
+  placeholder token: the tokenizer's special tokens in turn) tries them in order;
+- layer ids no file can check (inside the target, as many as the fc reads) are searched: every
+  set the fc can take, through the oracle in one pass (``oracle.heads.search``), the best chosen
+  on half of the prompts and held out on the other half, then confirmed like any lead with a
+  copy naming it. A search the oracle cannot run is said not to have been checked.
 
 The changed drafter is a copy under a neutral temporary name (``cf-<n>/draft``), so nothing in
 its path says what was changed.
@@ -32,37 +36,25 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from specdoctor.experiments import common
 from specdoctor.experiments import rules
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
-from specdoctor.experiments.config_audit.models import ROPE_CONTAINERS, ROPE_TOP_LEVEL, rope_view
+from specdoctor.experiments.contract import compare as cmp
+from specdoctor.experiments.contract import contract as contract_mod
 from specdoctor.experiments.oracle_gap import (
     expected_profile, oracle_unavailable, run_oracle, served_oracle,
 )
 
-_ABSENT = object()
-# Scalar fields that change what the drafter computes: normalisation, activation, logit and
-# attention scaling (Llama, Qwen, Gemma, Granite spellings).
-WIRING_FIELDS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon",
-                 "hidden_act", "hidden_activation", "logit_scale", "attn_logit_softcapping",
-                 "final_logit_softcapping", "query_pre_attn_scalar", "embedding_multiplier",
-                 "residual_multiplier", "attention_multiplier", "logits_scaling")
-# Fields that change the drafter's attention mask: compared with the target's value, or with the
-# method's published default when the target has no such field.
-MASK_FIELDS = ("sliding_window", "use_sliding_window", "dflash_config.use_swa",
-               "dflash_config.causal", "is_causal")
-PUBLISHED_DEFAULTS = {"dflash": {"dflash_config.use_swa": False, "dflash_config.causal": False,
-                                 "is_causal": _ABSENT}}
-# Layer-id lists that index the target's layers: ids outside the target read something else
-# (the embeddings, a missing layer), the mark of the other counting convention.
-LAYER_ID_FIELDS = ("dflash_config.target_layer_ids", "eagle_aux_hidden_state_layer_ids",
-                   "eagle_config.eagle_aux_hidden_state_layer_ids")
+_ABSENT = cmp.ABSENT
+HYPOTHESES = ("draft-config-mismatch", "attention-mask")
 # Minutes one relaunch takes when deciding whether another fits before the deadline.
 RELAUNCH_MIN = 3.0
+# Candidate values of one lead tried in turn before giving up on it.
+MAX_TRIES = 4
 
 
 @dataclass(frozen=True)
@@ -73,12 +65,21 @@ class Lead:
     hypothesis: str
     why: str
     edits: tuple[tuple[str, Any], ...] = ()   # (dotted field, value or _ABSENT); () = field
+    alternatives: tuple[cmp.Candidate, ...] = ()   # further values to try, best first
+    strength: str = "differs"
+    search: bool = False          # layer ids: the alternatives are a search, oracle only
+    oracle_reads: bool | None = None   # does the oracle read this field (None: unknown)
+    source: str = ""              # where the value comes from
 
     def change(self) -> str:
         return f"{self.field} {_show(self.draft_value)} → {_show(self.value)}"
 
     def config_edits(self) -> tuple[tuple[str, Any], ...]:
         return self.edits or ((self.field, self.value),)
+
+    def trying(self, c: cmp.Candidate) -> Lead:
+        """The same lead with another of its candidate values."""
+        return replace(self, value=c.value, edits=c.edits, source=c.source)
 
 
 def _show(v: Any) -> str:
@@ -100,12 +101,7 @@ def joint(found: list[Lead]) -> Lead:
 
 
 def get(cfg: dict[str, Any], dotted: str) -> Any:
-    node: Any = cfg
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return _ABSENT
-        node = node[part]
-    return node
+    return cmp.get(cfg, dotted)
 
 
 def put(cfg: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
@@ -121,96 +117,29 @@ def put(cfg: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
     return out
 
 
-def _rope_lead(draft: dict[str, Any], target: dict[str, Any]) -> Lead | None:
-    """The rope as the config audit reads it (``rope_view``), with one difference on purpose:
-    a theta only one side sets is not a lead here, as the other side's is the architecture's
-    default, unknown here (the audit names that difference; a counterfactual needs a value)."""
-    dv, tv = rope_view(draft), rope_view(target)
-    keys = [k for k in sorted(dv.keys() | tv.keys()) if dv.get(k, _ABSENT) != tv.get(k, _ABSENT)
-            and not (k == "rope_theta" and (k not in dv or k not in tv))]
-    if not keys:
+def lead_of(s: cmp.Suspect, contract: contract_mod.Contract | None = None) -> Lead | None:
+    """A contract suspect as a counterfactual lead (None: nothing to try)."""
+    if not s.candidates:
         return None
-    edits = [(c, _ABSENT) for c in (*ROPE_CONTAINERS, *ROPE_TOP_LEVEL) if c in draft]
-    edits += [(c, target[c]) for c in (*ROPE_CONTAINERS, *ROPE_TOP_LEVEL) if c in target]
-    where = next((c for c in reversed(ROPE_CONTAINERS) if isinstance(draft.get(c), dict)),
-                 next((c for c in reversed(ROPE_CONTAINERS) if isinstance(target.get(c), dict)),
-                      "rope"))
-    if len(keys) == 1:
-        k = keys[0]
-        name = k if k in draft and k in ROPE_TOP_LEVEL else f"{where}.{k}"
-        return Lead(name, dv.get(k, _ABSENT), tv.get(k, _ABSENT), "draft-config-mismatch",
-                    f"the drafter's rotary embedding differs from the target's ({k})",
-                    tuple(edits))
-    return Lead(where, {k: dv.get(k, _ABSENT) for k in keys},
-                {k: tv.get(k, _ABSENT) for k in keys}, "draft-config-mismatch",
-                f"the drafter's rotary embedding differs from the target's ({', '.join(keys)})",
-                tuple(edits))
+    first, rest = s.candidates[0], s.candidates[1:]
+    keys = [e[0] for e in first.edits] or [s.key]
+    reads = None if contract is None else (
+        None if any(contract.oracle_reads(k) is None for k in keys)
+        else all(contract.oracle_reads(k) for k in keys))
+    return Lead(s.key, s.value, first.value, s.hypothesis, s.why, first.edits, rest, s.strength,
+                s.search, reads, first.source)
 
 
-def _same_architecture(draft: dict[str, Any], target: dict[str, Any]) -> bool:
-    return draft.get("model_type") is not None and \
-        draft.get("model_type") == target.get("model_type")
-
-
-def leads(draft: dict[str, Any], target: dict[str, Any], method: str | None) -> list[Lead]:
-    """The changes worth a counterfactual, each with the value to try (pure)."""
-    out: list[Lead] = []
-    same = _same_architecture(draft, target)
-    for f in WIRING_FIELDS:
-        d, t = get(draft, f), get(target, f)
-        if d == t or (d is _ABSENT and t is _ABSENT):
-            continue
-        if d is not _ABSENT and t is not _ABSENT:
-            out.append(Lead(f, d, t, "draft-config-mismatch",
-                            f"the drafter's {f} differs from the target's"))
-        elif same:
-            out.append(Lead(f, d, t, "draft-config-mismatch",
-                            f"only {'the drafter' if t is _ABSENT else 'the target'} sets {f} "
-                            f"(the other gets the architecture's default)"))
-    rope = _rope_lead(draft, target)
-    if rope is not None:
-        out.append(rope)
-    defaults = PUBLISHED_DEFAULTS.get(method or "", {})
-    for f in MASK_FIELDS:
-        d = get(draft, f)
-        if d is _ABSENT:
-            continue
-        t = get(target, f)
-        ref = t if t is not _ABSENT else defaults.get(f, _ABSENT)
-        if ref is _ABSENT and f not in defaults:
-            continue
-        if d != ref and not (d in (False, None) and ref is _ABSENT):
-            out.append(Lead(f, d, ref, "attention-mask",
-                            f"the drafter's {f} differs from "
-                            + ("the target's" if t is not _ABSENT else f"{method}'s default")))
-    n_layers = target.get("num_hidden_layers")
-    if isinstance(n_layers, int):
-        for f in LAYER_ID_FIELDS:
-            ids = get(draft, f)
-            if not isinstance(ids, list) or not ids or not all(isinstance(i, int) for i in ids):
-                continue
-            lo, hi = _layer_range(f, n_layers)
-            if all(lo <= i <= hi for i in ids):
-                continue
-            shift = lo - min(ids) if min(ids) < lo else hi - max(ids)
-            fixed = [i + shift for i in ids]
-            out.append(Lead(f, ids, fixed, "draft-config-mismatch",
-                            f"{f} {ids} reaches outside the target's layers [{lo}, {hi}]: the "
-                            f"other counting convention shifts them by {shift:+d}"))
-    return out
-
-
-def _layer_range(field: str, n_layers: int) -> tuple[int, int]:
-    # DFlash counts layer outputs 0..L-1; EAGLE3 counts layer inputs, 0 = the embeddings.
-    return (0, n_layers - 1) if field.startswith("dflash") else (0, n_layers)
-
-
-def benign_differences(draft: dict[str, Any], target: dict[str, Any]) -> list[str]:
-    """Differences that are no lead (independent drafters may set them their own way)."""
-    keys = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-            "head_dim", "intermediate_size", "dtype", "torch_dtype", "max_position_embeddings")
-    return [rules.config_difference(k, draft[k], target[k]) for k in keys
-            if k in draft and k in target and draft[k] != target[k]]
+def leads(draft: dict[str, Any], target: dict[str, Any], method: str | None,
+          inputs: cmp.Inputs | None = None,
+          contract: contract_mod.Contract | None = None) -> list[Lead]:
+    """The changes worth a counterfactual, each with the value to try, from the drafter's
+    contract with the installed vLLM."""
+    m = method or "draft_model"
+    contract = contract or contract_mod.build(m, draft, target)
+    x = inputs or cmp.Inputs(m, draft, target)
+    out = [lead_of(s, contract) for s in cmp.review(contract, x).suspects]
+    return [lead for lead in out if lead is not None]
 
 
 def patched_copy(draft_dir: Path, lead: Lead, workdir: Path, n: int) -> Path:
@@ -226,21 +155,82 @@ def patched_copy(draft_dir: Path, lead: Lead, workdir: Path, n: int) -> Path:
     return out
 
 
-def _leads_for(ctx: Context) -> tuple[list[Lead], list[str]]:
-    if ctx.draft_dir is None or ctx.target_dir is None:
-        return [], []
-    d, t = common.read_config(ctx.draft_dir), common.read_config(ctx.target_dir)
-    return leads(d, t, ctx.method), benign_differences(d, t)
+@dataclass
+class Review:
+    """The drafter's contract and its review for one diagnosis, or why there is none."""
+
+    leads: list[Lead]
+    review: cmp.Review | None = None
+    contract: contract_mod.Contract | None = None
+    error: str | None = None
+
+    def numbers(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.contract is not None:
+            out["contract"] = {"engine": self.contract.engine,
+                               "model_class": self.contract.model_class,
+                               "files": self.contract.files, "notes": self.contract.notes,
+                               "keys_read": len(self.contract.keys())}
+        if self.review is not None:
+            out["review"] = self.review.to_json()
+        if self.error:
+            out["contract_error"] = self.error
+        return out
+
+    def unchecked(self, hypothesis: str) -> list[str]:
+        return [] if self.review is None else [t for h, t in self.review.unchecked
+                                               if h == hypothesis]
+
+
+def review_for(ctx: Context) -> Review:
+    """The contract of the served method and the drafter's files against it (the installed
+    vLLM's source is read once per process and setup)."""
+    method = ctx.method or "draft_model"
+    own = ctx.draft_dir if method != "mtp" else ctx.target_dir
+    if own is None or ctx.target_dir is None:
+        return Review([], error="the drafter's and the target's directories are unknown")
+    try:
+        d, t = common.read_config(own), common.read_config(ctx.target_dir)
+        contract = contract_mod.build(method, d, t)
+        x = _inputs(ctx, method, own, d, t)
+        review = cmp.review(contract, x)
+    except (OSError, ValueError, SyntaxError) as exc:
+        return Review([], error=f"the contract could not be read: {type(exc).__name__}: {exc}")
+    found = [lead_of(s, contract) for s in review.suspects]
+    return Review([x for x in found if x is not None], review, contract)
+
+
+def _inputs(ctx: Context, method: str, own: Path, d: dict[str, Any], t: dict[str, Any]
+            ) -> cmp.Inputs:
+    from specdoctor.experiments.config_audit.models import tensor_shapes
+    from specdoctor.experiments.contract import tokens
+
+    tok_dir = ctx.tokenizer_dir or ctx.target_dir
+    facts = tokens.read(tok_dir) if tok_dir is not None else None
+    counts: dict[int, int] = {}
+    if facts is not None and tok_dir is not None and ctx.prompts:
+        for key in cmp.leaves(d):
+            v = cmp.get(d, key)
+            if cmp.TOKEN_ID.search(key.rsplit(".", 1)[-1]) and isinstance(v, int) \
+                    and not isinstance(v, bool):
+                n = tokens.count_in(tok_dir, list(ctx.prompts), v)
+                if n is not None:
+                    counts[v] = n
+    return cmp.Inputs(method, d, t, tensor_shapes(own), facts, cmp.training_metadata(own),
+                      counts)
 
 
 Trial = tuple[Finding, Any, dict[str, float]]   # finding, the curve after (or None), numbers
 
 
 def search(found: list[Lead], hypotheses: tuple[str, ...], trial: Callable[[Lead, int], Trial],
-           more: Callable[[], bool] = lambda: True) -> tuple[list[Finding], dict[str, Any],
-                                                             dict[str, Any]]:
-    """Try the leads of each hypothesis: alone when there is one; else together first, and,
-    when together they recover, each alone (while ``more()``) to name the field.
+           more: Callable[[], bool] = lambda: True, always_alone: bool = False
+           ) -> tuple[list[Finding], dict[str, Any], dict[str, Any]]:
+    """Try the leads of each hypothesis: alone when there is one; else together first, and
+    each alone when together they recover (while ``more()``) to name the field — or whatever
+    together gave, with ``always_alone`` (cheap trials: a lead that harms must not hide one
+    that recovers). A lead alone tries its further candidate values in turn until one
+    recovers.
 
     Returns the findings (several per hypothesis; ``rules.one_per_hypothesis`` reduces them),
     the curves after each change, and the numbers."""
@@ -255,28 +245,41 @@ def search(found: list[Lead], hypotheses: tuple[str, ...], trial: Callable[[Lead
         n += 1
         if curve is not None:
             curves[f"after {lead.change()}"] = curve
-        nums[lead.field] = numbers
+        nums[lead.change()] = numbers
+        return f
+
+    def alone(lead: Lead) -> Finding:
+        f = run(lead)
+        for c in lead.alternatives[:MAX_TRIES - 1]:
+            if f.verdict is Verdict.CONFIRMED or not more():
+                break
+            f = run(lead.trying(c))
         return f
 
     for h in hypotheses:
         mine = [x for x in found if x.hypothesis == h]
         if not mine:
             continue
+        if len(mine) == 1:
+            tried.append(alone(mine[0]))
+            continue
         together = run(joint(mine))
-        if len(mine) == 1 or together.verdict is not Verdict.CONFIRMED:
+        if together.verdict is not Verdict.CONFIRMED and not always_alone:
             tried.append(together)
             continue
-        alone: list[Finding] = []
+        single: list[Finding] = []
         n_alone = 0
         for lead in mine:
             if not more():
                 break
             n_alone += 1
-            f = run(lead)
-            if f.verdict is Verdict.CONFIRMED:
-                alone.append(f)
-        if alone:
-            tried += alone   # the fields that recover alone name the cause
+            single.append(alone(lead))
+        recovered = [f for f in single if f.verdict is Verdict.CONFIRMED]
+        if recovered:
+            tried += recovered   # the fields that recover alone name the cause
+            continue
+        if together.verdict is not Verdict.CONFIRMED:
+            tried += [together, *single]
             continue
         rest = ("no field alone recovers: they act together" if n_alone == len(mine) else
                 f"which of them alone: {len(mine) - n_alone} not run (time)")
@@ -285,27 +288,109 @@ def search(found: list[Lead], hypotheses: tuple[str, ...], trial: Callable[[Lead
     return tried, curves, nums
 
 
-def _no_leads(exp: str, hypotheses: tuple[str, ...], benign: list[str]) -> ExperimentResult:
-    why = "no field that changes drafting or the mask differs from the target or the " \
-          "method's default: nothing to set"
-    if benign:
-        why += f" (differences seen, none a lead: {'; '.join(benign)})"
-    return ExperimentResult(exp, [Finding(h, Verdict.EXCLUDED, why) for h in hypotheses
-                                  if h in ("draft-config-mismatch", "attention-mask")])
+def _no_leads(exp: str, hypotheses: tuple[str, ...], r: Review) -> ExperimentResult:
+    why = (f"no key {r.contract.engine} reads of this drafter differs from a reference: nothing "
+           f"to set" if r.contract is not None else "nothing to set")
+    if r.review is not None and r.review.ignored:
+        why += f" (ignored by the engine, no lead: {', '.join(r.review.ignored[:6])})"
+    out = []
+    for h in hypotheses:
+        if h not in HYPOTHESES:
+            continue
+        open_ = r.unchecked(h)
+        out.append(Finding(h, Verdict.INCONCLUSIVE if open_ else Verdict.EXCLUDED,
+                           why + (f"; not checked: {'; '.join(open_)}" if open_ else "")))
+    return ExperimentResult(exp, out, r.numbers())
 
 
 def _ceiling(ctx: Context) -> float:
     return float(ctx.k or 1)
 
 
-def _verdicts(hypotheses: tuple[str, ...], tried: list[Finding]) -> list[Finding]:
-    """Per hypothesis: what its trials found, or excluded when none of its kind differs."""
-    out = list(tried)
+def _verdicts(hypotheses: tuple[str, ...], tried: list[Finding], r: Review) -> list[Finding]:
+    """Per hypothesis: what its trials found; excluded when none of its kind differs; what no
+    reference could check keeps it open (inconclusive, naming the fields)."""
+    out = [replace(f, basis="counterfactual") if f.verdict is Verdict.CONFIRMED else f
+           for f in tried]
     for h in hypotheses:
-        if h in ("draft-config-mismatch", "attention-mask") and \
-                not any(f.hypothesis == h for f in tried):
+        if h not in HYPOTHESES:
+            continue
+        mine = [f for f in out if f.hypothesis == h]
+        if any(f.verdict is Verdict.CONFIRMED for f in mine):
+            continue
+        open_ = r.unchecked(h)
+        if open_:
+            out.append(Finding(h, Verdict.INCONCLUSIVE, "not checked (no reference says what "
+                               f"the value should be): {'; '.join(open_)}"))
+        elif not mine:
             out.append(Finding(h, Verdict.EXCLUDED, "no field of this kind differs"))
     return out
+
+
+# -- layer ids: a search through the oracle ------------------------------------------------------
+
+def tapped(method: str, draft: dict[str, Any], layers: int, lead: Lead | None = None
+           ) -> tuple[int, ...] | None:
+    """The aux ids vLLM taps for ``draft`` (with ``lead``'s edits applied)."""
+    cfg = draft
+    if lead is not None:
+        for k, v in lead.config_edits():
+            cfg = put(cfg, k, v)
+    return cmp.effective_ids(method, cfg, layers)
+
+
+def layer_search(ctx: Context, lead: Lead, trial: Callable[[Lead, int], Trial], n: int,
+                 default: tuple[int, ...] | None) -> tuple[Finding, dict[str, Any], Any]:
+    """Every candidate set of ``lead`` through the oracle at once; the best on the even
+    prompts, held out on the odd ones; a winner is then confirmed by ``trial`` (a copy naming
+    it, all prompts)."""
+    from specdoctor.oracle.heads.search import aux_search
+
+    assert ctx.draft_dir is not None and ctx.target_dir is not None
+    method = ctx.method or "eagle3"
+    d, t = common.read_config(ctx.draft_dir), common.read_config(ctx.target_dir)
+    layers = int((t.get("text_config") or t).get("num_hidden_layers") or 0)
+    options = [lead, *[lead.trying(c) for c in lead.alternatives]]
+    sets = [tapped(method, d, layers, x) for x in options]
+    served = tapped(method, d, layers) or default
+    pairs = [(x, s) for x, s in zip(options, sets) if s]
+    if not pairs:
+        return (Finding(lead.hypothesis, Verdict.INCONCLUSIVE,
+                        f"{lead.field}: no candidate set to search"), {}, None)
+    loadable = patched_copy(ctx.draft_dir, pairs[0][0], ctx.workdir, 500 + n)
+    width = len(pairs[0][1])
+    cands = [s for _, s in pairs] + ([served] if served and len(served) == width else [])
+    ctx.progress(f"oracle counterfactual: {lead.field}, {len(pairs)} candidate layer sets")
+    res = aux_search(method, ctx.target_dir, loadable, list(ctx.prompts), cands, ctx.k or 3,
+                     ctx.max_tokens, ctx.tokenizer_dir)
+    half_a = list(range(0, len(ctx.prompts), 2))
+    half_b = list(range(1, len(ctx.prompts), 2)) or half_a
+    best = max(range(len(pairs)), key=lambda i: (res.per_draft(i, half_a), -i))
+    s_idx = len(pairs) if len(cands) > len(pairs) else None
+    a_after, b_after = res.per_draft(best, half_a), res.per_draft(best, half_b)
+    top = res.per_draft(best)
+    ties = [list(pairs[i][1]) for i in range(len(pairs))
+            if i != best and abs(res.per_draft(i) - top) <= 0.01 * max(top, 1e-9)]
+    nums: dict[str, Any] = {"sets": len(pairs), "best": list(pairs[best][1]),
+                            "best_all": round(top, 4), "ties": ties[:10],
+                            "search_s": round(res.wall_s, 1)}
+    head = (f"{lead.field}: searched {len(pairs)} sets of {width} target layers through the "
+            f"oracle; best on half the prompts {list(pairs[best][1])} (as vLLM taps them)")
+    if s_idx is not None:
+        a_before, b_before = res.per_draft(s_idx, half_a), res.per_draft(s_idx, half_b)
+        nums.update(served=list(served or ()), served_all=round(res.per_draft(s_idx), 4),
+                    half_a=[round(a_before, 4), round(a_after, 4)],
+                    half_b=[round(b_before, 4), round(b_after, 4)])
+        head += (f": {a_before:.3f} → {a_after:.3f} accepted per draft there, held out on the "
+                 f"other half {b_before:.3f} → {b_after:.3f} (served {list(served or ())})")
+        if not rules.recovers(b_before, b_after, rules.oracle_change_is_real(b_before, b_after)):
+            return (Finding(lead.hypothesis, Verdict.EXCLUDED, head + ": no set recovers on the "
+                            "held-out half", recovered=0.0), nums, None)
+    f, curve, numbers = trial(pairs[best][0], n)
+    nums["confirm"] = numbers
+    extra = f"; ties: {ties[:4]}" if ties else ""
+    return replace(f, evidence=f"{head}; confirmed with a copy naming it: {f.evidence}{extra}"
+                   ), nums, curve
 
 
 class OracleCounterfactual:
@@ -326,11 +411,15 @@ class OracleCounterfactual:
 
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
         t0 = time.perf_counter()
-        found, benign = _leads_for(ctx)
-        found = [lead for lead in found if lead.hypothesis in hypotheses]
-        if not found:
-            return _no_leads(self.id, hypotheses, benign)
-        assert ctx.draft_dir is not None
+        r = review_for(ctx)
+        found = [lead for lead in r.leads if lead.hypothesis in hypotheses]
+        if not found or ctx.draft_dir is None:
+            out = _no_leads(self.id, hypotheses, r)
+            if found:   # MTP: the layers live in the target's checkpoint
+                out.findings = [Finding(x.hypothesis, Verdict.INCONCLUSIVE,
+                                        f"{x.change()}: not tried (the drafter's config is the "
+                                        "target's own)") for x in found]
+            return out
         base = served_oracle(ctx)
         before = common.apd(expected_profile(base))
 
@@ -344,15 +433,32 @@ class OracleCounterfactual:
                                             significant=rules.oracle_change_is_real(before, a))
             return f, after, {"before": round(before, 4), "after": round(a, 4)}
 
-        tried, curves, nums = search(found, hypotheses, trial)
-        merged = rules.one_per_hypothesis(_verdicts(hypotheses, tried), evidence="decisive")
-        return ExperimentResult(self.id, merged, nums,
+        plain = [x for x in found if not x.search and x.oracle_reads is not False]
+        tried, curves, nums = search(plain, hypotheses, trial, always_alone=True)
+        for i, lead in enumerate(x for x in found if x.search):
+            default = r.contract.aux.default if r.contract and r.contract.aux else None
+            f, numbers, curve = layer_search(ctx, lead, trial, 300 + 50 * i, default)
+            tried.append(f)
+            nums[f"search {lead.field}"] = numbers
+            if curve is not None:
+                curves[f"after {lead.field} searched"] = curve
+        for lead in found:
+            if lead.oracle_reads is False and not lead.search:
+                tried.append(Finding(lead.hypothesis, Verdict.INCONCLUSIVE,
+                                     f"{lead.change()}: the oracle does not read {lead.field} "
+                                     f"(vLLM does), so it would show no change; a relaunch "
+                                     f"decides"))
+        merged = rules.one_per_hypothesis(_verdicts(hypotheses, tried, r), evidence="decisive")
+        return ExperimentResult(self.id, merged, {**r.numbers(), "trials": nums},
                                 {"before": expected_profile(base), **curves},
                                 wall_s=time.perf_counter() - t0)
 
 
 class RelaunchCounterfactual:
-    """Relaunch the user's command with the drafter copy: any method the engine serves."""
+    """Relaunch the user's command with the drafter copy: any method the engine serves. A
+    search over layer sets needs the oracle (one relaunch per set is out of reach): only its
+    structured candidates (vLLM's default, training metadata, the other convention) are
+    relaunched; the rest is said not to have been checked."""
 
     id = "relaunch-counterfactual"
 
@@ -367,11 +473,26 @@ class RelaunchCounterfactual:
 
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
         t0 = time.perf_counter()
-        found, benign = _leads_for(ctx)
-        found = [lead for lead in found if lead.hypothesis in hypotheses]
+        r = review_for(ctx)
+        found = [lead for lead in r.leads if lead.hypothesis in hypotheses]
         if not found:
-            return _no_leads(self.id, hypotheses, benign)
+            return _no_leads(self.id, hypotheses, r)
         assert ctx.launch is not None and ctx.draft_dir is not None
+        plain: list[Lead] = []
+        skipped: list[Finding] = []
+        for lead in found:
+            if not lead.search:
+                plain.append(lead)
+                continue
+            options = [c for c in (cmp.Candidate(lead.value, lead.source, lead.edits),
+                                   *lead.alternatives) if c.source != "search"]
+            if options:
+                plain.append(replace(lead.trying(options[0]), alternatives=tuple(options[1:]),
+                                     search=False))
+            else:
+                skipped.append(Finding(lead.hypothesis, Verdict.INCONCLUSIVE,
+                                       f"{lead.field}: not checked — {lead.why}; the search "
+                                       "over layer sets runs through the oracle"))
         before_p = ctx.measured["greedy"].total
         before = common.apd(before_p)
         cmds: list[str] = []
@@ -398,8 +519,9 @@ class RelaunchCounterfactual:
             deadline = ctx.deadline
             return deadline is None or time.monotonic() + RELAUNCH_MIN * 60 < deadline
 
-        tried, curves, nums = search(found, hypotheses, trial, more)
-        merged = rules.one_per_hypothesis(_verdicts(hypotheses, tried), evidence="decisive")
-        return ExperimentResult(self.id, merged, nums,
+        tried, curves, nums = search(plain, hypotheses, trial, more)
+        merged = rules.one_per_hypothesis(_verdicts(hypotheses, tried + skipped, r),
+                                          evidence="decisive")
+        return ExperimentResult(self.id, merged, {**r.numbers(), "trials": nums},
                                 {"before": before_p, **curves}, cmds,
                                 "; ".join(errors) or None, time.perf_counter() - t0)
