@@ -205,3 +205,20 @@ def test_a_mask_field_is_compared_with_the_target_else_the_default():
     assert [h for h, t in r.unchecked if t.startswith("sliding_window")] == ["attention-mask"]
     with_target = _review(c, {"sliding_window": 8}, target={**TARGET, "sliding_window": 8})
     assert with_target.suspects == []
+
+
+def test_a_per_layer_list_is_compared_by_its_entries_not_its_length():
+    # a 1-layer drafter of a 4-layer target: its layer_types is shorter by design
+    c = _contract(_read("layer_types"))
+    target = {**TARGET, "layer_types": ["full_attention"] * 4}
+    draft = {"model_type": "llama", "num_hidden_layers": 1}
+    ok = _review(c, {**draft, "layer_types": ["full_attention"]}, target=target)
+    assert ok.suspects == [] and any("layer_types: one entry per layer" in x for x in ok.checked)
+    odd = _suspect(_review(c, {**draft, "layer_types": ["sliding_attention"]}, target=target),
+                   "layer_types")
+    assert [x.value for x in odd.candidates] == [["full_attention"]]
+    # of the same length the lists are compared whole, as any value
+    same = _suspect(_review(c, {**draft, "num_hidden_layers": 4,
+                                "layer_types": ["sliding_attention"] * 4}, target=target),
+                    "layer_types")
+    assert same.candidates[0].value == ["full_attention"] * 4

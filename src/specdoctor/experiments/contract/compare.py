@@ -234,6 +234,16 @@ def _value(contract: Contract, x: Inputs, key: str, value: Any, out: Review) -> 
                                     f"the checkpoint's training metadata says {key} = "
                                     f"{_short(meta)}", "differs"))
         return
+    if _per_layer(x, value, t):
+        if set(map(json.dumps, value)) <= set(map(json.dumps, t)):
+            out.checked.append(f"{key}: one entry per layer of each model; the drafter's "
+                               f"{len(value)} are of the target's kinds ({_short(value)})")
+            return
+        out.suspects.append(Suspect(key, value, (Candidate(t[:len(value)], "the target's "
+                                                           "config, its first layers"),),
+                                    "draft-config-mismatch", f"the drafter's {key} names kinds "
+                                    f"of layer the target's has not ({_short(t)})"))
+        return
     if t is not ABSENT and not isinstance(t, dict) and x.method != "mtp":
         if _equal(t, value):
             out.checked.append(f"{key}: equals the target's ({_short(value)})")
@@ -255,6 +265,14 @@ def _value(contract: Contract, x: Inputs, key: str, value: Any, out: Review) -> 
         return
     out.unchecked.append(("draft-config-mismatch", f"{key} = {_short(value)}: no reference "
                           "(the target has none, vLLM reads it with no literal default)"))
+
+
+def _per_layer(x: Inputs, value: Any, t: Any) -> bool:
+    """Lists of one entry per layer of their own model (``layer_types``): a drafter of fewer
+    layers than its target has a shorter one by design, so entries are compared, not lengths."""
+    n_d, n_t = x.draft.get("num_hidden_layers"), x.target.get("num_hidden_layers")
+    return (isinstance(value, list) and isinstance(t, list) and len(value) == n_d
+            and len(t) == n_t and n_d != n_t)
 
 
 def _equal(a: Any, b: Any) -> bool:
