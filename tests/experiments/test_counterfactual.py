@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from specdoctor.experiments import rules
 from specdoctor.experiments.base import Verdict
 from specdoctor.experiments.config_audit.models import rope_view
@@ -145,3 +147,31 @@ def test_joint_applies_every_edit():
     j = joint([EPS, ROPE])
     assert dict(j.config_edits()) == {"rms_norm_eps": 1e-06, "rope_parameters.rope_theta": 10000.0}
     assert joint([EPS]) is EPS
+
+
+def test_fields_that_each_recover_alone_are_all_named_with_what_they_recover_together():
+    trial, calls = _trials({"rms_norm_eps + rope_parameters.rope_theta": 3.0,
+                            "rms_norm_eps": 1.5, "rope_parameters.rope_theta": 1.2}, before=0.36)
+    (f,) = search([EPS, ROPE], ("draft-config-mismatch",), trial)[0]
+    assert f.verdict is Verdict.CONFIRMED
+    assert f.evidence.startswith("together: rms_norm_eps + rope_parameters.rope_theta")
+    assert "each alone: rms_norm_eps 1.0 → 1e-06" in f.evidence
+    assert "rope_parameters.rope_theta 1000.0 → 10000.0" in f.evidence
+    assert f.recovered == pytest.approx((3.0 - 0.36) / (4 - 0.36))
+
+
+def test_what_no_reference_could_check_stays_open_and_is_listed_in_the_finding():
+    from specdoctor.experiments.contract import compare as cmp
+    from specdoctor.experiments.counterfactual import Review, _verdicts
+
+    review = cmp.Review(unchecked=[("draft-config-mismatch", "foo_scale = 3: no reference")])
+    tried = [rules.decide_counterfactual("draft-config-mismatch", "rms_norm_eps 1.0 → 1e-06",
+                                         0.36, 0.37, 4.0, significant=False)]
+    merged = rules.one_per_hypothesis(
+        _verdicts(("draft-config-mismatch", "attention-mask"), tried, Review([], review)),
+        evidence="decisive")
+    f, mask = merged
+    assert f.verdict is Verdict.INCONCLUSIVE and "foo_scale = 3" in f.evidence
+    assert f.unchecked == ("foo_scale = 3: no reference",)
+    assert f.to_json()["unchecked"] == ["foo_scale = 3: no reference"]
+    assert mask.verdict is Verdict.EXCLUDED and mask.unchecked == ()

@@ -58,6 +58,9 @@ class Finding:
     # (a measured number against a reference only this cause explains), "elimination" (every
     # other candidate excluded); None where excluded by construction.
     basis: Basis | None = None
+    # What this experiment could not check that bears on the hypothesis (a field no reference
+    # says the value of, a lead the oracle cannot try): an answer "not determined" lists them.
+    unchecked: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"hypothesis": self.hypothesis, "verdict": self.verdict.value,
@@ -66,6 +69,8 @@ class Finding:
             out["recovered"] = round(self.recovered, 4)
         if self.basis is not None:
             out["basis"] = self.basis
+        if self.unchecked:
+            out["unchecked"] = list(self.unchecked)
         if self.citations:
             out["citations"] = list(self.citations)
         return out

@@ -248,12 +248,17 @@ def search(found: list[Lead], hypotheses: tuple[str, ...], trial: Callable[[Lead
         nums[lead.change()] = numbers
         return f
 
+    winners: dict[str, Lead] = {}   # field → the value that recovered alone
+
     def alone(lead: Lead) -> Finding:
-        f = run(lead)
+        f, used = run(lead), lead
         for c in lead.alternatives[:MAX_TRIES - 1]:
             if f.verdict is Verdict.CONFIRMED or not more():
                 break
-            f = run(lead.trying(c))
+            used = lead.trying(c)
+            f = run(used)
+        if f.verdict is Verdict.CONFIRMED:
+            winners[lead.field] = used
         return f
 
     for h in hypotheses:
@@ -275,8 +280,14 @@ def search(found: list[Lead], hypotheses: tuple[str, ...], trial: Callable[[Lead
             n_alone += 1
             single.append(alone(lead))
         recovered = [f for f in single if f.verdict is Verdict.CONFIRMED]
-        if recovered:
-            tried += recovered   # the fields that recover alone name the cause
+        if len(recovered) == 1:
+            tried += recovered   # the field that recovers alone names the cause
+            continue
+        if recovered:   # several recover alone: together, with the values that recovered
+            both = [winners[x.field] for x in mine if x.field in winners]
+            again = both != mine or together.verdict is not Verdict.CONFIRMED
+            tried.append(combined(h, run(joint(both)) if again and more() else together,
+                                  recovered))
             continue
         if together.verdict is not Verdict.CONFIRMED:
             tried += [together, *single]
@@ -286,6 +297,16 @@ def search(found: list[Lead], hypotheses: tuple[str, ...], trial: Callable[[Lead
         tried.append(Finding(h, Verdict.CONFIRMED, f"{together.evidence}; {rest}",
                              recovered=together.recovered))
     return tried, curves, nums
+
+
+def combined(h: str, together: Finding, alone: list[Finding]) -> Finding:
+    """Several fields that each recover alone: one finding naming them all, with what they
+    recover together (the share is the larger of together's and the best alone)."""
+    share = max([f.recovered or 0.0 for f in (together, *alone)])
+    verdict = Verdict.CONFIRMED if any(f.verdict is Verdict.CONFIRMED
+                                       for f in (together, *alone)) else together.verdict
+    return Finding(h, verdict, f"together: {together.evidence}; each alone: "
+                   + "; ".join(f.evidence for f in alone), recovered=share)
 
 
 def _no_leads(exp: str, hypotheses: tuple[str, ...], r: Review) -> ExperimentResult:
@@ -299,7 +320,8 @@ def _no_leads(exp: str, hypotheses: tuple[str, ...], r: Review) -> ExperimentRes
             continue
         open_ = r.unchecked(h)
         out.append(Finding(h, Verdict.INCONCLUSIVE if open_ else Verdict.EXCLUDED,
-                           why + (f"; not checked: {'; '.join(open_)}" if open_ else "")))
+                           why + (f"; not checked: {'; '.join(open_)}" if open_ else ""),
+                           unchecked=tuple(open_)))
     return ExperimentResult(exp, out, r.numbers())
 
 
@@ -321,7 +343,8 @@ def _verdicts(hypotheses: tuple[str, ...], tried: list[Finding], r: Review) -> l
         open_ = r.unchecked(h)
         if open_:
             out.append(Finding(h, Verdict.INCONCLUSIVE, "not checked (no reference says what "
-                               f"the value should be): {'; '.join(open_)}"))
+                               f"the value should be): {'; '.join(open_)}",
+                               unchecked=tuple(open_)))
         elif not mine:
             out.append(Finding(h, Verdict.EXCLUDED, "no field of this kind differs"))
     return out
@@ -340,10 +363,15 @@ def tapped(method: str, draft: dict[str, Any], layers: int, lead: Lead | None = 
 
 
 def layer_search(ctx: Context, lead: Lead, trial: Callable[[Lead, int], Trial], n: int,
-                 default: tuple[int, ...] | None) -> tuple[Finding, dict[str, Any], Any]:
+                 default: tuple[int, ...] | None, base: tuple[Lead, ...] = ()
+                 ) -> tuple[Finding, dict[str, Any], Any]:
     """Every candidate set of ``lead`` through the oracle at once; the best on the even
     prompts, held out on the odd ones; a winner is then confirmed by ``trial`` (a copy naming
-    it, all prompts)."""
+    it, all prompts).
+
+    ``base``: changes of other fields that already recovered alone. The sets are searched with
+    them applied (a wrong mask token can hide which layers are right), and the winner is
+    confirmed both together with them and alone."""
     from specdoctor.oracle.heads.search import aux_search
 
     assert ctx.draft_dir is not None and ctx.target_dir is not None
@@ -357,7 +385,7 @@ def layer_search(ctx: Context, lead: Lead, trial: Callable[[Lead, int], Trial], 
     if not pairs:
         return (Finding(lead.hypothesis, Verdict.INCONCLUSIVE,
                         f"{lead.field}: no candidate set to search"), {}, None)
-    loadable = patched_copy(ctx.draft_dir, pairs[0][0], ctx.workdir, 500 + n)
+    loadable = patched_copy(ctx.draft_dir, joint([*base, pairs[0][0]]), ctx.workdir, 500 + n)
     width = len(pairs[0][1])
     cands = [s for _, s in pairs] + ([served] if served and len(served) == width else [])
     ctx.progress(f"oracle counterfactual: {lead.field}, {len(pairs)} candidate layer sets")
@@ -375,7 +403,8 @@ def layer_search(ctx: Context, lead: Lead, trial: Callable[[Lead, int], Trial], 
                             "best_all": round(top, 4), "ties": ties[:10],
                             "search_s": round(res.wall_s, 1)}
     head = (f"{lead.field}: searched {len(pairs)} sets of {width} target layers through the "
-            f"oracle; best on half the prompts {list(pairs[best][1])} (as vLLM taps them)")
+            "oracle" + (f" with {', '.join(b.change() for b in base)}" if base else "")
+            + f"; best on half the prompts {list(pairs[best][1])} (as vLLM taps them)")
     if s_idx is not None:
         a_before, b_before = res.per_draft(s_idx, half_a), res.per_draft(s_idx, half_b)
         nums.update(served=list(served or ()), served_all=round(res.per_draft(s_idx), 4),
@@ -386,11 +415,16 @@ def layer_search(ctx: Context, lead: Lead, trial: Callable[[Lead, int], Trial], 
         if not rules.recovers(b_before, b_after, rules.oracle_change_is_real(b_before, b_after)):
             return (Finding(lead.hypothesis, Verdict.EXCLUDED, head + ": no set recovers on the "
                             "held-out half", recovered=0.0), nums, None)
+    extra = f"; ties: {ties[:4]}" if ties else ""
     f, curve, numbers = trial(pairs[best][0], n)
     nums["confirm"] = numbers
-    extra = f"; ties: {ties[:4]}" if ties else ""
-    return replace(f, evidence=f"{head}; confirmed with a copy naming it: {f.evidence}{extra}"
-                   ), nums, curve
+    if not base:
+        return replace(f, evidence=f"{head}; confirmed with a copy naming it: {f.evidence}"
+                       f"{extra}"), nums, curve
+    both, curve, numbers = trial(joint([*base, pairs[best][0]]), n + 1)
+    nums["together"] = numbers
+    return replace(both, evidence=f"{head}; confirmed with a copy naming them all: "
+                   f"{both.evidence}; the layers alone: {f.evidence}{extra}"), nums, curve
 
 
 class OracleCounterfactual:
@@ -418,39 +452,67 @@ class OracleCounterfactual:
             if found:   # MTP: the layers live in the target's checkpoint
                 out.findings = [Finding(x.hypothesis, Verdict.INCONCLUSIVE,
                                         f"{x.change()}: not tried (the drafter's config is the "
-                                        "target's own)") for x in found]
+                                        "target's own)", unchecked=(x.change(),))
+                                for x in found]
             return out
-        base = served_oracle(ctx)
-        before = common.apd(expected_profile(base))
+        from specdoctor.errors import SpecdoctorError
+
+        try:
+            base = served_oracle(ctx)
+            before, broken = common.apd(expected_profile(base)), ""
+        except SpecdoctorError as exc:   # the engine cannot run them either: nothing accepted
+            base, before = None, 0.0
+            broken = (f"; the served files do not run in the oracle ({exc}): none of their "
+                      "drafts count")
 
         def trial(lead: Lead, n: int) -> Trial:
             ctx.progress(f"oracle counterfactual: {lead.change()}")
-            after = expected_profile(run_oracle(ctx, 0.0, 1.0, patched_copy(
-                ctx.draft_dir, lead, ctx.workdir, n)))
+            try:
+                after = expected_profile(run_oracle(ctx, 0.0, 1.0, patched_copy(
+                    ctx.draft_dir, lead, ctx.workdir, n)))
+            except SpecdoctorError as exc:
+                return (Finding(lead.hypothesis, Verdict.EXCLUDED, f"{lead.change()} (oracle): "
+                                f"the changed copy does not run either ({exc})"), None, {})
             a = common.apd(after)
-            f = rules.decide_counterfactual(lead.hypothesis, lead.change() + " (oracle)", before,
-                                            a, _ceiling(ctx),
+            f = rules.decide_counterfactual(lead.hypothesis, lead.change() + f" (oracle{broken})",
+                                            before, a, _ceiling(ctx),
                                             significant=rules.oracle_change_is_real(before, a))
             return f, after, {"before": round(before, 4), "after": round(a, 4)}
 
+        won: dict[str, dict[str, Lead]] = {}   # the changes that recovered alone
+
+        def noted(lead: Lead, n: int) -> Trial:
+            out = trial(lead, n)
+            if out[0].verdict is Verdict.CONFIRMED and " + " not in lead.field:
+                won.setdefault(lead.hypothesis, {})[lead.field] = lead
+            return out
+
         plain = [x for x in found if not x.search and x.oracle_reads is not False]
-        tried, curves, nums = search(plain, hypotheses, trial, always_alone=True)
+        tried, curves, nums = search(plain, hypotheses, noted, always_alone=True)
         for i, lead in enumerate(x for x in found if x.search):
             default = r.contract.aux.default if r.contract and r.contract.aux else None
-            f, numbers, curve = layer_search(ctx, lead, trial, 300 + 50 * i, default)
-            tried.append(f)
+            fixed = tuple(won.get(lead.hypothesis, {}).values())
+            f, numbers, curve = layer_search(ctx, lead, trial, 300 + 50 * i, default, fixed)
             nums[f"search {lead.field}"] = numbers
             if curve is not None:
                 curves[f"after {lead.field} searched"] = curve
+            if fixed and f.verdict is Verdict.CONFIRMED:   # one finding naming every field
+                alone = [x for x in tried if x.hypothesis == lead.hypothesis
+                         and x.verdict is Verdict.CONFIRMED]
+                tried = [x for x in tried if x.hypothesis != lead.hypothesis
+                         or x.verdict is not Verdict.CONFIRMED]
+                f = combined(lead.hypothesis, f, alone)
+            tried.append(f)
         for lead in found:
             if lead.oracle_reads is False and not lead.search:
                 tried.append(Finding(lead.hypothesis, Verdict.INCONCLUSIVE,
                                      f"{lead.change()}: the oracle does not read {lead.field} "
                                      f"(vLLM does), so it would show no change; a relaunch "
-                                     f"decides"))
+                                     f"decides", unchecked=(lead.change(),)))
         merged = rules.one_per_hypothesis(_verdicts(hypotheses, tried, r), evidence="decisive")
         return ExperimentResult(self.id, merged, {**r.numbers(), "trials": nums},
-                                {"before": expected_profile(base), **curves},
+                                {**({"before": expected_profile(base)} if base else {}),
+                                 **curves},
                                 wall_s=time.perf_counter() - t0)
 
 
@@ -492,7 +554,8 @@ class RelaunchCounterfactual:
             else:
                 skipped.append(Finding(lead.hypothesis, Verdict.INCONCLUSIVE,
                                        f"{lead.field}: not checked — {lead.why}; the search "
-                                       "over layer sets runs through the oracle"))
+                                       "over layer sets runs through the oracle",
+                                       unchecked=(f"{lead.field} (the other layer sets)",)))
         before_p = ctx.measured["greedy"].total
         before = common.apd(before_p)
         cmds: list[str] = []

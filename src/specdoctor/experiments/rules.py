@@ -228,7 +228,9 @@ def one_per_hypothesis(findings: Iterable[Finding], evidence: str = "all") -> li
         cites = {c["file"]: c for f in fs for c in f.citations}
         out.append(Finding(hid, verdict, "; ".join(dict.fromkeys(f.evidence for f in fs)),
                            recovered=best.recovered if best is not None else None,
-                           citations=tuple(cites.values())))
+                           citations=tuple(cites.values()),
+                           basis=best.basis if best is not None else None,
+                           unchecked=tuple(dict.fromkeys(u for f in fs for u in f.unchecked))))
     return out
 
 

@@ -88,7 +88,8 @@ class Review:
                               "candidates": [{"value": _show(c.value), "source": c.source}
                                              for c in s.candidates[:8]],
                               "candidates_total": len(s.candidates)} for s in self.suspects],
-                "checked": self.checked, "unchecked": [t for _h, t in self.unchecked], "ignored": self.ignored}
+                "checked": self.checked, "unchecked": [t for _h, t in self.unchecked],
+                "ignored": self.ignored}
 
 
 @dataclass(frozen=True)
@@ -551,7 +552,7 @@ def _tensor_flags(contract: Contract, x: Inputs, out: Review) -> None:
             f"checkpoint ships ({', '.join(shipped[:3])}; {rule.where})", "problem"))
 
 
-# -- what the checkpoint says about its training ----------------------------------------------------
+# -- what the checkpoint says about its training -------------------------------------------------
 
 def training_metadata(model_dir: Path) -> dict[str, Any]:
     """Flat (dotted) keys of what training recorded in the checkpoint: safetensors

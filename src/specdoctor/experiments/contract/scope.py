@@ -236,7 +236,8 @@ class Rule:
     where: str
 
 
-def target_model(index: SourceIndex, target_cfg: dict[str, Any]) -> tuple[Module, ast.ClassDef] | None:
+def target_model(index: SourceIndex, target_cfg: dict[str, Any]
+                 ) -> tuple[Module, ast.ClassDef] | None:
     arch = _arch(target_cfg)
     reg = registry(index)
     if arch not in reg:

@@ -117,7 +117,8 @@ def placeholders(facts: TokenizerFacts, embedding_rows: int | None) -> list[tupl
     (where the embedding has one)."""
     out: list[tuple[int, str]] = []
     if "mask" in facts.roles:
-        out.append((facts.roles["mask"], f"the tokenizer's mask token {facts.describe(facts.roles['mask'])}"))
+        mask = facts.roles["mask"]
+        out.append((mask, f"the tokenizer's mask token {facts.describe(mask)}"))
     skip = {facts.roles.get("bos"), facts.roles.get("eos")} | {i for i, _ in out}
     for tid in sorted(facts.special):
         if tid not in skip:
