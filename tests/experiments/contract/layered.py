@@ -43,14 +43,8 @@ def build(out: Path, ids: list[int]) -> tuple[Path, Path]:
         down[BLOCK + j, j] = 1.0 / (GATE * GATE)
     w.update({p + "gate_proj.weight": gate, p + "up_proj.weight": up,
               p + "down_proj.weight": down})
-    last = f"model.layers.{cycle.LAYERS - 1}."
-    for i in range(cycle.LAYERS, LAYERS):    # layers that add nothing
-        for name, x in list(w.items()):
-            if name.startswith(last):
-                w[f"model.layers.{i}." + name[len(last):]] = torch.zeros_like(x) if name.endswith(
-                    ("o_proj.weight", "down_proj.weight")) else x.clone()
     save_file(w, str(t / "model.safetensors"), metadata={"format": "pt"})
-    _edit(t, lambda c: c.__setitem__("num_hidden_layers", LAYERS))
+    deepen(t, LAYERS)
     h = load_file(str(d / "model.safetensors"))
     fc = h["fc.weight"]
     moved = torch.zeros_like(fc)
@@ -65,6 +59,32 @@ def build(out: Path, ids: list[int]) -> tuple[Path, Path]:
         c["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = list(ids)
     _edit(d, name)
     return t, d
+
+
+def deepen(t: Path, layers: int) -> None:
+    """The target with layers appended that add nothing to its residual stream: copies of its
+    last layer whose attention and MLP output projections are zero. It computes the same
+    function, and every state after its last trained layer equals that layer's output."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    n = json.loads((t / "config.json").read_text())["num_hidden_layers"]
+    w = load_file(str(t / "model.safetensors"))
+    last = f"model.layers.{n - 1}."
+    for i in range(n, layers):
+        for name, x in list(w.items()):
+            if name.startswith(last):
+                w[f"model.layers.{i}." + name[len(last):]] = torch.zeros_like(x) if name.endswith(
+                    ("o_proj.weight", "down_proj.weight")) else x.clone()
+    save_file(w, str(t / "model.safetensors"), metadata={"format": "pt"})
+
+    def grow(c: dict[str, Any]) -> None:
+        c["num_hidden_layers"] = layers
+        if c.get("layer_types"):
+            c["layer_types"] = [c["layer_types"][0]] * layers
+        if "max_window_layers" in c:
+            c["max_window_layers"] = layers
+    _edit(t, grow)
 
 
 def _edit(d: Path, f: Any) -> None:
