@@ -123,15 +123,14 @@ def test_findings_from_real_taps_and_a_record_that_cannot_be_compared():
 
 def test_tapped_launch_keeps_the_users_pythonpath_first(tmp_path):
     launch = Launch(("vllm", "serve", "m"), {"PYTHONPATH": "/user/patch:/user/lib", "A": "1"})
-    out = hook.tapped_launch(launch, tmp_path / "pack", tmp_path / "taps", "draft_model.",
-                             extra_path="/src")
+    out = hook.tapped_launch(launch, tmp_path / "pack", tmp_path / "taps", extra_path="/src")
     assert out.env["PYTHONPATH"].split(os.pathsep) == ["/user/patch", "/user/lib",
                                                        str(tmp_path / "pack"), "/src"]
     assert out.env["SPECDOCTOR_TAPS"] == str(tmp_path / "taps") and out.env["A"] == "1"
-    assert out.env["SPECDOCTOR_TAPS_PREFIX"] == "draft_model."
+    assert "SPECDOCTOR_TAPS_PREFIX" not in out.env  # the draft's layers come from the proposer
     assert out.argv == launch.argv
     # no PYTHONPATH in the launch: the one the server inherits is kept, in front
-    bare = hook.tapped_launch(Launch(("x",)), tmp_path / "p", tmp_path / "t", "d.",
+    bare = hook.tapped_launch(Launch(("x",)), tmp_path / "p", tmp_path / "t",
                               base_pythonpath="/inherited")
     assert bare.env["PYTHONPATH"].split(os.pathsep) == ["/inherited", str(tmp_path / "p")]
 
@@ -140,6 +139,14 @@ def test_no_taps_reasons(tmp_path):
     assert "reported: cannot wrap" in hook.no_taps_reason([{"error": "cannot wrap X"}], "", "draft_model")
     live = hook.no_taps_reason([{"live": "model.layers.0.self_attn.attn"}], "", "eagle3")
     assert "model.layers.0.self_attn.attn" in live and "eagle3" in live
+    assert "never reported" in live and "load_model" in live
+    named = hook.no_taps_reason([{"draft_layers": ["model.layers.2.self_attn.attn"],
+                                  "proposer": "EagleProposer"},
+                                 {"live": "model.layers.0.self_attn.attn", "draft_layers": []}],
+                                "", "eagle3")
+    assert "model.layers.2.self_attn.attn" in named and "none of them ran" in named
+    none = hook.no_taps_reason([{"draft_layers": [], "proposer": "EagleProposer"}], "", "eagle3")
+    assert "named no attention layer" in none
     plain = tmp_path / "plain"
     plain.mkdir()
     (plain / "sitecustomize.py").write_text("print('mine')\n")
@@ -168,8 +175,11 @@ def test_the_hook_is_wired_and_says_what_it_cannot_reach(tmp_path):
     ctx = Context(workdir=tmp_path, launch=Launch(("x",)), launcher=object(), prompts=("a",),
                   method="draft_model")
     assert exp.unavailable(ctx) is None
-    ctx.method = "eagle3"
-    assert "draft_model" in exp.unavailable(ctx)
+    for method in ("eagle3", "dflash", "mtp", "eagle"):  # the proposer names their layers
+        ctx.method = method
+        assert exp.unavailable(ctx) is None, method
+    ctx.method = "medusa"
+    assert "no draft attention" in exp.unavailable(ctx)
     ctx.method = "ngram"
     assert "no draft attention" in exp.unavailable(ctx)
     ctx.method, ctx.launch = "draft_model", None
