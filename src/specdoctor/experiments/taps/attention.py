@@ -98,7 +98,8 @@ def mask_disagreement(rec: Record) -> str | None:
             f"causal={bool(own)}")
 
 
-def _unmodelled(rec: Record) -> str | None:
+def unmodelled(rec: Record) -> str | None:
+    """What the kernel applied that the fp64 recomputation does not model, or None."""
     if "dynamic_causal" in rec.tensors:
         return "per-sequence causal offsets (dynamic_causal)"
     for key, what in (("sinks", "attention sinks"), ("alibi", "ALiBi slopes")):
@@ -113,7 +114,7 @@ def paged(rec: Record) -> Paged:
     """The record as a kernel call (pages dequantized to fp64, the layer's own mask), validated."""
     import torch
 
-    extra = _unmodelled(rec)
+    extra = unmodelled(rec)
     if extra is not None:
         raise InputError(f"{rec.path.name} ({rec.label}): the kernel also applied {extra}, which "
                          f"the fp64 recomputation does not model",
