@@ -119,6 +119,51 @@ def test_findings_from_real_taps_and_a_record_that_cannot_be_compared():
     assert f.verdict is Verdict.INCONCLUSIVE and "none comparable" in f.evidence
 
 
+DRAFTERS = Path(__file__).with_name("fixtures") / "drafters"
+
+
+def _drafter(kind: str):
+    from specdoctor.experiments.taps.records import load_dir
+
+    return load_dir(DRAFTERS / kind)
+
+
+def test_eagle3_taps_with_heads_lost_confirm_it_with_the_pattern():
+    f, nums, skipped = hook.findings_from_taps(_drafter("eagle3-heads-lost"))
+    assert f.verdict is Verdict.CONFIRMED and not skipped, f.evidence
+    assert nums["heads_off"] == [1, 2, 3] and nums["cells_zero"] == nums["cells_off"]
+    # a causal prefill: rows past the first quarter lose heads, the rows inside it keep them
+    assert nums["off_rows_position"][0] >= 0.25 and nums["matching_rows_position"][1] < 0.25
+
+
+def test_dflash_taps_are_recomputed_non_causal_and_within_the_window():
+    """A healthy DFlash block is non-causal: judged with its own mask it matches fp64 to float32
+    rounding; judged causal it would be off. The windowed drafter matches only with its window
+    of 4 on both sides."""
+    from specdoctor.experiments.taps.attention import recompute
+
+    for kind, window in (("dflash", None), ("dflash-window", 4)):
+        (rec,) = _drafter(kind)
+        assert rec.meta["causal"] is False and rec.meta["layer_causal"] is False
+        assert rec.meta["window"] == window
+        f, nums, _ = hook.findings_from_taps([rec])
+        assert f.verdict is Verdict.EXCLUDED, f.evidence
+        assert max(nums["max_rel_err_per_head"]) < 8 * 2.0 ** -23
+        rec.meta.update(causal=True, layer_causal=True)
+        assert not recompute(rec).trusted, kind  # a causal reference would call it wrong
+        rec.meta.update(causal=False, layer_causal=False)
+        if window is not None:
+            for other in (None, window + 1, window - 1):
+                rec.meta["window"] = other
+                assert not recompute(rec).trusted, other
+
+
+def test_dflash_taps_with_heads_lost_confirm_it():
+    f, nums, _ = hook.findings_from_taps(_drafter("dflash-heads-lost"))
+    assert f.verdict is Verdict.CONFIRMED, f.evidence
+    assert nums["heads_off"] == [1, 2, 3] and nums["cells_off"] == 3 * 4  # 4 rows x 3 heads
+
+
 # -- the launch, and why nothing was tapped --------------------------------------------------
 
 def test_tapped_launch_keeps_the_users_pythonpath_first(tmp_path):
