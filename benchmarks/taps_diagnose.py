@@ -34,7 +34,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 # (case name, lab method, fault or None)
-CASES = (("draft_model", "draft_model", None), ("draft_model+heads-lost", "draft_model", "draft-heads-lost"),
+CASES = (("draft_model", "draft_model", None),
+         ("draft_model+heads-lost", "draft_model", "draft-heads-lost"),
          ("eagle3", "eagle3", None), ("eagle3+heads-lost", "eagle3", "eagle3-heads-lost"),
          ("dflash", "dflash", None), ("dflash+heads-lost", "dflash", "dflash-heads-lost"),
          ("dflash-window", "dflash", "dflash-window"), ("mtp", "mtp", None))
@@ -62,7 +63,8 @@ def run_case(method: str, fault: str | None, work: Path) -> dict[str, Any]:
     load0 = os.getloadavg()[0]
     res = taps.Experiment().run(ctx, (taps.HID, taps.PARALLEL))
     tapdir = Path(res.numbers.get("tapdir", work / "none"))
-    layers = sorted({f.name.split(".r")[0].removeprefix("attn.") for f in tapdir.glob("*.safetensors")})
+    layers = sorted({f.name.split(".r")[0].removeprefix("attn.")
+                     for f in tapdir.glob("*.safetensors")})
     return {"method": method, "fault": fault, "k": s.k, "wall_s": round(res.wall_s, 1),
             "load": [round(load0, 1), round(os.getloadavg()[0], 1)], "error": res.error,
             "layers_tapped": layers, "findings": [f.to_json() for f in res.findings],
@@ -105,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         s = r["numbers"].get("summary") or {}
         errs = s.get("max_rel_err_per_head")
-        lines.append(f"{r['case']} (k={r['k']}): experiment {r['wall_s']} s (load {r['load'][0]} -> "
-                     f"{r['load'][1]}), {r['numbers'].get('records')} records of "
+        lines.append(f"{r['case']} (k={r['k']}): experiment {r['wall_s']} s (load "
+                     f"{r['load'][0]} -> {r['load'][1]}), {r['numbers'].get('records')} records of "
                      f"{', '.join(r['layers_tapped']) or 'no layer'}, accepted per draft with taps "
                      f"{r['numbers'].get('accepted_per_draft_with_taps')}")
         lines.append(f"  max rel err per head {errs}; cells off {s.get('cells_off')} of "

@@ -138,8 +138,8 @@ def _print(r: Any) -> None:
         causes = {x.cause for x in failed if x.cause}
         for cause in sorted(causes):
             n = sum(x.cause == cause for x in failed)
-            con.print(f"[red]cause[/red] {escape(a.name)}: {n} of its {len(failed)} failing case(s) "
-                      f"match the reference of {escape(cause)}", highlight=False)
+            con.print(f"[red]cause[/red] {escape(a.name)}: {n} of its {len(failed)} failing "
+                      f"case(s) match the reference of {escape(cause)}", highlight=False)
     for a in r.adapters:
         if a.unavailable:
             con.print(f"[yellow]SKIPPED[/yellow] {escape(a.name)}: {escape(a.unavailable)}", highlight=False)

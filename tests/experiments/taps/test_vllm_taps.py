@@ -3,10 +3,11 @@ patch (lab.patches.attn_shard) on vLLM's real CPU attention op.
 
 Unit tests (no server): the patch and the taps pack learn the draft's layers from the proposer
 (its ``_draft_attn_layer_names`` after ``load_model``), not from a name; the patch zeroes exactly
-the heads and positions it claims, only on those layers; on the real op, `taps check` passes before the patch and names it after (zero
-heads, mismatch vs fp64); the fault's served artifacts do not name it. No server here: the taps
-of a real server, healthy and with the fault, are checked by test_diagnose_lab.py (the diagnose
-hook's relaunches, whose healthy taps `taps check` must trust).
+the heads and positions it claims, only on those layers; on the real op, `taps check` passes
+before the patch and names it after (zero heads, mismatch vs fp64); the fault's served artifacts
+do not name it. No server here: the taps of a real server, healthy and with the fault, are
+checked by test_diagnose_lab.py (the diagnose hook's relaunches, whose healthy taps `taps check`
+must trust) and, for every drafter, by benchmarks/taps_diagnose.py.
 """
 
 from __future__ import annotations
