@@ -11,8 +11,8 @@ trained drafters at their trained k, each healthy and with its heads-lost fault
 that zeroes 3 of 4 draft attention heads past the first quarter of each sequence, finding the
 draft's layers from the proposer); ``dflash-window`` (a sliding-window drafter: the fault is in
 the mask the config asks for, the kernel computes that mask correctly, so the taps must exclude
-lost heads); and a healthy MTP drafter. Each case is a plain ``Launch``; the experiment
-(``specdoctor.experiments.taps.diagnose``) relaunches it with the taps pack added, sends 2
+lost heads); and a healthy MTP drafter. Each case is a plain ``LaunchSpec``; the experiment
+(``specdoctor.experiments.taps.experiment``) relaunches it with the taps pack added, sends 2
 prompts, and compares every tapped draft attention call with fp64 over its own pages, with the
 layer's own mask, head by head. Recorded per case: verdict, evidence, the summary (largest
 relative error per head, cells off the tolerance), the layers tapped, the experiment's wall time,
@@ -44,22 +44,20 @@ BUDGET = "ci"
 
 def run_case(method: str, fault: str | None, work: Path) -> dict[str, Any]:
     from specdoctor.bench.prompts import take
-    from specdoctor.cli.diagnose import ProcessLauncher
-    from specdoctor.diagnose.experiments import common
-    from specdoctor.experiments.base import Context, Launch
-    from specdoctor.experiments.taps import diagnose as taps
+    from specdoctor.experiments import common
+    from specdoctor.experiments.base import Context
+    from specdoctor.experiments.taps import experiment as taps
     from specdoctor.lab import lab
-    from specdoctor.lab.launch import free_port
+    from specdoctor.launch import Servers, free_port
 
     k = 4 if method == "draft_model" else None
-    spec = lab.lab_spec(method, k, free_port(), fault=fault, budget=BUDGET)
-    launch = Launch(argv=spec.argv, env=dict(spec.env), port=spec.port, host=spec.host)
+    launch = lab.lab_spec(method, k, free_port(), fault=fault, budget=BUDGET)
     s = common.settings(launch)
     work.mkdir(parents=True, exist_ok=True)
-    ctx = Context(workdir=work, launch=launch, launcher=ProcessLauncher(timeout_s=1500),
+    ctx = Context(workdir=work, launch=launch, launcher=Servers(timeout_s=1500),
                   method=s.method, k=s.k, prompts=tuple(take("code", 8)),
                   progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True))
-    ctx.data["suite"] = "code"
+    ctx.suite = "code"
     load0 = os.getloadavg()[0]
     res = taps.Experiment().run(ctx, (taps.HID, taps.PARALLEL))
     tapdir = Path(res.numbers.get("tapdir", work / "none"))

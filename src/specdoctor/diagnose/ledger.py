@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from specdoctor.diagnose import rules
 from specdoctor.diagnose.catalogue import RESTART_MIN, Catalogue, Cost
 from specdoctor.diagnose.signature import Signature
+from specdoctor.experiments import rules
 from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
 
 # Launch groups that are not a relaunch: nothing is shared or charged once.
@@ -26,7 +26,7 @@ NO_LAUNCH = ("none", "current")
 _STRENGTH = {Verdict.PENDING: 0, Verdict.INCONCLUSIVE: 1, Verdict.NOT_REPRODUCIBLE: 2,
              Verdict.EXCLUDED: 3, Verdict.CONFIRMED: 3}
 # Classes that need no explanation.
-QUIET = ("healthy", "unreferenced", "no-data")
+QUIET = ("healthy", "undetermined", "unreferenced", "no-data")
 
 
 @dataclass

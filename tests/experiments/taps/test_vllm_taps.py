@@ -6,8 +6,8 @@ Unit tests (no server): the patch and the taps pack learn the draft's layers fro
 the heads and positions it claims, only on those layers; on the real op, `taps check` passes
 before the patch and names it after (zero heads, mismatch vs fp64); the fault's served artifacts
 do not name it. No server here: the taps of a real server, healthy and with the fault, are
-checked by test_diagnose_lab.py (the diagnose hook's relaunches, whose healthy taps `taps check`
-must trust) and, for every drafter, by benchmarks/taps_diagnose.py.
+checked by test_experiment_lab.py (the taps experiment's relaunches, whose healthy taps
+`taps check` must trust) and, for every drafter, by benchmarks/taps_diagnose.py.
 """
 
 from __future__ import annotations
@@ -90,10 +90,10 @@ def test_patch_touches_the_proposers_layers_only_and_exactly_the_mask(eagle_like
 @needs_vllm
 def test_taps_check_passes_on_the_real_op_and_names_the_patch(tapdir):
     from specdoctor.experiments.kernels.cases import Case
-    from specdoctor.experiments.taps import tap as taps
     from specdoctor.experiments.taps.check import check_dir
-    from specdoctor.experiments.taps.vllm_cpu import tap_forward
-    from tests.experiments.taps.test_taps_vllm_cpu import _forward
+    from specdoctor.packs import tap as taps
+    from specdoctor.packs.tap_vllm_cpu import tap_forward
+    from tests.packs.test_tap_vllm_cpu import _forward
 
     case = Case("decode", ((70, 1), (20, 1), (33, 1)), heads_q=8, heads_kv=2, head_dim=32,
                 causal=True, dtype="float32")
@@ -143,9 +143,9 @@ def _pack_module():
     """A fresh copy of the taps pack's handler file, as the probe runtime loads it."""
     import importlib.util
 
-    from specdoctor.experiments.probes import packs
+    from specdoctor.packs import shipped
 
-    path = packs.resolve("draft-attention-taps").with_name("draft_attention_taps.py")
+    path = shipped.resolve("draft-attention-taps").with_name("draft_attention_taps.py")
     spec = importlib.util.spec_from_file_location("_taps_pack_under_test", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -167,10 +167,10 @@ def test_the_taps_pack_taps_the_proposers_layers_with_their_own_mask(tapdir, lay
     per-layer causality from the proposer, taps it and no other layer; `taps check` trusts the
     tap when the kernel ran with the layer's own mask, and names the mask when it did not."""
     from specdoctor.experiments.kernels.cases import Case
-    from specdoctor.experiments.taps import diagnose as hook
+    from specdoctor.experiments.taps import experiment as hook
     from specdoctor.experiments.taps.check import check_dir
     from specdoctor.experiments.taps.records import load_dir
-    from tests.experiments.taps.test_taps_vllm_cpu import _forward
+    from tests.packs.test_tap_vllm_cpu import _forward
 
     pack = _pack_module()
     draft = "model.layers.2.self_attn.attn"
@@ -209,11 +209,11 @@ def test_a_proposer_without_layer_names_is_said_not_guessed():
 @needs_vllm
 def test_what_the_recompute_does_not_model_is_a_note_not_a_verdict(tapdir):
     from specdoctor.experiments.kernels.cases import Case
-    from specdoctor.experiments.taps import diagnose as hook
+    from specdoctor.experiments.taps import experiment as hook
     from specdoctor.experiments.taps.check import check_dir
     from specdoctor.experiments.taps.records import load_dir
-    from specdoctor.experiments.taps.vllm_cpu import tap_forward
-    from tests.experiments.taps.test_taps_vllm_cpu import _forward
+    from specdoctor.packs.tap_vllm_cpu import tap_forward
+    from tests.packs.test_tap_vllm_cpu import _forward
 
     impl, layer, q, kv_cache, md, out = _forward(Case("s", ((20, 2),), dtype="float32"))
     impl.sinks = torch.zeros(impl.num_heads)  # the kernel also applied attention sinks
