@@ -16,6 +16,7 @@ from specdoctor.errors import InputError
 from specdoctor.experiments.config_audit import lints as lintmod
 from specdoctor.experiments.config_audit import models as modelmod
 from specdoctor.report.console import err_console
+from specdoctor.textfile import read_text
 
 _DIR = click.Path(exists=True, file_okay=False, path_type=Path)
 
@@ -113,10 +114,7 @@ def launch(k: int, method: str, cudagraph_sizes: str | None, max_cudagraph: int 
     found = lintmod.lint_cudagraph(k, sizes, max_cudagraph, max_num_seqs)
     found += lintmod.lint_block_size(k, block_size, method)
     if log_path is not None:
-        try:
-            found += lintmod.lint_log(log_path.read_bytes().decode("utf-8", "replace"))
-        except OSError as exc:
-            raise InputError(f"cannot read {log_path}: {exc.strerror}", "pass the log file") from exc
+        found += lintmod.lint_log(read_text(log_path, "start-up log"))
     if as_json:
         click.echo(json.dumps({"lints": [x.to_json() for x in found]}))
         return

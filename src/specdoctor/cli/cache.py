@@ -26,7 +26,8 @@ def cache() -> None:
 
 @cache.command()
 @click.argument("root", type=click.Path(path_type=Path), required=False)
-@click.option("--log", "logs", multiple=True, type=click.Path(exists=True, path_type=Path),
+@click.option("--log", "logs", multiple=True, type=click.Path(exists=True, dir_okay=False,
+                                                               path_type=Path),
               help="A server start-up log (repeatable): which launch saved or loaded what.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def scan(root: Path | None, logs: tuple[Path, ...], as_json: bool) -> None:

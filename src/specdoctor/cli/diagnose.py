@@ -19,7 +19,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from specdoctor.bench.prompts import SUITES
+from specdoctor.bench.prompts import SUITES, check_count
 from specdoctor.errors import InputError
 
 
@@ -165,12 +165,21 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
 
     if sum(x is not None and x != () for x in (launch_cmd, url, logs or None)) > 1:
         raise InputError("give one target: --launch, --url or --logs", "pick one")
-    if num_prompts < 2 or max_tokens < 1 or budget <= 0:
-        raise InputError("--num-prompts must be >= 2, --max-tokens >= 1, --budget > 0",
+    if num_prompts < 2 or max_tokens < 1 or not 0 < budget <= 24 * 60:
+        raise InputError("--num-prompts must be >= 2, --max-tokens >= 1, 0 < --budget <= 1440",
                          "e.g. --num-prompts 8 --max-tokens 64 --budget 10")
+    check_count(num_prompts)
     for p in logs:
         if not p.is_file():
             raise InputError(f"{p}: no such log file", "check the path")
+    if logs:  # refused as `logs` refuses them (exit 2), before any work: binary, empty, no metrics
+        from specdoctor.sources.logs import read_logs
+
+        read_logs([str(p) for p in logs], keep_windows=False, last_windows=1)
+    if reference is not None:
+        from specdoctor.diagnose.references import load_user_reference
+
+        load_user_reference(reference)
     if (spec_method is not None or spec_k is not None) and (launch_cmd is not None or
                                                              not (url or logs)):
         raise InputError("--method and --k are read from the server command",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -24,8 +25,8 @@ from specdoctor.sources.registry import ENGINES
 @click.option("--by-file", is_flag=True,
               help="Report each file apart (needed when the servers' speculative configs "
                    "differ: method or k).")
-@click.option("--windows", "show_windows", type=int, default=20, show_default=True,
-              help="How many of the last windows the table shows.")
+@click.option("--windows", "show_windows", type=click.IntRange(min=0), default=20, show_default=True,
+              help="How many of the last windows the table shows (0: none).")
 @store_options
 @plot_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
@@ -47,7 +48,7 @@ def logs(files: tuple[str, ...], engine: str | None, drafter: str, by_file: bool
     console = err_console()
     with console.status(f"reading {len(files)} log file(s)…") if console.is_terminal else nullcontext():
         res = read_logs(list(files), engine, drafter, keep_windows=as_json,
-                        last_windows=show_windows, by_file=by_file)
+                        last_windows=min(show_windows, sys.maxsize), by_file=by_file)
     r = res.reading
     summary = {"engine": r.engine, "total": res.total.to_json(), "window_count": res.window_count,
                "skipped_lines": r.skipped.to_json(), "notes": r.notes,

@@ -8,12 +8,14 @@ without torch or vLLM.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Any
 
 import click
 
 from specdoctor import __version__
+from specdoctor import errors
 from specdoctor.errors import SpecdoctorError
 
 # command name -> (module, attribute, one-line help shown by --help)
@@ -113,4 +115,12 @@ def main(argv: list[str] | None = None) -> Any:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+    except Exception as exc:  # a bug, never the user's input: one line, the traceback on request
+        if os.environ.get("SPECDOCTOR_TRACEBACK"):
+            raise
+        what = f"{type(exc).__name__}: {exc}"
+        click.echo(f"internal error: {what[:500]} — a bug in specdoctor, not a problem with your "
+                   "input: please report it with the command line (SPECDOCTOR_TRACEBACK=1 "
+                   "shows where it broke)", err=True)
+        sys.exit(errors.INTERNAL)
     sys.exit(rc if isinstance(rc, int) else 0)

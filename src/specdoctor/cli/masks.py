@@ -21,7 +21,7 @@ from rich.table import Table
 from specdoctor.errors import InputError
 from specdoctor.experiments.masks.backends import BACKENDS, Resolved, parse_convention, resolve
 from specdoctor.experiments.masks.cite import CodeRoot
-from specdoctor.experiments.masks.diff import MaskDiff, diff_masks
+from specdoctor.experiments.masks.diff import MaskDiff, check_size, diff_masks
 from specdoctor.experiments.masks.model import MaskSpec, mask_rows, render
 from specdoctor.report.console import err_console
 
@@ -84,6 +84,7 @@ def diff(impls: str, window: int | None, causal: bool, n: int, code: Path | None
          conventions: tuple[str, ...], as_json: bool, ctx: str, check: bool) -> None:
     """Where the masks of the backends differ, for queries ctx+i over keys [0, ctx+q)."""
     lo, hi = _ctx_range(ctx)
+    check_size(lo, hi, n)  # before the code is read
     spec, models, root = _models(impls, window, causal, code, conventions)
     result = diff_masks(models, spec, lo, hi, n)
     checks = []
@@ -104,6 +105,7 @@ def diff(impls: str, window: int | None, causal: bool, n: int, code: Path | None
 def show(impls: str, window: int | None, causal: bool, n: int, code: Path | None,
          conventions: tuple[str, ...], as_json: bool, ctx: int) -> None:
     """Print each backend's mask for one context length: 1 visible, . masked."""
+    check_size(ctx, ctx, n)
     spec, models, _ = _models(impls, window, causal, code, conventions)
     rows = {m.impl: render(mask_rows(m.convention, spec, ctx, n)) for m in models}
     if as_json:

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import click
 
-from specdoctor.errors import InputError
 from specdoctor.experiments.probes import build as buildmod
 from specdoctor.experiments.probes import packs
 from specdoctor.experiments.probes import run as runmod
 from specdoctor.experiments.probes import spec as specmod
 from specdoctor.report.console import err_console
+from specdoctor.textfile import read_text
 
 
 @click.group()
@@ -84,10 +84,7 @@ def run_(spec_ref: str, command: tuple[str, ...], timeout_s: float | None, quiet
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def lines_(log: Path, only: str | None, as_json: bool) -> None:
     """The [probe] lines of a server log (for example a lab server started with --patch)."""
-    try:
-        text = log.read_bytes().decode("utf-8", "replace")
-    except OSError as exc:
-        raise InputError(f"cannot read {log}: {exc.strerror}", "pass the server's log file") from exc
+    text = read_text(log)
     found = [ln for ln in runmod.collect(text) if only is None or ln.probe == only]
     if as_json:
         click.echo(json.dumps({"log": str(log), "lines": [ln.to_json() for ln in found]}))

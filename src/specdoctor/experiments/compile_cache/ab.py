@@ -157,6 +157,11 @@ def _arm(name: str, spec: LaunchSpec, env: dict[str, str], workdir: Path,
 def protocol_measure(num_prompts: int = 8, max_tokens: int = 32, suite: str = "code"
                      ) -> MeasureFn:
     """A ``measure_fn`` running specdoctor's measurement protocol (greedy, one warm-up)."""
+    from specdoctor.bench import measure as proto
+
+    # refused now, before either server starts
+    proto.MeasureParams(num_prompts=num_prompts, max_tokens=max_tokens, suite=suite).check()
+
     def measure(url: str) -> AcceptanceProfile:
         from specdoctor.bench import measure as proto
         from specdoctor.bench.prompts import take
