@@ -320,5 +320,5 @@ def write_report(store: BenchStore, run_id: int, out_dir: Path) -> dict[str, Pat
         page.write_text(html_page(c))
     except OSError as exc:
         raise InputError(f"cannot write the report into {out_dir}: {exc.strerror}",
-                         "pass --report-dir to a writable folder") from exc
+                         "pass --out to a writable folder") from exc
     return {"markdown": md, "html": page}

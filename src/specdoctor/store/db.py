@@ -19,7 +19,8 @@ from typing import Any
 
 from specdoctor.errors import InputError
 
-SQLITE_INT_MAX = 2 ** 63 - 1  # SQLite integers are 64-bit; Python's are not
+SQLITE_INT_MAX = 2 ** 63 - 1
+LIST_LIMIT = 20  # rows a listing shows unless told otherwise (`runs`, `ledger list`)  # SQLite integers are 64-bit; Python's are not
 
 
 def row_key(n: int) -> int:
@@ -150,7 +151,7 @@ class Store:
             )
         return run_id
 
-    def runs(self, limit: int = 50) -> list[RunRow]:
+    def runs(self, limit: int = LIST_LIMIT) -> list[RunRow]:
         rows = self._conn.execute(
             "SELECT id, created_at, kind, engine, target, status, error, result, launch_spec"
             " FROM runs ORDER BY id DESC LIMIT ?", (row_limit(limit),)).fetchall()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from specdoctor.errors import InputError
-from specdoctor.store.db import row_key, row_limit
+from specdoctor.store.db import LIST_LIMIT, row_key, row_limit
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS investigations (
@@ -115,7 +115,7 @@ class LedgerStore:
             (inv_id,))]
         return Investigation(r[0], r[1], r[2], r[3], r[4], _load(r[5]), _load(r[6]), ledger, exps)
 
-    def list(self, limit: int = 20) -> list[Investigation]:
+    def list(self, limit: int = LIST_LIMIT) -> list[Investigation]:
         ids = [r[0] for r in self._conn.execute(
             "SELECT id FROM investigations ORDER BY id DESC LIMIT ?", (row_limit(limit),))]
         return [self.get(i) for i in ids]

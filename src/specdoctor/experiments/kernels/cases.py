@@ -149,6 +149,9 @@ def _smoke() -> list[Case]:
 
 
 SUITES = {"default": _default, "long": _long, "smoke": _smoke}
+DEFAULT_SUITE = "default"
+# The built-in implementations, in the order `kernels check` runs them (adapters.BUILTIN).
+IMPLS = ("sdpa", "flex", "vllm-cpu", "flash-attn")
 
 
 def load_suite(name: str) -> list[Case]:
