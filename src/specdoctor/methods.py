@@ -9,5 +9,3 @@ from __future__ import annotations
 
 SPECULATIVE_METHODS = ("draft_model", "ngram", "ngram_gpu", "suffix", "eagle", "eagle3", "mtp",
                        "dflash", "dspark", "medusa", "mlp_speculator")
-# Drafts whose length varies per step (prompt lookup): no draft count from tokens / k.
-VARIABLE_LENGTH = frozenset({"ngram", "ngram_gpu", "suffix"})
