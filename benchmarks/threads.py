@@ -1,20 +1,18 @@
-"""CPU threads and devices for the lab's small models: the oracle and drafter training with one
-thread against two, and the oracle on CUDA against one CPU thread.
+"""CPU threads for the lab's small models: the oracle and drafter training with one thread
+against two.
 
-    python benchmarks/threads.py [--budget ci] [--repeats 3]           # oracle + training, CPU
-    python benchmarks/threads.py --cuda [--budget ci] [--repeats 3]    # oracle, cpu:1 vs cuda
+    python benchmarks/threads.py [--budget ci] [--repeats 3] [--train-steps 30]
 
 - oracle: `specdoctor oracle --target T --draft D --k 4 -n 16 --max-tokens 64 --json` (the lab's
   trained target and its small drafter), greedy and sampled (T=1, top_p 0.95), each setting
   timed ``--repeats`` times, the settings alternating (A B A B) so a change of load touches
   both; per run: the simulation's tok/s and seconds per forward pass (the oracle's own cost
   figures, model loading excluded) and the acceptance profile.
-- training (CPU only): ``lab.train.fit_lm`` on a fresh lab-shaped Llama for ``--train-steps``
+- training: ``lab.train.fit_lm`` on a fresh lab-shaped Llama for ``--train-steps``
   steps, one thread against two, alternating.
 
 Ratios are taken within one repeat (two threads / one thread), reported as min/median/max, with
-the load average before and after. Writes benchmarks/results/threads.json (CPU) or
-benchmarks/results/oracle_cuda.json (--cuda) and a .txt beside it.
+the load average before and after. Writes benchmarks/results/threads.json and a .txt beside it.
 """
 
 from __future__ import annotations
@@ -34,7 +32,8 @@ RESULTS = ROOT / "benchmarks" / "results"
 SAMPLINGS = {"greedy": "greedy", "sampled": "1.0,0.95"}
 
 
-def oracle(target: Path, draft: Path, sampling: str, device: str, threads: int | None) -> dict[str, Any]:
+def oracle(target: Path, draft: Path, sampling: str, device: str, threads: int | None
+           ) -> dict[str, Any]:
     args = [sys.executable, "-m", "specdoctor", "oracle", "--target", str(target), "--draft",
             str(draft), "--k", "4", "-n", "16", "--max-tokens", "64", "--sampling", sampling,
             "--device", device, "--no-store", "--json"]
@@ -84,30 +83,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", default="ci", choices=("ci", "full"))
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--train-steps", type=int, default=30)
-    ap.add_argument("--cuda", action="store_true", help="oracle on cpu:1 against cuda")
-    ap.add_argument("--target", type=Path, default=None, help="(with --draft) models to use "
-                    "instead of building the lab's: a copy of them on another machine")
-    ap.add_argument("--draft", type=Path, default=None)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from _provenance import git_commit, load, machine, utc_now
 
-    if args.target and args.draft:
-        target, draft = args.target, args.draft
-    else:
-        from specdoctor.lab import train
+    from specdoctor.lab import train
 
-        target, draft = train.trained_target(args.budget), train.small_drafter(args.budget)
-    arms = ([("cpu", 1), ("cuda", None)] if args.cuda else [("cpu", 1), ("cpu", 2)])
+    target, draft = train.trained_target(args.budget), train.small_drafter(args.budget)
+    arms = [("cpu", 1), ("cpu", 2)]
     res: dict[str, Any] = {
         "script": "benchmarks/threads.py", "commit": os.environ.get("SPECDOCTOR_COMMIT") or git_commit(),
         "date": utc_now(), "machine": machine(), "load_before": load(),
         "models": {"target": target.name, "draft": draft.name, "budget": args.budget},
         "oracle": {"k": 4, "prompts": "16 code", "max_tokens": 64, "runs": []}}
-    if args.cuda:
-        import torch
-
-        res["gpu"] = torch.cuda.get_device_name(0)
     for rep in range(args.repeats):
         for name, sampling in SAMPLINGS.items():
             for device, threads in arms:
@@ -128,29 +116,27 @@ def main(argv: list[str] | None = None) -> int:
                                                  for ra, rb in zip(by[a], by[b])]),
             "same_profile_every_run": len({json.dumps(r["per_position"]) for r in runs}) == 1}
     res["oracle"]["summary"] = summary
-    if not args.cuda:
-        train_runs = []
-        for rep in range(args.repeats):
-            one, two = train_seconds(1, args.train_steps), train_seconds(2, args.train_steps)
-            train_runs.append({"repeat": rep, "threads_1_s": round(one, 2),
-                               "threads_2_s": round(two, 2), "ratio_2_over_1": round(two / one, 3)})
-            print(json.dumps(train_runs[-1]), file=sys.stderr, flush=True)
-        res["training"] = {"steps": args.train_steps, "recipe": "lab target (full): batch 16 x 256, from the random-weight Llama",
-                           "runs": train_runs,
-                           "ratio_2_over_1": mmm([r["ratio_2_over_1"] for r in train_runs])}
+    train_runs = []
+    for rep in range(args.repeats):
+        one, two = train_seconds(1, args.train_steps), train_seconds(2, args.train_steps)
+        train_runs.append({"repeat": rep, "threads_1_s": round(one, 2),
+                           "threads_2_s": round(two, 2), "ratio_2_over_1": round(two / one, 3)})
+        print(json.dumps(train_runs[-1]), file=sys.stderr, flush=True)
+    res["training"] = {"steps": args.train_steps,
+                       "recipe": "lab target (full): batch 16 x 256, from the random-weight Llama",
+                       "runs": train_runs,
+                       "ratio_2_over_1": mmm([r["ratio_2_over_1"] for r in train_runs])}
     res["load_after"] = load()
-    stem = "oracle_cuda" if args.cuda else "threads"
+    stem = "threads"
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{stem}.json").write_text(json.dumps(res, indent=1) + "\n")
     lines = [f"{res['script']} at {res['commit']}, {res['date']}, {res['machine']}"
-             + (f", {res['gpu']}" if args.cuda else "")
              + f"; load {res['load_before']} -> {res['load_after']}",
              f"models {target.name} / {draft.name} ({args.budget}), k=4, 16 code prompts x 64 tokens"]
     for name, s in summary.items():
         lines.append(f"oracle {name}: " + "; ".join(f"{k} {v}" for k, v in s.items()))
-    if "training" in res:
-        lines.append(f"training {args.train_steps} steps, 2 threads / 1 thread: "
-                     f"{res['training']['ratio_2_over_1']}")
+    lines.append(f"training {args.train_steps} steps, 2 threads / 1 thread: "
+                 f"{res['training']['ratio_2_over_1']}")
     (RESULTS / f"{stem}.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
