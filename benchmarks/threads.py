@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     target, draft = train.trained_target(args.budget), train.small_drafter(args.budget)
     arms = [("cpu", 1), ("cpu", 2)]
     res: dict[str, Any] = {
-        "script": "benchmarks/threads.py", "commit": os.environ.get("SPECDOCTOR_COMMIT") or git_commit(),
+        "script": "benchmarks/threads.py", "commit": git_commit(),
         "date": utc_now(), "machine": machine(), "load_before": load(),
         "models": {"target": target.name, "draft": draft.name, "budget": args.budget},
         "oracle": {"k": 4, "prompts": "16 code", "max_tokens": 64, "runs": []}}
