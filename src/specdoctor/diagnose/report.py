@@ -102,7 +102,7 @@ def html_page(d: Any, target: str) -> str:
         body.append("<h2>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in d.notes)
                     + "</ul>")
     body.append(f"<p class='conventions'>{esc(CONVENTIONS)}</p>")
-    return page("specdoctor diagnosis", body, CSS)
+    return page("specdoctor — diagnosis", body, CSS)
 
 
 def _root_cause(d: Any) -> str:

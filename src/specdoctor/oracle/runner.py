@@ -241,7 +241,8 @@ def run_oracle(config: OracleConfig,
 
 
 # Below this many parameters a forward pass is dominated by per-op overhead, and a second
-# thread only adds synchronisation (on a shared 2-core machine it made each pass 3-7x slower).
+# thread only adds synchronisation (on a shared 2-core machine it made each pass 11-31x slower:
+# benchmarks/results/threads.json).
 SMALL_MODEL_PARAMS = 100_000_000
 
 
