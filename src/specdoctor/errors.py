@@ -32,6 +32,15 @@ class InputError(SpecdoctorError):
     """The user's file, URL or arguments cannot be used as given."""
 
 
+class SpeculationOff(InputError):
+    """A log that shows the server serving requests and holds no speculative-decoding figure:
+    speculation was off. ``evidence`` says what the log shows."""
+
+    def __init__(self, problem: str, fix: str | None = None, evidence: str = "") -> None:
+        super().__init__(problem, fix)
+        self.evidence = evidence
+
+
 class TargetError(SpecdoctorError):
     """The server under test is unreachable, or not speculating."""
 

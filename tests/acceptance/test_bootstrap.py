@@ -68,3 +68,36 @@ def test_many_units_are_blocked_and_still_cover():
     iv = bootstrap_intervals(units, max_blocks=500, resamples=500)
     pooled = sum_profiles(units).per_position[0]
     assert iv["per_position[0]"].low <= pooled <= iv["per_position[0]"].high
+
+
+def test_windows_with_a_bounded_draft_count_get_intervals_on_the_bounds():
+    """Early vLLM V1 windows (tests/fixtures/vllm/threads/pr15902_v1_early.log's shape: accepted
+    and draft tokens printed, the draft count not): the acceptance rate has its usual interval,
+    accepted per draft one that holds whatever the counts were."""
+    import random
+
+    from specdoctor.acceptance.bootstrap import UnitBlocks
+    from specdoctor.acceptance.profile import AcceptanceProfile
+
+    rng = random.Random(1)
+    blocks, lows, highs = UnitBlocks(), [], []
+    for _ in range(40):
+        t = rng.randint(30, 60)
+        a = rng.randint(0, t)
+        lo, hi = -(-t // 3), t         # k = 3: at least t/3 drafts, at most t
+        blocks.add(AcceptanceProfile(None, t, a, k=3, drafts_range=(lo, hi)))
+        lows.append((a, hi))
+        highs.append((a, lo))
+    iv = blocks.intervals()
+    assert blocks.unavailable("windows") is None
+    low_point = sum(a for a, _ in lows) / sum(d for _, d in lows)
+    high_point = sum(a for a, _ in highs) / sum(d for _, d in highs)
+    apd = iv["accepted_per_draft"]
+    assert apd.low < low_point < high_point < apd.high
+    assert apd.method == "bootstrap on the bounds of the draft count"
+    assert iv["mean_acceptance_length"].low == pytest.approx(1 + apd.low)
+    assert "acceptance_rate" in iv and not any(n.startswith("per_position") for n in iv)
+    # a window with no bounds at all still leaves no interval, and says why
+    blocks.add(AcceptanceProfile(None, 10, 5))
+    assert blocks.intervals() == {}
+    assert "no draft count" in blocks.unavailable("windows")

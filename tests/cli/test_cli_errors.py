@@ -100,7 +100,8 @@ def test_unwritable_store(tmp_path):
 def test_logs_of_a_server_with_speculation_off():
     # a real SGLang log without speculative decoding (recorded from an upstream thread)
     f = Path(__file__).resolve().parent.parent / "sources" / "fixtures" / "sglang" / "pr22166_no_speculation.log"
-    assert_clean_error(run_cli("logs", str(f)), "no speculative-decoding window", "speculation was off", code=2)
+    assert_clean_error(run_cli("logs", str(f)), "speculation is off", "--speculative-algorithm",
+                       code=2)
 
 
 def test_logs_reads_other_engines_through_the_same_command():

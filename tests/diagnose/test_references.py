@@ -60,3 +60,29 @@ def test_choose_prefers_the_oracle():
     assert R.choose(o, u) is o
     assert R.choose() is None
     assert R.self_reference(counts([0.8]), 4).per_position == (0.8,)
+
+
+def test_a_published_figure_is_used_only_at_the_k_of_the_server():
+    """Never an 8-deep MTP figure for a server of unknown depth: no k, no published figure,
+    and the reason says what to give."""
+    assert R.published_for("mtp", None) is None
+    assert "k is unknown" in R.why_no_published("mtp", None)
+    three = R.published_for("mtp", 3)
+    assert three.per_position == (0.76, 0.62, 0.51) and three.k == 3
+    assert "first 3 of 8 positions" in three.name and "at k=3" in three.words()
+    # a server deeper than the figure: the figure keeps the positions it states
+    assert R.published_for("mtp", 10).k == 8
+    # a figure published as a mean holds for its own k only, and has no stated shape
+    assert R.published_for("dflash", 5) is None
+    assert "mean for k=3 only" in R.why_no_published("dflash", 5)
+    assert R.published_for("dflash", 3).shape_stated is False
+    assert R.published_for("eagle3", 3).shape_stated is True
+    assert R.why_no_published(None, 3) == "the method is unknown"
+    assert R.why_no_published("eagle3", 3) is None
+
+
+def test_a_users_mean_only_reference_has_no_stated_shape(tmp_path):
+    f = tmp_path / "ref.json"
+    f.write_text(json.dumps({"mean_acceptance_length": 2.6, "bonus_counted": True, "k": 3}))
+    ref = R.load_user_reference(f)
+    assert ref.source == "user" and ref.shape_stated is False and ref.tolerance == 0.10

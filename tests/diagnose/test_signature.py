@@ -116,3 +116,101 @@ def test_equal_to_a_low_oracle_is_still_low():
     flat = counts([0.3, 0.09, 0.027])
     sig = classify(Facts(flat, reference_from_profile(flat, "oracle", "oracle")))
     assert sig.cls == "uniform-low"
+
+
+# -- what the log does not pin down stays a range ------------------------------------------------
+
+def unknown_drafts(accepted: int, draft_tokens: int, lo: int, hi: int, k: int | None = None):
+    from specdoctor.acceptance.profile import AcceptanceProfile
+
+    return AcceptanceProfile(drafts=None, draft_tokens=draft_tokens, accepted_tokens=accepted,
+                             k=k, drafts_range=(lo, hi))
+
+
+def test_an_unknown_draft_count_is_a_range_never_zero():
+    """llama-server's older per-request line (118 accepted / 144 generated, PR 23269): any draft
+    count from 1 to 144 fits it, so accepted per draft is anything from 118/144 up."""
+    p = unknown_drafts(118, 144, 1, 144)
+    sig = classify(Facts(p))
+    assert sig.cls == "unreferenced"
+    assert "between 0.82 and 118.00 accepted per draft" in sig.evidence
+    assert "0.00" not in sig.evidence and "None" not in sig.evidence
+    assert sig.numbers["accepted_per_draft_range"] == [round(118 / 144, 4), 118.0]
+
+
+def test_a_range_is_healthy_low_or_undetermined_against_a_reference_at_its_k():
+    from specdoctor.diagnose.references import Reference
+
+    ref = Reference("r", "user", (0.6, 0.4, 0.2))     # 1.2 accepted per draft; band from 1.06
+    # 120 accepted over 90 to 100 drafts: 1.20 to 1.33, all within
+    assert classify(Facts(unknown_drafts(120, 300, 90, 100, k=3), ref)).cls == "healthy"
+    # 60 accepted over 90 to 100 drafts: 0.60 to 0.67, all below
+    low = classify(Facts(unknown_drafts(60, 300, 90, 100, k=3), ref))
+    assert low.cls == "uniform-low" and "even the highest is below" in low.evidence
+    # 100 accepted over 80 to 120 drafts: 0.83 to 1.25, across the band's floor
+    mid = classify(Facts(unknown_drafts(100, 300, 80, 120, k=3), ref))
+    assert mid.cls == "undetermined" and "between 0.83 and 1.25" in mid.evidence
+    assert mid.classes == ("undetermined",)
+    # the same range with the server's k unknown: a reference is for one k, not compared
+    unk = classify(Facts(unknown_drafts(100, 300, 80, 120), ref))
+    assert unk.cls == "unreferenced" and "k is unknown" in unk.evidence
+    # k from the user where the profile has none
+    assert classify(Facts(unknown_drafts(120, 300, 90, 100), ref, k=3)).cls == "healthy"
+
+
+def test_zero_accepted_without_a_draft_count_says_what_was_drafted():
+    from specdoctor.acceptance.profile import AcceptanceProfile
+
+    p = AcceptanceProfile(drafts=None, draft_tokens=66, accepted_tokens=0, drafts_range=(5, 66))
+    sig = classify(Facts(p))
+    assert sig.cls == "zero" and sig.evidence.startswith("66 draft tokens")
+    assert "None" not in sig.evidence
+
+
+def sglang_windows(*lens: str, k: int | None = None):
+    from specdoctor.sources.sglang import parse_log
+
+    lines = [f"[2025-05-31 18:31:21 DP0 TP0] Decode batch. #running-req: 8, #token: 37217, "
+             f"token usage: 0.13, accept len: {al}, cuda graph: True, gen throughput (token/s): "
+             f"171.01, #queue-req: 0" for al in lens]
+    return [w.profile for w in parse_log(lines, "s.log", k=k).windows]
+
+
+def test_sglang_acceptance_lengths_say_zero_low_or_healthy():
+    from specdoctor.acceptance.profile import sum_profiles
+
+    zero = classify(Facts(sum_profiles(sglang_windows("1.00", "1.00", "1.00"))))
+    assert zero.cls == "zero" and "1.00 in every window" in zero.evidence
+    # pr6081's windows (MTP, 8 DP ranks): 2.58 to 2.94, against the MTP figure at k=3
+    ws = sglang_windows("2.90", "2.86", "2.94", "2.65", "2.58", k=3)
+    total = sum_profiles(ws)
+    assert total.mean_acceptance_length_range == (2.58, 2.94)
+    sig = classify(Facts(total, published_for("mtp", 3), method="mtp"))
+    assert sig.cls == "healthy" and "between 1.58 and 1.94 accepted per draft" in sig.evidence
+    assert "at k=3" in sig.evidence
+    low = classify(Facts(sum_profiles(sglang_windows("1.20", "1.30", k=3)),
+                         published_for("mtp", 3), method="mtp"))
+    assert low.cls == "uniform-low"
+    # one window: its own figure
+    one = classify(Facts(sum_profiles(sglang_windows("2.64", k=3)), published_for("mtp", 3)))
+    assert "1.64 accepted per draft" in one.evidence
+    assert classify(Facts(sum_profiles(sglang_windows("2.64")))).cls == "unreferenced"
+
+
+def test_per_position_rates_past_the_references_depth_are_said_not_compared():
+    ref = published_for("eagle3", 5)     # states 3 positions
+    sig = classify(Facts(counts([0.72, 0.5, 0.35, 0.2, 0.1]), ref, method="eagle3"))
+    assert sig.cls == "healthy" and "positions 3-4 not compared" in sig.evidence
+
+
+def test_a_mean_only_reference_is_compared_on_the_total():
+    ref = published_for("dflash", 3)    # AL 2.93: 1.93 accepted per draft, shape unknown
+    sig = classify(Facts(counts([0.9, 0.7, 0.4]), ref, method="dflash"))
+    assert sig.cls == "healthy" and "2.00 accepted per draft vs published" in sig.evidence
+    low = classify(Facts(counts([0.5, 0.3, 0.1]), ref, method="dflash"))
+    assert low.cls == "uniform-low" and "0.90 accepted per draft" in low.evidence
+
+
+def test_speculation_off_is_said():
+    sig = classify(Facts(None, speculation_off="12 decode lines without an acceptance figure"))
+    assert sig.cls == "no-data" and sig.evidence.startswith("speculation is off: 12 decode")

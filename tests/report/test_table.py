@@ -84,3 +84,14 @@ def test_ledger_evidence_wraps_whole_in_80_columns():
     assert "".join(first.split()) == "".join(EVIDENCE.split())  # nothing cut, nothing added
     assert "specdoctor ledger show 12 --json" in first  # the suggested command, words whole
     assert second == "k=2 is within the trained depth 1"
+
+
+def test_an_unprinted_draft_count_shows_the_range_the_counts_allow():
+    """llama-server's older request line (118 accepted / 144 generated, no mean): drafts from 1
+    to 144, so accepted per draft from 118/144 to 118: the table says so, never a value."""
+    p = AcceptanceProfile(drafts=None, draft_tokens=144, accepted_tokens=118,
+                          drafts_range=(1, 144))
+    text = _text(profile_table(p, "t"))
+    assert "1–144" in text and "not printed" in text
+    assert "0.82–118.00" in text and "1.82–119.00" in text
+    assert "unknown" not in text

@@ -84,11 +84,63 @@ def test_v0_running_totals_become_differences_and_restarts_are_noted():
         return (f"INFO 01-01 00:00:00 metrics.py:1] Speculative metrics: Draft acceptance rate: 0.5, "
                 f"System efficiency: 0.4, Number of speculative tokens: 3, Number of accepted tokens: {acc}, "
                 f"Number of draft tokens: {drafted}, Number of emitted tokens: {emitted}.")
-    r = _parse([v0(30, 60, 70), v0(45, 90, 105), v0(6, 12, 15)])
+    r = _parse([v0(30, 60, 45), v0(45, 90, 65), v0(6, 12, 8)])
     assert r.cumulative
-    assert [w.profile.accepted_tokens for w in r.windows] == [30, 15, 6]
     assert [w.profile.drafts for w in r.windows] == [20, 10, 4]
+    # accepted prefixes: emitted - drafts (V0's "accepted" also counts tokens past a rejection)
+    assert [w.profile.accepted_tokens for w in r.windows] == [25, 10, 4]
+    assert [w.printed["accepted"] for w in r.windows] == ["30", "45", "6"]
     assert any("restarted" in n for n in r.notes)
+
+
+def test_v0_accepted_prefix_and_tokens_per_step_come_from_the_emitted_count():
+    """issue 9539's line (vLLM 0.6.3, k=3): 13311 draft tokens are 4437 drafts; 10616 emitted
+    tokens are 2.39 tokens per step, as its system efficiency 0.598 = 10616 / (4437 x 4) says.
+    V0's "accepted" 8547 would read 2.93."""
+    log = FIXTURES / "threads" / "issue9539_v0_period.log"
+    w = parse_log(log.read_text().splitlines(), "t.log").windows[0].profile
+    assert (w.drafts, w.draft_tokens, w.accepted_tokens, w.k) == (4437, 13311, 10616 - 4437, 3)
+    assert round(w.mean_acceptance_length, 2) == 2.39
+    assert round(10616 / (4437 * 4), 3) == 0.598      # the line's own system efficiency
+    # issue 7301 (k=5): 15 draft tokens are 3 drafts that emitted 3 tokens: nothing accepted,
+    # although V0 printed 1 accepted (a token after a rejection)
+    log = FIXTURES / "threads" / "issue7301_v0_cumulative.log"
+    ws = [x.profile for x in parse_log(log.read_text().splitlines(), "t.log").windows]
+    assert [(p.drafts, p.accepted_tokens) for p in ws] == [(1, 0), (2, 0)]
+
+
+def test_v0_lines_that_cannot_be_one_servers_counts_are_skipped():
+    def v0(k, acc, drafted, emitted):
+        return (f"Speculative metrics: Draft acceptance rate: 0.5, System efficiency: 0.4, "
+                f"Number of speculative tokens: {k}, Number of accepted tokens: {acc}, "
+                f"Number of draft tokens: {drafted}, Number of emitted tokens: {emitted}.")
+    # more emitted past one token a step than accepted; draft tokens not a multiple of k
+    r = _parse([v0(3, 5, 30, 20), v0(3, 5, 31, 12)])
+    assert r.windows == [] and r.skipped.count == 2
+    # k changes: a restart with another k, counted from zero
+    r = _parse([v0(3, 6, 30, 15), v0(5, 2, 10, 3)])
+    assert [(w.profile.k, w.profile.drafts, w.profile.accepted_tokens) for w in r.windows] == [
+        (3, 10, 5), (5, 2, 1)]
+    assert any("k changed from 3 to 5" in n for n in r.notes)
+
+
+@pytest.mark.parametrize("sep", [", ", ",", ",  "])
+def test_per_position_lists_are_read_whole_with_or_without_spaces(sep):
+    line = vllm_v1_line(21, [14, 5, 2], 57).replace("0.667, 0.238, 0.095",
+                                                    sep.join(["0.667", "0.238", "0.095"]))
+    assert f"0.667{sep}0.238{sep}0.095, Avg" in line
+    w = _parse([line], "variable").windows[0].profile
+    assert (w.drafts, w.k, w.accepted_per_position) == (21, 3, (14, 5, 2))
+    assert _parse([line.replace("Avg Draft", "Extra: 1, Avg Draft")], "variable"
+                  ).windows[0].profile.k == 3   # a fork's field after the list
+
+
+@pytest.mark.parametrize("bad", ["0.667,0.238;0.095", "0.667, 0.238, 0.09x", "0.667,0.238 0.095"])
+def test_a_per_position_list_not_read_to_its_end_is_skipped_not_cut_short(bad):
+    line = vllm_v1_line(21, [14, 5, 2], 57).replace("0.667, 0.238, 0.095", bad)
+    r = _parse([line], "variable")
+    assert r.windows == [] and r.skipped.count == 1
+    assert "per-position list not read to its end" in r.skipped.examples[0]
 
 
 def test_malformed_lines_are_counted_with_their_line_numbers():

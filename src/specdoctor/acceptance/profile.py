@@ -69,6 +69,10 @@ class AcceptanceProfile:
     drafts_range: tuple[int, int] | None = None
     # Why ``intervals`` is empty, when it is (too few units, units without counts).
     intervals_unavailable: str | None = field(default=None, compare=False)
+    # Rate-only aggregates (SGLang windows): the lowest and highest mean acceptance length of
+    # the windows averaged. The count-weighted mean of the run, which the lines cannot give,
+    # lies between them (up to the windows' 2-decimal rounding).
+    reported_mean_acceptance_length_range: tuple[float, float] | None = None
 
     # -- derived figures -------------------------------------------------------------------
 
@@ -122,9 +126,14 @@ class AcceptanceProfile:
 
     @property
     def mean_acceptance_length_range(self) -> tuple[float, float] | None:
-        """The mean acceptance lengths the ``drafts_range`` allows (drafts unknown only)."""
+        """The mean acceptance lengths the counts allow when the draft count is not known: from
+        ``drafts_range``, or (rate-only windows) the lowest and highest window's."""
+        if self.drafts is not None:
+            return None
+        if self.reported_mean_acceptance_length_range is not None:
+            return self.reported_mean_acceptance_length_range
         r = self.drafts_range
-        if self.drafts is not None or r is None or self.accepted_tokens is None or r[0] <= 0:
+        if r is None or self.accepted_tokens is None or r[0] <= 0:
             return None
         return (1.0 + self.accepted_tokens / r[1], 1.0 + self.accepted_tokens / r[0])
 
@@ -264,6 +273,8 @@ def sum_profiles(profiles: Sequence[AcceptanceProfile]) -> AcceptanceProfile:
 def _mean_of_rates(profiles: Sequence[AcceptanceProfile]) -> AcceptanceProfile:
     mal = [p.mean_acceptance_length for p in profiles if p.mean_acceptance_length is not None]
     rate = [p.acceptance_rate for p in profiles if p.acceptance_rate is not None]
+    spans = [p.mean_acceptance_length_range or (p.mean_acceptance_length,) * 2 for p in profiles
+             if p.mean_acceptance_length is not None]
     return AcceptanceProfile(
         drafts=None,
         draft_tokens=None,
@@ -272,6 +283,8 @@ def _mean_of_rates(profiles: Sequence[AcceptanceProfile]) -> AcceptanceProfile:
         reported_mean_acceptance_length=sum(mal) / len(mal) if mal else None,
         reported_acceptance_rate=sum(rate) / len(rate) if rate else None,
         count_weighted=False,
+        reported_mean_acceptance_length_range=(
+            (min(s[0] for s in spans), max(s[1] for s in spans)) if len(spans) > 1 else None),
         notes=(
             "aggregate of rate-only windows: an unweighted mean of per-window rates, "
             "not weighted by draft counts (the source carries no counts)",

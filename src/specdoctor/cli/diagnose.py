@@ -208,9 +208,14 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
         if not p.is_file():
             raise InputError(f"{p}: no such log file", "check the path")
     if logs:  # refused as `logs` refuses them (exit 2), before any work: binary, empty, no metrics
+        from specdoctor.errors import SpeculationOff
         from specdoctor.sources.logs import read_logs
 
-        read_logs([str(p) for p in logs], keep_windows=False, last_windows=1)
+        try:
+            read_logs([str(p) for p in logs], keep_windows=False, last_windows=1, by_file=True,
+                      k=spec_k)
+        except SpeculationOff:
+            pass  # no bad input: the diagnosis says speculation was off
     if reference is not None:
         from specdoctor.diagnose.references import load_user_reference
 

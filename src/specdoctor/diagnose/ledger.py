@@ -26,7 +26,7 @@ NO_LAUNCH = ("none", "current")
 _STRENGTH = {Verdict.PENDING: 0, Verdict.INCONCLUSIVE: 1, Verdict.NOT_REPRODUCIBLE: 2,
              Verdict.EXCLUDED: 3, Verdict.CONFIRMED: 3}
 # Classes that need no explanation.
-QUIET = ("healthy", "unreferenced", "no-data")
+QUIET = ("healthy", "undetermined", "unreferenced", "no-data")
 
 
 @dataclass

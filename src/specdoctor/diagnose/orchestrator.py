@@ -213,7 +213,7 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
         _measure(ctx, opts, notes)
     if target.logs:
         part.step = "reading the logs"
-        _read_logs(ctx, target.logs, notes)
+        _read_logs(ctx, target.logs, opts, notes)
     if ctx.data.get("baseline_server") is not None:
         ctx.data.setdefault("server_logs", {})["baseline"] = _read(
             ctx.data["baseline_server"].log_path)
@@ -225,7 +225,7 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
     part.facts = facts = _facts(ctx, opts, oracle_result)
     part.sig = sig = classify(facts)
     if sig.cls == "unreferenced":
-        notes.append(no_reference(ctx.method))
+        notes.append(no_reference(ctx.method, ctx.k))
     cat = catalogue_mod.load()
     part.ledger = ledger = build(sig, cat, opts.restart_min, also=kept_candidates(ctx, facts))
     if oracle_result is not None:
@@ -306,10 +306,13 @@ def _context(target: Target, opts: Options, launcher: Launcher | None,
     return ctx
 
 
-def no_reference(method: str | None) -> str:
+def no_reference(method: str | None, k: int | None = None) -> str:
     """What to give so that a symptom can be called low (pure)."""
+    why = references.why_no_published(method, k)
     first = ("pass --method (and --k) to compare with the published figures for that drafter, "
-             if method is None else f"no published figures for {method}: ")
+             if method is None else
+             f"{why}: pass --k to compare with the published figures at that k, "
+             if k is None and why else f"{why}: " if why else "")
     return ("no reference to compare with, so nothing can be called low: " + first
             + "--reference FILE with your own, or diagnose --launch '<the server command>' so the "
               "oracle computes what these weights allow")
@@ -368,26 +371,22 @@ def _measure(ctx: Context, opts: Options, notes: list[str]) -> None:
             ctx.data.setdefault("errors", []).append(m.error)
 
 
-def _read_logs(ctx: Context, paths: tuple[Path, ...], notes: list[str]) -> None:
-    from specdoctor.sources import vllm_log
-    from specdoctor.sources.logs import read_logs
+def _read_logs(ctx: Context, paths: tuple[Path, ...], opts: Options, notes: list[str]) -> None:
+    """The logs' evidence (diagnose.log_evidence): profile, windows, method, k, spec-off."""
+    from specdoctor.diagnose.log_evidence import read_for_diagnosis
 
-    try:
-        lt = read_logs(list(paths))
-    except SpecdoctorError as exc:
-        notes.append(f"logs: {exc}")
-        return
-    ctx.data["windows"] = [w.profile for w in lt.reading.windows]
-    ctx.data["log_total"] = lt.total
+    ev = read_for_diagnosis(paths, method=opts.method, k=opts.k)
+    notes += ev.notes
     for p in paths:
-        text = _read(p)
-        ctx.data.setdefault("server_logs", {})[str(p)] = text
-        for line in text.splitlines()[:2000]:
-            m = vllm_log.drafter_method(line)
-            if m and ctx.method is None:
-                ctx.method = m
-    if ctx.k is None:
-        ctx.k = lt.total.k
+        ctx.data.setdefault("server_logs", {})[str(p)] = _read(p)
+    if ev.speculation_off:
+        ctx.data["speculation_off"] = ev.speculation_off
+    if ev.profile is None:
+        return
+    ctx.data["windows"] = list(ev.windows)
+    ctx.data["log_total"] = ev.profile
+    ctx.method = ctx.method or ev.method
+    ctx.k = ctx.k if ctx.k is not None else ev.k
 
 
 def _oracle_first(ctx: Context, notes: list[str]) -> ExperimentResult | None:
@@ -490,7 +489,7 @@ def _facts(ctx: Context, opts: Options, oracle_result: ExperimentResult | None) 
         errors=tuple(errors),
         tok_s=greedy.output_tok_s if greedy is not None else None,
         tok_s_spec_off=ctx.data.get("tok_s_spec_off"),
-        method=ctx.method)
+        method=ctx.method, k=ctx.k, speculation_off=ctx.data.get("speculation_off"))
 
 
 def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, server: Any,

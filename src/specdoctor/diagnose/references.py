@@ -14,13 +14,19 @@ Conventions are converted before any comparison, here and nowhere else:
   (i given i-1); conditional ones are turned unconditional by cumulative products;
 - k: SGLang's ``--speculative-num-draft-tokens`` counts the root token, so its N is vLLM's
   k = N - 1 for chain drafting.
+
+A reference is for one k. A published figure is used only for the k of the server measured
+(the k its log shows, or the user gives): cut to its first k positions when it states more,
+compared on the positions it states when it states fewer, and not at all when that k is
+unknown. A figure published as a mean acceptance length only holds for its own k, and its
+per-position shape is not known: it is compared on the total only (``shape_stated``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +48,17 @@ class Reference:
     # model and data, so they bound "is this far off?" loosely (see ``tolerance``).
     tolerance: float = 0.10
     notes: tuple[str, ...] = field(default=(), compare=False)
+    # False when only a mean was given: ``per_position`` is then an assumed spread with the
+    # same total, to be compared on the total (accepted per draft) only.
+    shape_stated: bool = True
 
     @property
     def k(self) -> int:
         return len(self.per_position)
+
+    def words(self) -> str:
+        """How the evidence names it: source, name and the k it is for."""
+        return f"{self.source} reference {self.name} at k={self.k}"
 
     @property
     def accepted_per_draft(self) -> float:
@@ -66,7 +79,8 @@ class Reference:
                 "convention": "unconditional per-position rates; mean acceptance length "
                               "counts the bonus token",
                 "mean_acceptance_length": round(self.mean_acceptance_length, 4),
-                "citation": self.citation, "tolerance": self.tolerance, "notes": list(self.notes)}
+                "citation": self.citation, "tolerance": self.tolerance, "notes": list(self.notes),
+                "k": self.k, "shape_stated": self.shape_stated}
 
 
 # -- conversions (pure) --------------------------------------------------------------------------
@@ -111,6 +125,14 @@ def reference_from_profile(profile: AcceptanceProfile, name: str, source: str,
     return Reference(name, source, tuple(pp), citation, tolerance, profile.notes)
 
 
+def cut_to(ref: Reference, k: int) -> Reference:
+    """The reference's first k positions (its own when it states k or fewer)."""
+    if ref.k <= k:
+        return ref
+    return replace(ref, name=f"{ref.name}, its first {k} of {ref.k} positions",
+                   per_position=ref.per_position[:k])
+
+
 def self_reference(k1_profile: AcceptanceProfile, k: int) -> Reference | None:
     """The same server at k=1, greedy: its position-0 rate is the best any position 0 can do,
     and a correct chain can only keep or lower the conditional rate (an upper bound only)."""
@@ -133,6 +155,7 @@ class Published:
     conditional: bool = False                        # per_position published conditional
     mean_length: float | None = None
     bonus_counted: bool = True
+    k_stated: bool = True   # False: the source does not state k; ``k`` is an assumption
 
     def reference(self) -> Reference:
         if self.per_position is not None:
@@ -146,8 +169,11 @@ class Published:
             pp = _geometric_with_sum(apd, self.k)
             notes = ("published as a mean acceptance length only; per-position shape assumed "
                      "geometric with the same total",)
+        if not self.k_stated:
+            notes += (f"the source does not state k; k={self.k} is assumed",)
         # Published figures are for other models and data: a loose 25% tolerance.
-        return Reference(self.name, "published", tuple(pp), self.citation, 0.25, notes)
+        return Reference(self.name, "published", tuple(pp), self.citation, 0.25, notes,
+                         shape_stated=self.per_position is not None)
 
 
 def _geometric_with_sum(total: float, k: int) -> list[float]:
@@ -172,25 +198,41 @@ PUBLISHED: tuple[Published, ...] = (
               per_position=(0.654, 0.399, 0.202)),
     Published("qwen3-8b-dflash-mtbench", "dflash", 3,
               "vLLM PR #32206 (AL 2.93, bonus counted; k not stated: 3 assumed)",
-              mean_length=2.93, bonus_counted=True),
+              mean_length=2.93, bonus_counted=True, k_stated=False),
     Published("mtp-8layer-gsm8k", "mtp", 8, "vLLM PR #48892, GSM8K greedy",
               per_position=(0.76, 0.62, 0.51, 0.42, 0.36, 0.31, 0.27, 0.24)),
     Published("prompt-lookup-specbench", "ngram", 3,
               "Spec-Bench prompt lookup, 1.67-1.75 mean accepted tokens (bonus counted; "
-              "k not stated: 3 assumed)", mean_length=1.67, bonus_counted=True),
+              "k not stated: 3 assumed)", mean_length=1.67, bonus_counted=True, k_stated=False),
 )
 
 
 def published_for(method: str | None, k: int | None) -> Reference | None:
-    """The published figure for this method, cut to the first k positions."""
-    for p in PUBLISHED:
-        if p.method == method:
-            ref = p.reference()
-            if k is not None and ref.k > k:
-                ref = Reference(ref.name, ref.source, ref.per_position[:k], ref.citation,
-                                ref.tolerance, ref.notes)
-            return ref
-    return None
+    """The published figure for this method at this k (see the module doc), or None."""
+    return _published(method, k)[0]
+
+
+def why_no_published(method: str | None, k: int | None) -> str | None:
+    """Why no published figure applies (None when one does): what the user can give."""
+    return _published(method, k)[1]
+
+
+def _published(method: str | None, k: int | None) -> tuple[Reference | None, str | None]:
+    figures = [p for p in PUBLISHED if p.method == method]
+    if method is None:
+        return None, "the method is unknown"
+    if not figures:
+        return None, f"no published figures for {method}"
+    if k is None:
+        return None, (f"k is unknown, and a published figure is for one k (the {method} "
+                      f"figure is for k={figures[0].k})")
+    for p in figures:
+        if p.per_position is not None:
+            return cut_to(p.reference(), k), None
+        if p.k == k:
+            return p.reference(), None
+    return None, (f"the published {method} figure is a mean for k={figures[0].k} only; this "
+                  f"server has k={k}")
 
 
 def load_user_reference(path: Path) -> Reference:
@@ -222,7 +264,7 @@ def load_user_reference(path: Path) -> Reference:
                          'give "per_position" (unconditional unless "conditional": true), or '
                          '"mean_acceptance_length" with "bonus_counted" and "k"') from exc
     ref = pub.reference()
-    return Reference(ref.name, "user", ref.per_position, ref.citation, 0.10, ref.notes)
+    return replace(ref, source="user", tolerance=0.10)
 
 
 def choose(oracle: Reference | None = None, user: Reference | None = None,

@@ -23,8 +23,16 @@ Classes:
 - ``slower-than-spec-off``: acceptance within the reference, yet fewer tok/s than speculation
   off;
 - ``healthy``: within the reference's tolerance at every compared position;
+- ``undetermined``: the measurement is a range (a draft count the log does not print, rate-only
+  windows) that reaches both into the reference's band and below it: the log allows healthy and
+  low alike, so neither is said;
 - ``unreferenced``: nothing to compare with and no cliff (state the numbers, decide nothing);
-- ``no-data``: no draft was counted.
+- ``no-data``: no draft was counted, nor any acceptance length printed (or speculation is off).
+
+What the measurement does not pin down stays a range: accepted per draft is compared by its
+lowest and highest values (``apd_bounds``), never by a count the source did not give. A
+reference is compared at the k of the measurement: on the positions both state, and on the
+total only when both are for the same k.
 """
 
 from __future__ import annotations
@@ -36,7 +44,8 @@ from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.diagnose.references import Reference, conditional_from_unconditional
 
 CLASSES = ("healthy", "uniform-low", "cliff", "steep-decay", "zero", "crash", "sampling-bound",
-           "load-dependent", "drifting", "slower-than-spec-off", "unreferenced", "no-data")
+           "load-dependent", "drifting", "slower-than-spec-off", "undetermined", "unreferenced",
+           "no-data")
 # Methods whose drafts vary in length step to step (vLLM's prompt-lookup family).
 VARIABLE_LENGTH_METHODS = frozenset({"ngram", "ngram_gpu", "suffix"})
 
@@ -55,6 +64,8 @@ SLOWER_SHARE = 0.95       # tok/s under this share of the spec-off tok/s
 # An oracle whose position 0 is under this is itself low: "the drafter is weak for this data"
 # (oracle.compare's threshold), so matching it is not "healthy".
 WEAK_POS0 = 0.5
+# A mean acceptance length printed as 1.00 (2 decimals): under this many accepted per step.
+PRINTED_ZERO = 0.005
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,10 @@ class Facts:
     tok_s: float | None = None
     tok_s_spec_off: float | None = None
     method: str | None = None
+    # The k of the server measured, where its profile does not carry it (a user's --k).
+    k: int | None = None
+    # Why speculation is known to be off (a log with decode lines and no speculative figure).
+    speculation_off: str | None = None
 
     @property
     def variable_length(self) -> bool:
@@ -131,16 +146,66 @@ def find_cliff(pp: list[float], ref_cond: list[float | None] | None = None) -> i
     return None
 
 
-def shape(p: AcceptanceProfile | None, ref: Reference | None, variable_length: bool = False
-          ) -> tuple[str, str, int | None]:
-    """(class, evidence, cliff position) of one greedy profile."""
-    if p is None or not p.has_drafts:
+def has_acceptance(p: AcceptanceProfile | None) -> bool:
+    """Drafts were counted, or an acceptance length was printed (rate-only windows)."""
+    return p is not None and (p.has_drafts or p.reported_mean_acceptance_length is not None)
+
+
+def apd_bounds(p: AcceptanceProfile) -> tuple[float, float] | None:
+    """Accepted draft tokens per step (bonus NOT counted), the lowest and highest the profile
+    allows: one value when the draft count is known; the range its ``drafts_range`` (or its
+    rate-only windows) allow when it is not; None when nothing bounds it."""
+    if p.drafts and p.accepted_tokens is not None:
+        x = p.accepted_tokens / p.drafts
+        return x, x
+    r = p.mean_acceptance_length_range
+    if r is not None:
+        return r[0] - 1.0, r[1] - 1.0
+    if p.drafts is None and p.reported_mean_acceptance_length is not None:
+        x = p.reported_mean_acceptance_length - 1.0
+        return x, x
+    return None
+
+
+def drafted_words(p: AcceptanceProfile) -> str:
+    """What was drafted, in the counts the source gave."""
+    if p.drafts is not None:
+        return f"{p.drafts} drafts"
+    if p.draft_tokens is None:
+        return "drafts not counted"
+    return f"{p.draft_tokens} draft tokens (the draft count is not printed)"
+
+
+def measured_words(p: AcceptanceProfile, b: tuple[float, float]) -> str:
+    """Accepted per draft as the bounds allow, and where a range comes from."""
+    lo, hi = b
+    if f"{lo:.2f}" == f"{hi:.2f}":
+        return f"{lo:.2f} accepted per draft"
+    words = f"between {lo:.2f} and {hi:.2f} accepted per draft"
+    if not p.count_weighted:
+        return words + (" (rate-only windows: the run's mean lies between the lowest and "
+                        "highest window's)")
+    r = p.drafts_range
+    return words + (f" ({p.accepted_tokens} accepted of {p.draft_tokens} draft tokens; the draft "
+                    f"count is not printed, and {r[0]} to {r[1]} drafts fit what is)" if r else "")
+
+
+def shape(p: AcceptanceProfile | None, ref: Reference | None, variable_length: bool = False,
+          k: int | None = None) -> tuple[str, str, int | None]:
+    """(class, evidence, cliff position) of one greedy profile; ``k`` where the profile does
+    not carry it."""
+    if p is None or not has_acceptance(p):
         return "no-data", "no draft was counted", None
+    k = p.k if k is None else k
     if p.accepted_tokens == 0:
-        return "zero", f"{p.drafts} drafts, 0 accepted", None
+        return "zero", f"{drafted_words(p)}, 0 accepted", None
+    b = apd_bounds(p)
+    if not p.count_weighted and b is not None and b[1] < PRINTED_ZERO:
+        return ("zero", "acceptance length 1.00 in every window (under 0.005 draft tokens "
+                "accepted per step)", None)
     pp = p.per_position
     if pp is None:
-        return _shape_from_total(p, ref)
+        return _shape_from_total(p, ref, k, "")
     nums = "pos " + ", ".join(f"{i} {r:.2f}" for i, r in enumerate(pp))
     ref_cond = ref.conditional() if ref is not None else None
     if not variable_length:
@@ -152,9 +217,13 @@ def shape(p: AcceptanceProfile | None, ref: Reference | None, variable_length: b
             return "cliff", ev, j
     if ref is None:
         return "unreferenced", f"{nums}; no reference to compare with", None
+    if not ref.shape_stated:
+        return _shape_from_total(p, ref, k, f"{nums}: ")
     n = min(len(pp), ref.k)
     rnums = "/".join(f"{r:.2f}" for r in ref.per_position[:n])
-    against = f"{nums} vs {ref.source} reference {rnums} ({ref.name})"
+    unstated = (f"; positions {n}-{len(pp) - 1} not compared (the reference states {n})"
+                if len(pp) > n else "")
+    against = f"{nums} vs {ref.words()} {rnums}{unstated}"
     low = [i for i in range(n) if not within(pp[i], ref.per_position[i], ref.tolerance,
                                              _pos_high(p, i))]
     if not low:
@@ -183,16 +252,39 @@ def own_shape(pp: list[float]) -> str:
     return "uniform-low"
 
 
-def _shape_from_total(p: AcceptanceProfile, ref: Reference | None) -> tuple[str, str, None]:
-    apd = p.accepted_per_draft or 0.0
+def _shape_from_total(p: AcceptanceProfile, ref: Reference | None, k: int | None, nums: str
+                      ) -> tuple[str, str, None]:
+    """Accepted per draft against the reference's at the same k, on the bounds the profile
+    allows: healthy when even the lowest is within the band, low when even the highest is
+    below it, undetermined between."""
+    b = apd_bounds(p)
+    if b is None:
+        rate = p.acceptance_rate
+        what = (f"{nums}{p.accepted_tokens} accepted of {p.draft_tokens} draft tokens"
+                + (f" (acceptance rate {rate:.2f})" if rate is not None else "")
+                + ": accepted per draft is not known (the draft count is not printed, and "
+                "nothing bounds it)")
+        return "unreferenced", what + ("; no reference" if ref is None else ""), None
+    meas = nums + measured_words(p, b)
     if ref is None:
-        return "unreferenced", f"{apd:.2f} accepted per draft; no reference", None
+        return "unreferenced", f"{meas}; no reference", None
+    if k != ref.k:
+        why = "k is unknown" if k is None else f"k={k}"
+        return ("unreferenced", f"{meas}; the {ref.words()} is for one k and this server's "
+                f"{why}: not compared", None)
     r = ref.accepted_per_draft
-    ev = (f"{apd:.2f} accepted per draft (no per-position data) vs {ref.source} reference "
-          f"{r:.2f}")
-    if within(apd, r, ref.tolerance):
-        return "healthy", ev, None
-    return "uniform-low", ev, None
+    ev = f"{meas} vs {ref.words()} {r:.2f} accepted per draft"
+    lo, hi = b
+    # the 95% interval (on the bounds, for a range) reaching the band counts as within
+    iv = p.intervals.get("accepted_per_draft")
+    top = None if iv is None else iv.high
+    if within(lo, r, ref.tolerance, top if lo == hi else None):
+        return "healthy", ev + (f": within {ref.tolerance:.0%}" if lo == hi else
+                                f": even the lowest is within {ref.tolerance:.0%}"), None
+    if not within(hi, r, ref.tolerance, top):
+        return "uniform-low", ev + ("" if lo == hi else ": even the highest is below it"), None
+    return ("undetermined", ev + f": the range reaches both into its {ref.tolerance:.0%} band "
+            "and below it; the log does not say which", None)
 
 
 # -- the other facts ----------------------------------------------------------------------------
@@ -230,13 +322,17 @@ def drift(windows: tuple[AcceptanceProfile, ...]) -> tuple[float, float] | None:
 
 def classify(f: Facts) -> Signature:
     """One class (the most specific trouble), its evidence in numbers, the others that apply."""
-    base, ev, cliff_at = shape(f.greedy, f.reference, f.variable_length)
+    base, ev, cliff_at = shape(f.greedy, f.reference, f.variable_length, f.k)
+    if base == "no-data" and f.speculation_off:
+        ev = f"speculation is off: {f.speculation_off}"
     also: list[str] = []
     parts = [ev]
     nums: dict[str, Any] = {}
     if f.greedy is not None and f.greedy.per_position is not None:
         nums["per_position"] = [round(x, 4) for x in f.greedy.per_position]
         nums["mean_acceptance_length"] = round(f.greedy.mean_acceptance_length or 0, 4)
+    elif f.greedy is not None and (b := apd_bounds(f.greedy)) is not None:
+        nums["accepted_per_draft_range"] = [round(b[0], 4), round(b[1], 4)]
     if f.reference is not None:
         nums["reference"] = f.reference.to_json()
     if f.errors:

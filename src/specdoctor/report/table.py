@@ -21,6 +21,14 @@ def _i(x: int | None) -> str:
     return "unknown" if x is None else f"{x:,}"
 
 
+def _span(x: float | None, span: tuple[float, float] | None, nd: int = 2, shift: float = 0.0
+          ) -> str:
+    """A figure, or (unknown, but bounded) the range the counts allow: never a made-up value."""
+    if x is None and span is not None:
+        return f"{span[0] + shift:.{nd}f}–{span[1] + shift:.{nd}f}"
+    return _f(x, nd)
+
+
 def _ci(p: AcceptanceProfile, name: str, nd: int = 3) -> str:
     iv = p.intervals.get(name)
     return "" if iv is None else f"{iv.low:.{nd}f} – {iv.high:.{nd}f}"
@@ -49,12 +57,17 @@ def profile_table(p: AcceptanceProfile, title: str, engine: str | None = None) -
     t.add_column("value", justify="right")
     t.add_column("95% CI", justify="center")
     t.add_column("convention")
-    t.add_row("drafts", _i(p.drafts), "", "verify steps with a draft")
+    drafts = (f"{p.drafts_range[0]:,}–{p.drafts_range[1]:,}" if p.drafts is None
+              and p.drafts_range is not None else _i(p.drafts))
+    t.add_row("drafts", drafts, "", "verify steps with a draft"
+              + ("; not printed: the range the counts allow" if p.drafts is None
+                 and p.drafts_range is not None else ""))
     t.add_row("draft tokens", _i(p.draft_tokens), "", f"k = {p.k if p.k is not None else '?'}")
     t.add_row("accepted tokens", _i(p.accepted_tokens), "", "bonus token not counted")
-    t.add_row("mean acceptance length", _f(p.mean_acceptance_length, 2),
+    span = p.mean_acceptance_length_range if p.count_weighted else None
+    t.add_row("mean acceptance length", _span(p.mean_acceptance_length, span),
               _ci(p, "mean_acceptance_length", 2), mal_convention(engine))
-    t.add_row("accepted per draft", _f(p.accepted_per_draft, 2),
+    t.add_row("accepted per draft", _span(p.accepted_per_draft, span, shift=-1.0),
               _ci(p, "accepted_per_draft", 2), "bonus token not counted")
     t.add_row("acceptance rate", _f(p.acceptance_rate), _ci(p, "acceptance_rate"),
               "accepted / draft tokens")

@@ -94,8 +94,24 @@ class LogReading:
     # For cumulative formats (vLLM V0): the windows are differences of consecutive lines and
     # the total is the last line (or last minus first), never a sum of lines.
     cumulative: bool = False
-    # The speculative method named by the log's start-up lines, when it names one.
+    # The speculative method named by the log's start-up lines, when it names one (the last
+    # one, when they name several), and each with the line from which it counts.
     method: str | None = None
+    methods: list[tuple[int, str]] = field(default_factory=list)
+    # Lines that show the engine serving without speculation (SGLang's Decode batch lines
+    # without an acceptance length): with no window, the sign that speculation was off.
+    plain_lines: int = 0
+    # Counts since the server started that the windows do not hold (llama-server's statistics
+    # lines beside per-request lines that print no draft count): never added to the windows.
+    since_start: AcceptanceProfile | None = None
+
+    def method_at(self, line: int) -> str | None:
+        """The method in effect at a line (the first named, for lines before any)."""
+        found = self.methods[0][1] if self.methods else self.method
+        for at, method in self.methods:
+            if at <= line:
+                found = method
+        return found
 
 
 WindowSink = Callable[[list[Window]], None]
@@ -115,6 +131,15 @@ class Source(Protocol):
     name: str
     # Metric name prefixes that only this engine's /metrics body carries.
     metrics_prefixes: tuple[str, ...]
+    # Substrings of which every line ``looks_like`` accepts holds one: what a scanner of a
+    # huge log looks for before asking ``looks_like``.
+    markers: tuple[str, ...]
+    # Whether a window's k is the server's setting (a change of k inside one log is then a
+    # restart with another config), not just the longest draft it printed.
+    splits_on_k: bool
+    # Substrings of the lines this engine writes while it serves, with speculation or without
+    # (its throughput statistics): with no speculative line anywhere, speculation was off.
+    serving_markers: tuple[str, ...]
 
     def looks_like(self, line: str) -> bool:
         """Whether a log line is one of this engine's speculative-decoding lines."""
@@ -136,9 +161,12 @@ class LineSource:
 
     name: str
     metrics_prefixes: tuple[str, ...]
+    markers: tuple[str, ...]
     looks_like: Callable[[str], bool]
     parse_log: Callable[[Iterable[str], str, ReadOptions], LogReading]
     profile_from_prometheus: Callable[[str], AcceptanceProfile]
+    splits_on_k: bool = False
+    serving_markers: tuple[str, ...] = ()
 
     def read(self, inp: LogInput, options: ReadOptions, sink: WindowSink) -> LogReading:
         reading = self.parse_log(inp.lines(), inp.label, options)

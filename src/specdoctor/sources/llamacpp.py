@@ -46,7 +46,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from specdoctor.acceptance.profile import AcceptanceProfile
+from dataclasses import replace
+
+from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
 from specdoctor.errors import InputError
 from specdoctor.sources import recovery
 from specdoctor.sources.recovery import Recovered, recovery_notes
@@ -202,10 +204,12 @@ def parse_log(lines: Iterable[str], source: str) -> LogReading:
     reading.windows.extend(summaries)
     if summaries:
         reading.notes.append(SUMMARY_NOTE)
+    reading.method = _method_of_statistics(stats)
     if stats and not entries and not summaries:
         reading.windows.extend(_statistics_windows(source, stats, reading.notes))
         reading.cumulative = True
     else:
+        reading.since_start = _since_start(stats)
         last = {name: (lineno, p) for lineno, _, name, p, _ in stats}
         for name, (lineno, p) in sorted(last.items()):
             reading.notes.append(
@@ -249,6 +253,39 @@ def _summary_window(source: str, lineno: int, block: dict[str, str]) -> Window |
     profile = AcceptanceProfile(drafts=None, draft_tokens=drafted, accepted_tokens=accepted,
                                 notes=("drafts not printed by the speculative example",))
     return Window(ENGINE, source, lineno, profile, None, printed=dict(block))
+
+
+def drafter_method(name: str) -> str | None:
+    """The method a drafter implementation's name in a ``statistics`` line stands for, in vLLM's
+    names (``draft-mtp``, ``mtp`` → mtp; ``ngram-mod``, ``ngram_map_k`` → ngram; ``draft`` →
+    draft_model; ...); None for names not known here."""
+    n = name.lower().replace("_", "-")
+    for part, method in (("mtp", "mtp"), ("eagle3", "eagle3"), ("dflash", "dflash")):
+        if part in n:
+            return method
+    if n.startswith("ngram"):
+        return "ngram"
+    return "draft_model" if n == "draft" else None
+
+
+def _method_of_statistics(stats: list[tuple[int, str | None, str, AcceptanceProfile,
+                                            dict[str, int]]]) -> str | None:
+    """The method of the one drafter implementation that drafted anything, if only one did."""
+    drafting = {name for _, _, name, p, _ in stats if p.drafts}
+    methods = {drafter_method(name) for name in drafting}
+    return methods.pop() if len(methods) == 1 else None
+
+
+def _since_start(stats: list[tuple[int, str | None, str, AcceptanceProfile, dict[str, int]]]
+                 ) -> AcceptanceProfile | None:
+    """Every drafter's last statistics line added up: counted, cumulative since start."""
+    if not stats:
+        return None
+    last = {name: p for _, _, name, p, _ in stats}
+    total = sum_profiles([replace(p, notes=()) for p in last.values()])
+    return replace(total, notes=(
+        "from the drafters' statistics lines (" + ", ".join(sorted(last)) + "): cumulative since "
+        "the server started, not only the requests of this log",))
 
 
 def _statistics_windows(source: str, stats: list[tuple[int, str | None, str, AcceptanceProfile,
@@ -461,5 +498,6 @@ def _parse(lines: Iterable[str], source: str, options: ReadOptions) -> LogReadin
     return parse_log(lines, source)
 
 
-SOURCE = LineSource(ENGINE, ("llamacpp:spec_decode",), looks_like, _parse,
-                    profile_from_prometheus)
+SOURCE = LineSource(ENGINE, ("llamacpp:spec_decode",), (MARKER, STATS_MARKER, "n_drafted"),
+                    looks_like, _parse, profile_from_prometheus,
+                    serving_markers=("eval time =",))  # print_timing, every request

@@ -9,7 +9,10 @@ order of the inputs' names, so the intervals do not either.
 
 Inputs whose speculative configs differ (method, or draft length k) are refused together:
 their windows measure different things. ``by_file=True`` reads them apart instead, one total
-per input.
+per input. Where k is a setting the windows print (vLLM's per-position list, V0's k, SGLang's
+server args: ``Source.splits_on_k``), a change of k inside one input (a server restarted with
+another k, its log appended to the same file or stream) splits it into segments, each read as
+its own input: refused together in the same way, reported apart with ``by_file``.
 """
 
 from __future__ import annotations
@@ -21,12 +24,15 @@ from dataclasses import dataclass, field
 
 from specdoctor.acceptance.bootstrap import UnitBlocks
 from specdoctor.acceptance.profile import AcceptanceProfile, ProfileSum
-from specdoctor.errors import InputError
+from specdoctor.errors import InputError, SpeculationOff
 from specdoctor.sources.base import LogReading, ReadOptions, Window
-from specdoctor.sources.registry import ENGINES, engine_of_line, source
+from specdoctor.sources.registry import (
+    ENGINES, engine_of_line, engine_serving, markers, serving_markers, source,
+)
+from specdoctor.sources.base import printable
 from specdoctor.sources.scan import LogInput, open_input
 
-__all__ = ["ENGINES", "FileLog", "LogTotal", "detect_engine", "read_logs"]
+__all__ = ["ENGINES", "FileLog", "LogTotal", "detect_engine", "differing_config", "read_logs"]
 
 
 @dataclass
@@ -38,6 +44,11 @@ class FileLog:
     total: AcceptanceProfile
     window_count: int
     k: int | None
+    # For a segment of an input whose k changed: the input's label, the segment's place in it
+    # and the lines of its first and last window.
+    input: str = ""
+    segment: int = 0
+    lines: tuple[int, int] | None = None
 
     def config(self) -> tuple[str | None, int | None]:
         return self.reading.method, self.k
@@ -45,6 +56,7 @@ class FileLog:
     def to_json(self) -> dict[str, object]:
         return {"source": self.source, "method": self.reading.method, "k": self.k,
                 "window_count": self.window_count, "total": self.total.to_json(),
+                "lines": list(self.lines) if self.lines else None,
                 "skipped_lines": self.reading.skipped.to_json(), "notes": self.reading.notes}
 
 
@@ -60,34 +72,77 @@ class LogTotal:
     files: list[FileLog] = field(default_factory=list)
 
 
-class _Collector:
-    """Consumes one input's windows as they stream: running total, bootstrap blocks, the last
-    few windows, and (only when asked) the full list. Memory is constant unless the full list
-    is kept."""
+class _Segment:
+    """Consecutive windows of one input with one k: running total and bootstrap blocks."""
 
-    def __init__(self, keep_all: bool, last: int) -> None:
+    def __init__(self, k: int | None = None, first: int | None = None) -> None:
         self.total = ProfileSum()
         self.blocks = UnitBlocks()
+        self.k, self.first, self.last = k, first, first
+
+
+class _Collector:
+    """Consumes one input's windows as they stream: running totals and bootstrap blocks of each
+    segment (a new one where k changes, when ``split_on_k``), the last few windows, and (only
+    when asked) the full list. Memory is constant unless the full list is kept."""
+
+    def __init__(self, keep_all: bool, last: int, split_on_k: bool = False) -> None:
+        self.segments = [_Segment()]
+        self.split_on_k = split_on_k
         self.last: deque[Window] = deque(maxlen=max(last, 1))
         self.all: list[Window] | None = [] if keep_all else None
 
     def add(self, windows: list[Window]) -> None:
-        add_total, add_block = self.total.add, self.blocks.add
-        for w in windows:
-            add_total(w.profile)
-            add_block(w.profile)
         self.last.extend(windows)
         if self.all is not None:
             self.all.extend(windows)
+        if not windows:
+            return
+        seg = self.segments[-1]
+        if seg.first is None:
+            seg.first = windows[0].line
+        add_total, add_block, split = seg.total.add, seg.blocks.add, self.split_on_k
+        line = seg.last
+        for w in windows:
+            p = w.profile
+            if split and p.k is not None and p.k != seg.k:
+                if seg.k is None:
+                    seg.k = p.k
+                else:
+                    seg.last = line
+                    seg = _Segment(p.k, w.line)
+                    self.segments.append(seg)
+                    add_total, add_block = seg.total.add, seg.blocks.add
+            add_total(p)
+            add_block(p)
+            line = w.line
+        seg.last = line
 
     __call__ = add
 
+    def change_note(self, label: str) -> str | None:
+        """Where k changes inside the input, if it does."""
+        segs = self.segments
+        if len(segs) < 2:
+            return None
+        return (f"k changes inside {label}: " + ", ".join(
+            f"k={s.k} in lines {s.first}-{s.last}" for s in segs)
+            + "; each part is read as its own log")
+
 
 def detect_engine(inp: LogInput) -> str | None:
-    """The engine whose metrics lines appear first in the input's head (first 8 MiB)."""
-    head = inp.head
-    if b"\x00" in head[:4096]:
-        raise InputError(f"{inp.label} is a binary file, not a log", "pass the server's text log")
+    """The engine whose metrics line comes first: in the input's head (first 8 MiB), else
+    further on (past a long preamble of other lines, or past lines longer than the head)."""
+    return _engine_in(inp.head) or inp.first_past_head(markers(), engine_of_line)
+
+
+def _refuse_binary(inp: LogInput) -> None:
+    if inp.is_binary:
+        raise InputError(f"{inp.label} is a binary file (it holds NUL bytes), not a log",
+                         "pass the server's text log")
+
+
+def _engine_in(head: bytes) -> str | None:
     start = 0
     while start < len(head):  # a piece at a time: the first metrics line is usually early
         end = head.find(b"\n", start + (1 << 16))
@@ -118,47 +173,88 @@ def read_logs(names: Sequence[str | Path], engine: str | None = None, drafter: s
         raise InputError(f"the same input named twice: {', '.join(labels)}",
                          "name each log once (its windows would be counted twice)")
     inputs = [open_input(name) for name in labels]
+    for inp in inputs:
+        _refuse_binary(inp)
     engines = {inp.label: engine or detect_engine(inp) for inp in inputs}
+    if not any(engines.values()):
+        _refuse_speculation_off(inputs)
     engine = engine or _one_engine(engines)
     reader = source(engine)
     options = ReadOptions(drafter=drafter, k=k)
     files: list[FileLog] = []
+    segments: list[_Segment] = []
     collectors: list[_Collector] = []
+    changed: list[str] = []
     for inp in inputs:
-        col = _Collector(keep_windows, last_windows)
+        col = _Collector(keep_windows, last_windows, reader.splits_on_k)
         part = reader.read(inp, options, col)
-        part_total = col.total.result()
-        files.append(FileLog(inp.label, part, part_total, col.total.n, part_total.k))
+        note = col.change_note(inp.label)
+        if note:
+            part.notes.append(note)
+            changed.append(inp.label)
+        for i, seg in enumerate(col.segments):
+            files.append(_segment_log(inp.label, part, seg, i, note is not None))
+            segments.append(seg)
         collectors.append(col)
-    mixed = _differing_config(files)
+    mixed = differing_config(files)
     if mixed and not by_file:
+        what = (f"the speculative config changes inside {', '.join(changed)}" if changed
+                else "these logs come from servers with different speculative configs")
         raise InputError(
-            f"these logs come from servers with different speculative configs ({mixed}); "
-            "one total would mix different measurements",
-            "read them apart: add --by-file, or run specdoctor logs once per server",
+            f"{what} ({mixed}); one total would mix different measurements",
+            "read them apart: add --by-file (each file, and each part of a file with its own k, "
+            "gets its own total), or run specdoctor logs once per server",
         )
-    res = _combine(engine, files, collectors, last_windows)
+    res = _combine(engine, files, segments, collectors, last_windows)
     if mixed:
         res.reading.notes.append(f"the total adds logs of different speculative configs ({mixed}): "
                                  "read each file's own total")
     return res
 
 
-def _combine(engine: str, files: list[FileLog], collectors: list[_Collector], last: int
-             ) -> LogTotal:
+def _segment_log(label: str, part: LogReading, seg: _Segment, i: int, split: bool) -> FileLog:
+    """One segment of an input as a FileLog of its own (the whole input when not ``split``):
+    its own method (the one named before its windows), its lines; the input's skipped lines
+    and notes go with its first segment."""
+    total = seg.total.result()
+    if not split or seg.first is None or seg.last is None:
+        return FileLog(label, part, total, seg.total.n, total.k, label, i)
+    method = part.method_at(seg.first)
+    if i == 0:
+        own = LogReading(part.engine, skipped=part.skipped, notes=part.notes,
+                         cumulative=part.cumulative, method=method, methods=part.methods)
+    else:
+        own = LogReading(part.engine, cumulative=part.cumulative, method=method)
+    return FileLog(f"{label} lines {seg.first}-{seg.last}", own, total, seg.total.n, total.k,
+                   label, i, (seg.first, seg.last))
+
+
+def _combine(engine: str, files: list[FileLog], segments: list[_Segment],
+             collectors: list[_Collector], last: int) -> LogTotal:
     reading = LogReading(engine=engine)
     total = ProfileSum()
-    for f, col in zip(files, collectors):
-        total.merge(col.total)
-        reading.skipped.merge(f.reading.skipped)
-        reading.notes.extend(f"{f.source}: {n}" if len(files) > 1 else n for n in f.reading.notes)
-        reading.cumulative = reading.cumulative or f.reading.cumulative
+    inputs = {f.input for f in files}
+    for col in collectors:
         reading.windows.extend(col.all or [])
-        if len(files) > 1 and col.total.n == 0:
+    for f, seg in zip(files, segments):
+        total.merge(seg.total)
+        reading.skipped.merge(f.reading.skipped)
+        reading.notes.extend(f"{f.input}: {n}" if len(inputs) > 1 else n for n in f.reading.notes)
+        reading.cumulative = reading.cumulative or f.reading.cumulative
+        if len(inputs) > 1 and seg.total.n == 0:
             reading.notes.append(f"{f.source}: no speculative-decoding window")
-        f.total = f.total.with_intervals(col.blocks.intervals(), col.blocks.unavailable("windows"))
+        f.total = f.total.with_intervals(seg.blocks.intervals(), seg.blocks.unavailable("windows"))
     methods = {f.reading.method for f in files}
     reading.method = methods.pop() if len(methods) == 1 else None
+    if len(inputs) == 1:  # counts since start add up only for one server's log
+        reading.since_start = files[0].reading.since_start
+    plain = sum(f.reading.plain_lines for f in files)
+    if total.n == 0 and plain and not reading.skipped.count:
+        raise SpeculationOff(
+            f"speculation is off in {', '.join(sorted(inputs))}: {plain} {engine} decode "
+            "statistics line(s) and none with an acceptance figure",
+            SPEC_OFF_FIX, f"{plain} {engine} decode statistics line(s) without an acceptance "
+                          "figure")
     if total.n == 0:
         raise InputError(
             f"{engine} log lines found, but no speculative-decoding window in "
@@ -172,20 +268,59 @@ def _combine(engine: str, files: list[FileLog], collectors: list[_Collector], la
     if len(files) == 1:  # the file's own intervals
         result = result.with_intervals(files[0].total.intervals, files[0].total.intervals_unavailable)
     else:
-        order = sorted(range(len(files)), key=lambda i: files[i].source)
-        blocks = UnitBlocks.joined([collectors[i].blocks for i in order])
+        order = sorted(range(len(files)), key=lambda i: (files[i].input, files[i].segment))
+        blocks = UnitBlocks.joined([segments[i].blocks for i in order])
         result = result.with_intervals(blocks.intervals(), blocks.unavailable("windows"))
     last_windows = [w for col in collectors for w in col.last][-max(last, 1):]
     return LogTotal(reading, result, total.n, last_windows, files)
 
 
-def _differing_config(files: list[FileLog]) -> str | None:
-    """How the inputs' speculative configs (method, k) differ where both are known, if they do."""
-    for attr, what in ((lambda f: f.reading.method, "method"), (lambda f: f.k, "k")):
-        seen = {f.source: attr(f) for f in files if attr(f) is not None}
-        if len(set(seen.values())) > 1:
-            return ", ".join(f"{s}: {what}={v}" for s, v in seen.items())
-    return None
+def differing_config(files: list[FileLog]) -> str | None:
+    """How the inputs' speculative configs (method, k) differ where known, if they do: each
+    input with the settings that differ."""
+    values = {"method": lambda f: f.reading.method, "k": lambda f: f.k}
+    differ = [name for name, get in values.items()
+              if len({get(f) for f in files if get(f) is not None}) > 1]
+    if not differ:
+        return None
+    return ", ".join(f"{f.source}: " + " ".join(f"{name}={values[name](f)}" for name in differ)
+                     for f in files)
+
+
+SPEC_OFF_FIX = ("start the server with speculative decoding (vLLM --speculative-config, SGLang "
+                "--speculative-algorithm, llama-server -md or --spec-type) and keep its stats "
+                "logging on")
+
+
+def _refuse_speculation_off(inputs: list[LogInput]) -> None:
+    """No speculative line in any input: if one shows the engine serving (its throughput lines,
+    a start-up line without a speculative config), speculation was off; say so."""
+    for inp in inputs:
+        found: list[str] = []
+
+        def serving(line: str) -> str | None:
+            engine = engine_serving(line)
+            if engine is not None:
+                found.append(line)
+            return engine
+
+        engine = (next(filter(None, (serving(line) for _, line in
+                                     inp.head_lines_with(*serving_markers()))), None)
+                  or inp.first_past_head(serving_markers(), serving))
+        if engine is not None:
+            shown = _around(found[0], [m.decode() for m in serving_markers()])
+            raise SpeculationOff(
+                f"speculation is off in {inp.label}: it is a {engine} log that shows the server "
+                f"serving ({shown!r}) and holds no speculative-decoding line",
+                SPEC_OFF_FIX, f"the {engine} log shows the server serving ({shown!r}) and no "
+                              "speculative-decoding line")
+
+
+def _around(line: str, markers: list[str], width: int = 70) -> str:
+    """The part of ``line`` around the first marker it holds, safe to show."""
+    at = min((i for i in (line.find(m) for m in markers) if i >= 0), default=0)
+    start = max(at - width, 0)
+    return ("…" if start else "") + printable(line[start:].strip(), 2 * width)
 
 
 def _one_engine(found: dict[str, str | None]) -> str:

@@ -48,6 +48,23 @@ def engine_of_line(line: str) -> str | None:
     return None
 
 
+def engine_serving(line: str) -> str | None:
+    """The engine whose serving lines (``Source.serving_markers``) look like this line."""
+    for s in _all():
+        if any(m in line for m in s.serving_markers):
+            return s.name
+    return None
+
+
+def serving_markers() -> tuple[bytes, ...]:
+    return tuple(m.encode() for s in _all() for m in s.serving_markers)
+
+
+def markers() -> tuple[bytes, ...]:
+    """Every engine's line markers (``Source.markers``), as bytes for a scanner."""
+    return tuple(m.encode() for s in _all() for m in s.markers)
+
+
 def engine_of_metrics(text: str) -> str | None:
     """The engine whose spec-decode metric names appear first in a /metrics body; failing
     that, the one engine whose metric namespace (``vllm:``…) the body uses."""

@@ -11,7 +11,9 @@ decoded once per block, for readers that parse many lines per call.
 ``LogInput`` is one log as the user named it: a regular file (read by path, so grep can scan
 it), or a stream (``-`` for stdin, a pipe, a process substitution such as ``<(docker logs c)``)
 that is read exactly once, front to back: its head is kept for engine detection and the rest
-streams through the same line scanner.
+streams through the same line scanner. A log whose first metrics line lies past the head (a long
+preamble of health checks and access logs) is searched further: a file by grep, a stream by
+reading on, the part read kept in a temporary file so that nothing is read twice or lost.
 """
 
 from __future__ import annotations
@@ -21,13 +23,18 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from specdoctor.errors import InputError
 
 HEAD_BYTES = 8 << 20  # how much of a log is read to detect its engine and its start-up lines
+SNIFF_BYTES = 4096    # the first bytes, as read, that say whether an input is binary
+# A file's head skips at most this many lines longer than the head itself (each is read to its
+# end once); past them, the head is what it has and the search goes on by grep.
+MAX_SKIPPED_LONG_LINES = 4
 
 
 def iter_marked_lines(path: str, wanted: tuple[bytes, ...], chunk_size: int = 1 << 24
@@ -207,6 +214,16 @@ class Readable(Protocol):
     def read(self, n: int = -1, /) -> bytes: ...
 
 
+class Writable(Protocol):
+    def write(self, data: bytes, /) -> int: ...
+
+
+class BinaryFile(Protocol):
+    def read(self, n: int = -1, /) -> bytes: ...
+
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
+
+
 @dataclass
 class LogInput:
     """One log named on the command line: a regular file read by path, or a stream read once.
@@ -220,18 +237,47 @@ class LogInput:
     path: str | None
     stream: Readable | None = None
     _head: bytes | None = field(default=None, repr=False)
+    _sniff: bytes | None = field(default=None, repr=False)
 
     @property
     def head(self) -> bytes:
         if self._head is None:
             assert self.path is not None
             with open(self.path, "rb") as fh:
-                self._head = _whole_head(fh.read(HEAD_BYTES), HEAD_BYTES)
+                self._head = _file_head(fh, HEAD_BYTES)
         return self._head
 
-    def head_lines_with(self, needle: bytes) -> Iterator[tuple[int, str]]:
-        """(line number, line) of the head's lines containing ``needle``."""
-        yield from _scan(self.head, (needle,), 0)
+    @property
+    def is_binary(self) -> bool:
+        """A NUL byte among the first bytes as read (before any cut at a newline)."""
+        if self._sniff is None:
+            assert self.path is not None
+            with open(self.path, "rb") as fh:
+                self._sniff = fh.read(SNIFF_BYTES)
+        return b"\x00" in self._sniff
+
+    def first_past_head(self, wanted: tuple[bytes, ...], accept: Callable[[str], str | None]
+                        ) -> str | None:
+        """The first ``accept(line)`` that is not None over the lines containing a marker,
+        searched past the head (a file: the whole file by grep; a stream: read on until one is
+        found or the stream ends, the part read kept in a temporary file that ``lines`` and
+        ``marked_text`` read before the rest)."""
+        if self.path is not None:
+            for _, line in iter_marked_lines(self.path, wanted):
+                found = accept(line)
+                if found is not None:
+                    return found
+            return None
+        assert self.stream is not None
+        spool = tempfile.TemporaryFile()  # noqa: SIM115 - read back below, closed at exit
+        found = _read_ahead(self.stream, spool, wanted, accept)
+        spool.seek(0)
+        self.stream = _Chain([spool, self.stream])
+        return found
+
+    def head_lines_with(self, *needles: bytes) -> Iterator[tuple[int, str]]:
+        """(line number, line) of the head's lines containing any of ``needles``, in order."""
+        yield from _scan(self.head, needles, 0)
 
     def marked_text(self, wanted: tuple[bytes, ...]) -> Iterator[str]:
         """``iter_marked_text`` of the whole input (for a stream: head, then the rest)."""
@@ -263,6 +309,59 @@ class LogInput:
 
 def _whole_head(head: bytes, limit: int) -> bytes:
     return head[: head.rfind(b"\n") + 1] if len(head) >= limit else head
+
+
+def _file_head(fh: BinaryFile, limit: int) -> bytes:
+    """The whole lines of a file's first ``limit`` bytes. A first line longer than ``limit`` is
+    skipped (its newline kept, so that line numbers hold) and the head goes on after it: the
+    start-up lines and the first metrics lines come after such a line, not inside it."""
+    skipped = 0
+    while True:
+        data = fh.read(limit)
+        if len(data) < limit:
+            return b"\n" * skipped + data   # the file ends inside the head
+        cut = data.rfind(b"\n") + 1
+        if cut or skipped == MAX_SKIPPED_LONG_LINES:
+            return b"\n" * skipped + data[:cut]
+        if not _skip_line(fh):
+            return b"\n" * skipped
+        skipped += 1
+
+
+def _skip_line(fh: BinaryFile) -> bool:
+    """Move past the end of the current line; False when the file ends first."""
+    while True:
+        block = fh.read(1 << 20)
+        if not block:
+            return False
+        nl = block.find(b"\n")
+        if nl >= 0:
+            fh.seek(nl + 1 - len(block), os.SEEK_CUR)
+            return True
+
+
+def _read_ahead(stream: Readable, spool: Writable, wanted: tuple[bytes, ...],
+                accept: Callable[[str], str | None]) -> str | None:
+    """Read ``stream`` on into ``spool`` until a marked line is accepted (or the stream ends);
+    the accepted value, else None."""
+    carry = b""
+    while True:
+        block = stream.read(1 << 20)
+        if not block:
+            break
+        spool.write(block)
+        buf = carry + block
+        cut = buf.rfind(b"\n") + 1
+        data, carry = buf[:cut], buf[cut:]
+        for _, line in _scan(data, wanted, 0):
+            found = accept(line)
+            if found is not None:
+                return found
+    for _, line in _scan(carry + b"\n", wanted, 0) if carry else ():
+        found = accept(line)
+        if found is not None:
+            return found
+    return None
 
 
 def open_input(name: str) -> LogInput:
@@ -302,7 +401,7 @@ def _stream_input(label: str, fh: Readable) -> LogInput:
         size += len(data)
     head = b"".join(parts)
     cut = _whole_head(head, HEAD_BYTES)
-    return LogInput(label, None, _Prefixed(head[len(cut):], fh), cut)
+    return LogInput(label, None, _Prefixed(head[len(cut):], fh), cut, head[:SNIFF_BYTES])
 
 
 class _Prefixed:
@@ -317,3 +416,18 @@ class _Prefixed:
             out, self.prefix = self.prefix, b""
             return out
         return self.fh.read(n)
+
+
+class _Chain:
+    """Binary streams read one after the other."""
+
+    def __init__(self, parts: list[Readable]) -> None:
+        self.parts = parts
+
+    def read(self, n: int = -1) -> bytes:
+        while self.parts:
+            data = self.parts[0].read(n)
+            if data:
+                return data
+            self.parts.pop(0)
+        return b""

@@ -140,6 +140,18 @@ def _int_arg(value: Any) -> int | None:
         return None
 
 
+# SGLang's --speculative-algorithm, as the methods are named elsewhere here (vLLM's names):
+# NEXTN is DeepSeek's multi-token prediction head, STANDALONE a separate draft model.
+METHODS = {"NEXTN": "mtp", "EAGLE": "eagle", "EAGLE3": "eagle3", "STANDALONE": "draft_model",
+           "NGRAM": "ngram"}
+
+
+def method_of(args: Mapping[str, Any]) -> str | None:
+    """The method a ``speculative_algorithm`` names, in vLLM's names (None: off or unknown)."""
+    algorithm = _arg(args.get("speculative_algorithm"))
+    return METHODS.get(str(algorithm).upper()) if algorithm is not None else None
+
+
 # -- log lines ----------------------------------------------------------------------------------
 
 
@@ -176,20 +188,28 @@ def parse_log(
 ) -> LogReading:
     """Windows from SGLang ``Decode batch`` lines (line numbers 1-based), rate-only.
 
-    ``k`` (draft tokens per step, chain drafting) is taken from the caller, else from a logged
-    ``server_args=ServerArgs(...)`` line. Lines that look like speculative metrics but cannot be
-    read are counted in ``skipped``.
+    ``k`` (draft tokens per step, chain drafting) is taken from the caller, else from the logged
+    ``server_args=ServerArgs(...)`` line before the window (the first one for windows before
+    any): a server restarted into the same log with another k logs its own. Lines that look like
+    speculative metrics but cannot be read are counted in ``skipped``.
     """
     reading = LogReading(engine=ENGINE)
-    pending: list[tuple[int, str | None, dict[str, str], float]] = []
-    logged_k: int | None = None
-    k_note: str | None = None
+    pending: list[tuple[int, str | None, dict[str, str], float, int]] = []
+    logged: list[int | None] = []   # k of each server_args line, in order
+    k_notes: list[str] = []
     plain = 0
     for lineno, line in enumerate(lines, start=1):
-        if _SERVER_ARGS_MARKER in line and k is None and logged_k is None:
+        if _SERVER_ARGS_MARKER in line and k is None:
             args = dict(_SERVER_ARG.findall(line))
             if args:
                 logged_k, k_note = k_from_server_args(args)
+                logged.append(logged_k)
+                method = method_of(args)
+                if method is not None and method != reading.method:
+                    reading.method = method
+                    reading.methods.append((lineno, method))
+                if k_note and k_note not in k_notes:
+                    k_notes.append(k_note)
             continue
         i = line.find(MARKER)
         if i < 0:
@@ -215,24 +235,27 @@ def parse_log(
         prefix = line[:i]
         fields["ranks"] = " ".join(_RANKS.findall(prefix))
         ts = _TIMESTAMP.search(prefix)
-        pending.append((lineno, ts.group(1) if ts else None, fields, accept_len))
+        pending.append((lineno, ts.group(1) if ts else None, fields, accept_len, len(logged) - 1))
 
-    k_used = k if k is not None else logged_k
-    for lineno, ts, fields, accept_len in pending:
-        reading.windows.append(_window(source, lineno, ts, fields, accept_len, k_used))
+    for lineno, ts, fields, accept_len, at in pending:
+        k_here = k if k is not None else (logged[max(at, 0)] if logged else None)
+        reading.windows.append(_window(source, lineno, ts, fields, accept_len, k_here))
     if reading.windows:
         reading.notes.append(RATE_ONLY_NOTE)
-        if k_used is None:
+        if any(w.profile.k is None for w in reading.windows):
             reading.notes.append(
                 "k unknown (the log has no server_args line with speculative_num_draft_tokens): "
                 "acceptance rate not derived; SGLang's "
                 "printed accept rate changed definition between versions and is kept as printed"
             )
-        longest = max(w.profile.reported_mean_acceptance_length or 0.0 for w in reading.windows)
-        if k_used is not None and longest > k_used + 1.005:
-            reading.notes.append(f"an accept len exceeds k + 1 = {k_used + 1}: k is wrong")
-    if k_note and k is None:
+        wrong = [w for w in reading.windows if w.profile.k is not None
+                 and (w.profile.reported_mean_acceptance_length or 0.0) > w.profile.k + 1.005]
+        if wrong:
+            reading.notes.append(f"an accept len exceeds k + 1 = {wrong[0].profile.k + 1} "
+                                 f"(line {wrong[0].line}): k is wrong")
+    for k_note in k_notes if k is None else ():
         reading.notes.append(f"server_args in the log: {k_note}")
+    reading.plain_lines = plain
     if plain:
         reading.notes.append(
             f"{plain} Decode batch line(s) without accept len: speculative decoding was off there"
@@ -447,5 +470,5 @@ def _parse(lines: Iterable[str], source: str, options: ReadOptions) -> LogReadin
     return parse_log(lines, source, k=options.k)
 
 
-SOURCE = LineSource(ENGINE, ("sglang:spec_", "sglang_spec_"), looks_like, _parse,
-                    profile_from_prometheus)
+SOURCE = LineSource(ENGINE, ("sglang:spec_", "sglang_spec_"), (MARKER,), looks_like, _parse,
+                    profile_from_prometheus, splits_on_k=True, serving_markers=(MARKER,))

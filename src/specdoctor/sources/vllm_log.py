@@ -24,6 +24,11 @@ Counting rules:
   acceptance length and per-position rates, or bounds it (``drafts_range``) when several counts
   print the same figures; draft_tokens / k for fixed-length drafters (draft_model, EAGLE, MTP,
   DFlash), where k is the length of the per-position list.
+- V0's "accepted" counts every draft token the verifier accepted, also past the first
+  rejection (``accepted.sum()`` in vllm/model_executor/layers/spec_decode_base_sampler.py);
+  only the emitted count follows the prefix rule: a step emits its accepted prefix plus one
+  token. So drafts = draft tokens / k, accepted tokens (prefix) = emitted - drafts, and the mean
+  acceptance length = emitted / drafts; V0's own figure is kept in ``Window.printed``.
 - A window whose drafts are zero (vLLM then prints ``nan``) is kept, with zero counts.
 """
 
@@ -31,11 +36,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.sources.recovery import recover_counts, recovery_notes
-from specdoctor.sources.base import LogReading, ReadOptions, SkippedLines, Window, WindowSink
+from specdoctor.sources.base import (
+    LogReading, ReadOptions, SkippedLines, Window, WindowSink, printable,
+)
 
 if TYPE_CHECKING:
     from specdoctor.sources.scan import LogInput
@@ -54,11 +62,17 @@ DrafterKind = Literal["fixed", "variable", "auto"]
 VARIABLE_LENGTH_METHODS = frozenset({"ngram", "ngram_gpu", "suffix"})
 
 _NUM = r"(nan|inf|-?\d+(?:\.\d+)?)"
+# One per-position rate, and a list of them: vLLM writes ", " between rates, and logs copied
+# through other tools (or forks) may have "," alone; both are read whole.
+_RATE = r"(?:nan|\d+\.\d+)"
+_RATES = _RATE + r"(?:,\s*" + _RATE + r")*"
+# What may follow a per-position list read to its end: the end of the line, or the next field.
+_AFTER_LIST = re.compile(r"\s*(?:$|,\s*[A-Za-z])")
 _FIELDS = {
     "mean_acceptance_length": re.compile(r"Mean acceptance length: " + _NUM),
     "accepted": re.compile(r"Accepted: (\d+) tokens"),
     "drafted": re.compile(r"Drafted: (\d+) tokens"),
-    "per_position": re.compile(r"Per-position acceptance rate: ((?:(?:nan|\d+\.\d+)(?:, )?)+)"),
+    "per_position": re.compile(r"Per-position acceptance rate: (" + _RATES + ")"),
     "acceptance_rate_pct": re.compile(r"(?:Avg )?Draft acceptance rate: " + _NUM + "%"),
 }
 _V0_FIELDS = {
@@ -79,9 +93,14 @@ _METHOD_ARG = re.compile(r"""["']method["']\s*:\s*["']([\w-]+)["']""")
 _V1_CURRENT = re.compile(
     r" Mean acceptance length: (nan|inf|\d+\.\d+), Accepted throughput: [^,]*, "
     r"Drafted throughput: [^,]*, Accepted: (\d+) tokens, Drafted: (\d+) tokens, "
-    r"Per-position acceptance rate: ((?:nan|\d+\.\d+)(?:, (?:nan|\d+\.\d+))*), "
+    r"Per-position acceptance rate: (" + _RATES + "), "
     r"Avg Draft acceptance rate: (nan|\d+(?:\.\d+)?)%\s*$"
 )
+
+
+def _split_rates(rates: str) -> list[str]:
+    """The rates of a list matched by ``_RATES`` (only rates, commas and white space)."""
+    return "".join(rates.split()).split(",")
 
 
 def parse_v1_current(text: str) -> dict[str, object] | None:
@@ -93,11 +112,18 @@ def parse_v1_current(text: str) -> dict[str, object] | None:
 def _current_fields(m: re.Match[str]) -> dict[str, object]:
     mean, accepted, drafted, rates, pct = m.groups()
     return {"mean_acceptance_length": mean, "accepted": accepted, "drafted": drafted,
-            "per_position": rates.split(", "), "acceptance_rate_pct": pct}
+            "per_position": _split_rates(rates), "acceptance_rate_pct": pct}
+
+
+class UnreadableLine(ValueError):
+    """A metrics line that cannot be read as a whole; the message says what is wrong."""
 
 
 def parse_v1_fields(text: str) -> dict[str, object] | None:
-    """The fields of one ``SpecDecoding metrics:`` payload, as printed; None if unusable."""
+    """The fields of one ``SpecDecoding metrics:`` payload, as printed; None if it has no
+    Accepted/Drafted counts. Raises ``UnreadableLine`` for a per-position list that does not
+    end where a list ends (a rate written another way, a line cut inside the list): reading
+    its first rates only would give a wrong k and wrong counts."""
     current = parse_v1_current(text)
     if current is not None:
         return current
@@ -106,10 +132,13 @@ def parse_v1_fields(text: str) -> dict[str, object] | None:
         m = rx.search(text)
         if m:
             out[name] = m.group(1)
+            if name == "per_position" and not _AFTER_LIST.match(text, m.end()):
+                raise UnreadableLine("per-position list not read to its end: "
+                                     f"{printable(text[m.start(1):m.end() + 12], 60)!r}")
     if "accepted" not in out or "drafted" not in out:
         return None
     if "per_position" in out:
-        out["per_position"] = [s.strip() for s in str(out["per_position"]).split(",") if s.strip()]
+        out["per_position"] = _split_rates(str(out["per_position"]))
     return out
 
 
@@ -135,6 +164,49 @@ def drafter_method(line: str) -> str | None:
     return m.group(1) if m else None
 
 
+V0_NOTE = (
+    "vLLM V0 counts as accepted every draft token the verifier would accept, also after the "
+    "first rejection (vllm/model_executor/layers/spec_decode_base_sampler.py, accepted.sum()); "
+    "the accepted tokens here are the accepted prefixes, emitted tokens minus drafts (each step "
+    "emits its accepted prefix and one more token), and drafts are draft tokens / k. Servers "
+    "before vLLM #5765 (bonus token off) emitted k, not k + 1, on a step that accepted all k: "
+    "there accepted tokens are a lower bound; the tokens per step (emitted / drafts) are exact"
+)
+
+
+@dataclass(frozen=True)
+class V0Totals:
+    """One V0 ``Speculative metrics`` line: running totals since the server started."""
+
+    k: int
+    accepted_any: int   # V0's "accepted": every position the verifier accepted, prefix or not
+    draft_tokens: int
+    emitted: int        # tokens the verification steps emitted (accepted prefix + one each)
+
+    def follows(self, prev: V0Totals) -> bool:
+        """Whether these totals can come after ``prev`` on the same server (none went down)."""
+        return (self.accepted_any >= prev.accepted_any and self.draft_tokens >= prev.draft_tokens
+                and self.emitted >= prev.emitted)
+
+
+def v0_window(now: V0Totals, prev: V0Totals | None) -> AcceptanceProfile | str:
+    """The counts of the steps between two V0 lines (``prev`` None: since the start), or why
+    the pair cannot be read (a pure function)."""
+    base = prev or V0Totals(now.k, 0, 0, 0)
+    any_acc = now.accepted_any - base.accepted_any
+    drafted = now.draft_tokens - base.draft_tokens
+    emitted = now.emitted - base.emitted
+    if now.k <= 0 or drafted % now.k:
+        return f"{drafted} draft tokens are not a whole number of drafts of k={now.k}"
+    drafts = drafted // now.k
+    prefix = emitted - drafts
+    if not 0 <= prefix <= min(any_acc, drafted):
+        return (f"{emitted} emitted tokens over {drafts} drafts of k={now.k} with {any_acc} "
+                "accepted: not counts of one server (each step emits 1 to k + 1 tokens, and "
+                "its accepted prefix is at most what the verifier accepted)")
+    return AcceptanceProfile(drafts=drafts, draft_tokens=drafted, accepted_tokens=prefix, k=now.k)
+
+
 class VllmLogParser:
     """Streaming reader of vLLM log lines: ``feed`` lines in order, each call returns the
     windows it completed; ``finish()`` returns the rest. Memory stays constant.
@@ -150,25 +222,56 @@ class VllmLogParser:
     def __init__(self, drafter: DrafterKind = "auto") -> None:
         self.drafter = drafter
         self.method: str | None = None
+        self.methods: list[tuple[int, str]] = []  # (line, method) where the method is named
+        self._configs: list[tuple[int, str]] = []  # start-up lines read ahead, not yet reached
         self.fixed: bool | None = None if drafter == "auto" else drafter == "fixed"
         self.skipped = SkippedLines()
         self.notes: list[str] = []
         self.cumulative = False
         self._waiting: list[tuple[str, int, str | None, dict[str, object]]] = []
-        self._v0_prev: tuple[int, int, int] | None = None
+        self._v0_prev: V0Totals | None = None
+        self._v0_noted = False
+
+    def preload_config(self, lineno: int, line: str) -> None:
+        """A start-up line read ahead (a file's head): it takes effect from its own line on, so
+        a server restarted into the same file with another method counts from there."""
+        method = drafter_method(line)
+        if method is not None:
+            self._configs.append((lineno, method))
+            if len(self._configs) == 1:
+                self._set_method(method, "", lineno)
+
+    def _set_method(self, method: str, source: str, lineno: int) -> None:
+        if method == self.method:
+            return
+        if self.method is None:
+            self.notes.append(f"speculative method from the start-up log: {method}")
+        else:
+            self.notes.append(f"{source}:{lineno}: the start-up lines name another method, "
+                              f"{method} (was {self.method}): counted as such from there")
+        self.method = method
+        self.methods.append((lineno, method))
+        if self.drafter == "auto":
+            self.fixed = method not in VARIABLE_LENGTH_METHODS
 
     def feed(self, source: str, lineno: int, line: str) -> list[Window]:
-        if self.method is None and CONFIG_NEEDLE in line:
-            self.method = drafter_method(line)
-            if self.method and self.drafter == "auto":
-                self.fixed = self.method not in VARIABLE_LENGTH_METHODS
-                self.notes.append(f"speculative method from the start-up log: {self.method}")
+        while self._configs and self._configs[0][0] <= lineno:
+            at, method = self._configs.pop(0)
+            self._set_method(method, source, at)
+        if CONFIG_NEEDLE in line:
+            method = drafter_method(line)
+            if method is not None:
+                self._set_method(method, source, lineno)
         i = line.find(V1_MARKER)
         if i >= 0:
             # the current format in one match (most lines), else field by field
             m = _V1_CURRENT.match(line, i + len(V1_MARKER))
-            fields = (_current_fields(m) if m is not None
-                      else parse_v1_fields(line[i + len(V1_MARKER):]))
+            try:
+                fields = (_current_fields(m) if m is not None
+                          else parse_v1_fields(line[i + len(V1_MARKER):]))
+            except UnreadableLine as exc:
+                self.skipped.add(source, lineno, str(exc))
+                return []
             if fields is None:
                 self.skipped.add(source, lineno, "SpecDecoding line without Accepted/Drafted counts")
                 return []
@@ -230,26 +333,27 @@ class VllmLogParser:
             profile = build_v1_profile(acc, drafted, None, None, self.fixed)
             return Window(ENGINE, source, lineno, profile, _timestamp(line), printed=dict(fields))
         self.cumulative = True
-        k, acc, drafted = int(fields["k"]), int(fields["accepted"]), int(fields["drafted"])
-        prev = self._v0_prev or (k, 0, 0)
-        if acc < prev[1] or drafted < prev[2]:
+        now = V0Totals(int(fields["k"]), int(fields["accepted"]), int(fields["drafted"]),
+                       int(fields["emitted"]))
+        prev = self._v0_prev
+        if prev is not None and now.k != prev.k:
+            self.notes.append(f"{source}:{lineno}: k changed from {prev.k} to {now.k}: the server "
+                              "restarted with another k; the window starts from zero again")
+            prev = None
+        elif prev is not None and not now.follows(prev):
             self.notes.append(
                 f"{source}:{lineno}: V0 running totals went down: the server restarted; "
                 "the window starts from zero again"
             )
-            prev = (k, 0, 0)
-        d_acc, d_drafted = acc - prev[1], drafted - prev[2]
-        if d_acc > d_drafted:
-            self.skipped.add(source, lineno, f"running totals: {d_acc} more accepted but only "
-                                             f"{d_drafted} more drafted since the line before")
+            prev = None
+        profile = v0_window(now, prev)
+        if isinstance(profile, str):
+            self.skipped.add(source, lineno, profile)
             return None
-        profile = AcceptanceProfile(
-            drafts=d_drafted // k if k else None,
-            draft_tokens=d_drafted,
-            accepted_tokens=d_acc,
-            k=k,
-        )
-        self._v0_prev = (k, acc, drafted)
+        self._v0_prev = now
+        if not self._v0_noted:
+            self.notes.append(V0_NOTE)
+            self._v0_noted = True
         return Window(ENGINE, source, lineno, profile, _timestamp(line), printed=dict(fields))
 
     def finish(self) -> list[Window]:
@@ -328,11 +432,15 @@ _SINK_BATCH = 64
 class _VllmSource:
     """vLLM logs: only the lines carrying a metrics marker reach Python (grep on a file; the
     same scan in Python on a stream), in blocks, and each goes through ``VllmLogParser.feed``.
-    The method comes from the start-up lines at the head of a file (a stream is scanned for
-    them throughout, in its one pass)."""
+    The method comes from the start-up lines at the head of a file, each from its own line on
+    (a stream is scanned for them throughout, in its one pass)."""
 
     name = ENGINE
     metrics_prefixes = ("vllm:spec_decode",)
+    markers = MARKERS
+    splits_on_k = True  # V1: the per-position list has num_speculative_tokens entries; V0: k
+    # the engine's throughput line (V0 and V1), and the start-up line of a server without it
+    serving_markers = ("Avg generation throughput:", "speculative_config=None")
 
     @staticmethod
     def looks_like(line: str) -> bool:
@@ -345,7 +453,7 @@ class _VllmSource:
         wanted = tuple(m.encode() for m in MARKERS)
         if inp.path is not None:
             for lineno, line in inp.head_lines_with(config):
-                parser.feed(inp.label, lineno, line)
+                parser.preload_config(lineno, line)
         else:
             wanted += (config,)
         label, feed = inp.label, parser.feed
@@ -360,7 +468,8 @@ class _VllmSource:
             sink(windows)
         sink(parser.finish())
         return LogReading(ENGINE, skipped=parser.skipped, notes=parser.notes,
-                          cumulative=parser.cumulative, method=parser.method)
+                          cumulative=parser.cumulative, method=parser.method,
+                          methods=parser.methods)
 
     @staticmethod
     def profile_from_prometheus(text: str) -> AcceptanceProfile:
