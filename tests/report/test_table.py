@@ -61,7 +61,7 @@ def _evidence_column(text: str) -> list[str]:
     for line in text.splitlines():
         if line.startswith("│"):
             cells = line.split("│")[1:-1]
-            if cells[0].strip() and not cells[0].strip().startswith("("):
+            if cells[1].strip():  # a row's first line holds its cost
                 rows.append([])
             rows[-1].append(cells[-1].strip())
     return [" ".join(r) for r in rows]
@@ -70,11 +70,11 @@ def _evidence_column(text: str) -> list[str]:
 def test_ledger_evidence_wraps_whole_in_80_columns():
     from specdoctor.report.table import ledger_table
 
-    rows = [{"id": "draft-config-mismatch", "experiment": "config-counterfactual",
+    rows = [{"id": "draft-config-mismatch", "experiment": "relaunch-counterfactual",
              "cost": {"cpu_min": 1.5, "gpu_min": 0, "restarts": 0}, "verdict": "confirmed",
              "evidence": ["an earlier note", EVIDENCE]},
             {"id": "k-beyond-training", "experiment": "trained-depth",
-             "cost": {"cpu_min": 0.1, "gpu_min": 0, "restarts": 0}, "verdict": "excluded",
+             "cost": {"cpu_min": 0.1, "gpu_min": 0, "restarts": 0}, "verdict": "inconclusive",
              "evidence": ["k=2 is within the trained depth 1"]}]
     con = Console(width=80, record=True, file=io.StringIO())
     con.print(ledger_table(rows))
@@ -84,6 +84,7 @@ def test_ledger_evidence_wraps_whole_in_80_columns():
     assert "".join(first.split()) == "".join(EVIDENCE.split())  # nothing cut, nothing added
     assert "specdoctor ledger show 12 --json" in first  # the suggested command, words whole
     assert second == "k=2 is within the trained depth 1"
+    assert "…" not in text  # nothing ellipsized, an experiment's name neither
 
 
 def test_an_unprinted_draft_count_shows_the_range_the_counts_allow():

@@ -125,7 +125,7 @@ def ledger_table(entries: Sequence[dict]) -> Table:
     word boundaries and nothing is cut, so a command it suggests stays whole in 80 columns."""
     t = Table(header_style="bold", caption="cost: CPU/GPU minutes, server restarts",
               caption_justify="left")
-    t.add_column("hypothesis (experiment)", no_wrap=False, max_width=26)
+    t.add_column("hypothesis (experiment)", overflow="fold")  # a long name folds, never cut
     t.add_column("cost", no_wrap=True)
     t.add_column("verdict", no_wrap=True)
     t.add_column("evidence", ratio=1, overflow="fold")
