@@ -33,7 +33,7 @@ def record(log: Path, n: int, max_tokens: int) -> dict[str, Any]:
     from specdoctor.bench import measure as proto
     from specdoctor.bench.prompts import take
     from specdoctor.lab import lab as labmod
-    from specdoctor.lab.launch import free_port
+    from specdoctor.launch import free_port
     from specdoctor.oracle import engine_trace
 
     port = free_port()

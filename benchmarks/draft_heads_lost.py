@@ -31,7 +31,7 @@ def run_case(fault: str | None, n: int, max_tokens: int, k: int, tapdir: Path) -
     from specdoctor.bench.prompts import take
     from specdoctor.experiments.taps.check import check_dir
     from specdoctor.lab import lab
-    from specdoctor.lab.launch import free_port
+    from specdoctor.launch import free_port
 
     port = free_port()
     plan = lab.plan(lab.LabRequest(method="draft_model", k=k, port=port, fault=fault))

@@ -87,7 +87,7 @@ def run_case(c: dict[str, Any], budget: str, n: int, max_tokens: int,
     from specdoctor.bench.prompts import take
     from specdoctor.lab import drafters, lab
     from specdoctor.lab.drafters import offline
-    from specdoctor.lab.launch import free_port
+    from specdoctor.launch import free_port
 
     method = c["method"]
     k = lab.default_k(method, c["control"], c["fault"])

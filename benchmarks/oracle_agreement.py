@@ -146,7 +146,7 @@ def kernel_checks() -> dict[str, Any]:
     CpuPlatform.import_kernels()
     from vllm.utils import cpu_triton_utils
 
-    from specdoctor.experiments.probes.packs import cpu_sampler_fix
+    from specdoctor.packs.shipped import cpu_sampler_fix
 
     def expand(fn: Any, out: Any, x: Any) -> list[float]:
         fn(out, x, torch.tensor([3, 7]), -1, -1)  # replace nothing
@@ -182,13 +182,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from specdoctor.bench import measure as proto
     from specdoctor.bench.prompts import take
-    from specdoctor.experiments.probes import run as probes
     from specdoctor.lab import lab as labmod
     from specdoctor.lab import train
-    from specdoctor.lab.launch import free_port
+    from specdoctor.launch import free_port
     from specdoctor.oracle import engine_trace, numerics
     from specdoctor.oracle.runner import OracleConfig, run_oracle
     from specdoctor.oracle.simulate import Sampling
+    from specdoctor.packs import run as probes
 
     t_start = time.perf_counter()
     n, mt = args.n, args.max_tokens

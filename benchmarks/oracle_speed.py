@@ -129,7 +129,7 @@ def main() -> None:
 
     from specdoctor.lab import lab as labmod
     from specdoctor.lab import train
-    from specdoctor.lab.launch import free_port
+    from specdoctor.launch import free_port
 
     target, draft = train.trained_target(args.budget), train.small_drafter(args.budget)
     common = ("--k", str(args.k), "-n", str(args.num_prompts), "--max-tokens",

@@ -27,9 +27,9 @@ CASES = (None, "dflash-causal", "dflash-window")
 
 
 def one(control: str, fault: str | None) -> dict[str, Any]:
-    from specdoctor.experiments.probes import run
     from specdoctor.lab import lab as labmod
-    from specdoctor.lab.launch import free_port
+    from specdoctor.launch import free_port
+    from specdoctor.packs import run
 
     port = free_port()
     spec = labmod.lab_spec("dflash", None, port, control=control, fault=fault)

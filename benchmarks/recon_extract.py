@@ -145,7 +145,7 @@ def _mmm(xs: list[float], fmt: str = "{:.2f}") -> str:
 def _profile(archive: Path, out: Path, top: int = 12) -> list[str]:
     """Top functions by own time of one in-process extract (start-up excluded)."""
     code = ("import cProfile, pstats, io; from pathlib import Path; "
-            "from specdoctor.experiments.recon.extract import extract; "
+            "from specdoctor.recon.extract import extract; "
             "pr = cProfile.Profile(); pr.enable(); "
             f"extract({str(archive)!r}, Path({str(out)!r}), ['vllm']); pr.disable(); "
             "s = io.StringIO(); st = pstats.Stats(pr, stream=s); "
@@ -160,7 +160,7 @@ def _profile(archive: Path, out: Path, top: int = 12) -> list[str]:
 def _extract_rss(archive: Path, out: Path) -> tuple[float, float, int]:
     """Wall time, CPU time and peak RSS (KiB) of one extract, start-up excluded."""
     code = ("import resource, sys, time; from pathlib import Path; "
-            "from specdoctor.experiments.recon.extract import extract; "
+            "from specdoctor.recon.extract import extract; "
             "r = resource.getrusage(resource.RUSAGE_SELF); t = time.perf_counter(); "
             f"extract({str(archive)!r}, Path({str(out)!r}), ['vllm']); "
             "e = resource.getrusage(resource.RUSAGE_SELF); "

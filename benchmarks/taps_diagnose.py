@@ -4,8 +4,8 @@ fault, one relaunch each, with what each costs and the per-head errors it sees.
     python benchmarks/taps_diagnose.py [--keep DIR]
 
 Each case is the lab's ``--method draft_model`` launch (the target as its own draft, k=4), as a
-plain ``Launch``; the fault case is the same launch with the fault's runtime patch on its
-PYTHONPATH. The experiment (``specdoctor.experiments.taps.diagnose``) relaunches it with the
+plain ``LaunchSpec``; the fault case is the same launch with the fault's runtime patch on its
+PYTHONPATH. The experiment (``specdoctor.experiments.taps.experiment``) relaunches it with the
 taps pack added, sends 2 prompts, and compares every tapped draft attention call with fp64,
 head by head. Recorded: verdict, evidence, the summary (largest relative error per head,
 cells off the tolerance), the experiment's wall time and the number of tap records.
@@ -29,21 +29,19 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 def run_case(fault: str | None, work: Path) -> dict[str, Any]:
     from specdoctor.bench.prompts import take
-    from specdoctor.cli.diagnose import ProcessLauncher
-    from specdoctor.diagnose.experiments import common
-    from specdoctor.experiments.base import Context, Launch
-    from specdoctor.experiments.taps import diagnose as taps
+    from specdoctor.experiments import common
+    from specdoctor.experiments.base import Context
+    from specdoctor.experiments.taps import experiment as taps
     from specdoctor.lab import lab
-    from specdoctor.lab.launch import free_port
+    from specdoctor.launch import Servers, free_port
 
-    spec = lab.lab_spec("draft_model", 4, free_port(), fault=fault)
-    launch = Launch(argv=spec.argv, env=dict(spec.env), port=spec.port, host=spec.host)
+    launch = lab.lab_spec("draft_model", 4, free_port(), fault=fault)
     s = common.settings(launch)
     work.mkdir(parents=True, exist_ok=True)
-    ctx = Context(workdir=work, launch=launch, launcher=ProcessLauncher(), method=s.method,
+    ctx = Context(workdir=work, launch=launch, launcher=Servers(), method=s.method,
                   k=s.k, prompts=tuple(take("code", 8)),
                   progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True))
-    ctx.data["suite"] = "code"
+    ctx.suite = "code"
     exp = taps.Experiment()
     res = exp.run(ctx, (taps.HID, taps.PARALLEL))
     return {"case": fault or "healthy", "wall_s": round(res.wall_s, 1), "error": res.error,

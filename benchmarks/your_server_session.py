@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from specdoctor import paths
     from specdoctor.lab import train
-    from specdoctor.lab.launch import free_port
+    from specdoctor.launch import free_port
 
     t_start = time.perf_counter()
     models = paths.models_dir()

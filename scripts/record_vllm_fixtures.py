@@ -23,7 +23,7 @@ from specdoctor.bench import measure as proto
 from specdoctor.bench.http import get_text
 from specdoctor.bench.prompts import take
 from specdoctor.lab import lab as labmod
-from specdoctor.lab.launch import free_port
+from specdoctor.launch import free_port
 
 OUT = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "vllm"
 CONFIGS = {"draft_model": 4, "ngram": 3}

@@ -6,6 +6,7 @@
   the suite started with (``~/.cache/specdoctor/lab/models`` unless set). Entries there are
   built once, atomically, and never changed, so sharing them is safe; building them again per
   test would cost minutes.
+- ``tapdir``: a fresh directory for the taps pack, its gate pointed there.
 - Tests marked ``lab`` boot a real vLLM server: where vLLM is not installed they are skipped,
   with the reason, instead of erroring in their fixtures.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Iterator
 import tempfile
 from pathlib import Path
 
@@ -62,3 +64,16 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 900, stdin: st
     return subprocess.run([sys.executable, "-m", "specdoctor", *args], capture_output=True,
                           text=True, timeout=timeout, input=stdin,
                           env={**os.environ, **(env or {})})
+
+
+@pytest.fixture
+def tapdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh tap directory, with the tap gate pointed at it and the per-process budget reset
+    (tests of the taps pack and of ``taps check``)."""
+    pytest.importorskip("torch")
+    from specdoctor.packs import tap as taps
+
+    monkeypatch.setenv(taps.ENV_DIR, str(tmp_path))
+    taps.reset()
+    yield tmp_path
+    taps.reset()

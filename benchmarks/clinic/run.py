@@ -36,7 +36,7 @@ BASE_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE
 def _with_pack(name: str, tmp: Path) -> dict[str, str]:
     """The server environment with a shipped probe pack on, built into ``tmp`` the way
     ``specdoctor lab up --patch NAME`` builds it (its folder first on PYTHONPATH, its gate set)."""
-    from specdoctor.experiments.probes import run as probes
+    from specdoctor.packs import run as probes
 
     pack, _ = probes.prepare(name, tmp / "site")
     return probes.pack_env(pack, pythonpath="")

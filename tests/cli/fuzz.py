@@ -283,9 +283,10 @@ def _would_start(*_a: object, **_k: object) -> None:
 
 def main(top: str) -> None:
     from specdoctor import launch
-    from specdoctor.launch import process
+    from specdoctor.launch import servers
 
-    launch.start = process.start = _would_start  # nothing boots in the fuzz
+    # every server start goes through launch/servers.start (launch, running, Servers, the lab)
+    launch.start = servers.start = _would_start  # nothing boots in the fuzz
     os.environ["SPECDOCTOR_TRACEBACK"] = ""
     with tempfile.TemporaryDirectory(prefix="specdoctor-fuzz-") as tmp:
         out = Path(tmp)

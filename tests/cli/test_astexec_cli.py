@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments" / "recon"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recon"))
 from imagebuild import metadata, wheel  # noqa: E402
 
 FIX = Path(__file__).resolve().parents[1] / "experiments" / "astexec" / "fixtures"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from specdoctor.lab.launch import LaunchSpec, ServerHandle, save_handle
+from specdoctor.launch import LaunchSpec, ServerHandle, save_handle
 from tests.conftest import run_cli
 
 

@@ -1,8 +1,11 @@
-"""The hypothesis catalogue: required ids, rules, and refusal of inconsistent data."""
+"""The hypothesis catalogue: required ids, rules, refusal of inconsistent data, and the one
+registry of experiments (every built one imports and is the experiment it says; every planned
+one names a command that exists)."""
 
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 
 import pytest
@@ -40,7 +43,8 @@ def _data():
 
 
 @pytest.mark.parametrize("breakage", ["unknown-experiment", "unknown-signature",
-                                      "not-settled", "settles-unknown", "duplicate"])
+                                      "not-settled", "settles-unknown", "duplicate",
+                                      "bad-status", "planned-without-command", "module-elsewhere"])
 def test_inconsistent_catalogues_are_refused(breakage):
     data = copy.deepcopy(_data())
     h = data["hypotheses"][0]
@@ -52,7 +56,51 @@ def test_inconsistent_catalogues_are_refused(breakage):
         data["experiments"][h["experiment"]]["settles"].remove(h["id"])
     elif breakage == "settles-unknown":
         data["experiments"]["logs-scan"]["settles"].append("ghost")
+    elif breakage == "bad-status":
+        data["experiments"]["logs-scan"]["status"] = "soon"
+    elif breakage == "planned-without-command":
+        del data["experiments"]["probes"]["by_hand"]
+    elif breakage == "module-elsewhere":
+        data["experiments"]["logs-scan"]["module"] = "specdoctor.diagnose.logs:LogsScan"
     else:
         data["hypotheses"].append(dict(h))
     with pytest.raises(C.CatalogueError):
         C.parse(data)
+
+
+def test_every_built_experiment_is_the_one_its_entry_names():
+    cat = C.load()
+    built = [e for e in cat.experiments.values() if not e.planned]
+    assert len(built) >= 13
+    for spec in built:
+        exp = C.experiment(spec)
+        assert exp is not None and exp.id == spec.id, spec.module
+        assert callable(exp.unavailable) and callable(exp.run)
+
+
+def test_a_planned_experiment_has_no_module_yet_and_a_command_that_exists():
+    """Planned means not built: once its module exists the entry must say built. Its command
+    to run by hand is a real command of this CLI."""
+    from tests.cli.clitree import resolve
+
+    planned = [e for e in C.load().experiments.values() if e.planned]
+    assert {e.id for e in planned} >= {"probes", "kernel-equivalence", "astexec", "masks"}
+    for spec in planned:
+        module = spec.module.split(":")[0]
+        parent = module.rsplit(".", 1)[0]
+        exists = importlib.util.find_spec(parent) is not None and \
+            importlib.util.find_spec(module) is not None
+        assert not exists, f"{spec.id}: {module} exists; mark the entry built"
+        assert C.experiment(spec) is None
+        words = spec.by_hand.split()
+        assert words[0] == "specdoctor", spec.by_hand
+        cmd, err = resolve([w for w in words[1:] if not w.startswith(("-", "<", "'"))][:2])
+        assert cmd is not None and cmd.path, f"{spec.id}: {spec.by_hand}: {err}"
+        assert spec.planned_text().startswith(f"planned: {spec.does}; run by hand: specdoctor ")
+
+
+def test_a_built_experiment_that_is_another_is_refused():
+    spec = C.load().experiments["logs-scan"]
+    wrong = C.ExperimentSpec(**{**spec.__dict__, "module": "specdoctor.experiments.depth:TrainedDepth"})
+    with pytest.raises(C.CatalogueError, match="trained-depth"):
+        C.experiment(wrong)

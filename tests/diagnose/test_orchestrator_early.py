@@ -8,14 +8,15 @@ from __future__ import annotations
 import sys
 
 from specdoctor.diagnose import orchestrator
-from specdoctor.diagnose.experiments.counterfactual import OracleCounterfactual
 from specdoctor.diagnose.references import reference_from_profile
-from specdoctor.diagnose.rules import Gap
 from specdoctor.diagnose.signature import Facts, classify
-from specdoctor.experiments.base import Context, Launch
+from specdoctor.experiments.base import Context
+from specdoctor.experiments.counterfactual import OracleCounterfactual
+from specdoctor.experiments.rules import Gap
+from specdoctor.launch import LaunchSpec
 from tests.diagnose.recorded import counts
 
-LAUNCH = Launch((sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "/m/a"))
+LAUNCH = LaunchSpec((sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "/m/a"))
 
 
 class NoLauncher:
@@ -24,6 +25,9 @@ class NoLauncher:
 
     def stop(self, server):  # pragma: no cover
         raise AssertionError
+
+    def stop_all(self):
+        pass
 
 
 NO_LAUNCHER = NoLauncher()
@@ -81,9 +85,9 @@ def test_the_oracle_counterfactual_stands_aside_when_the_engine_is_below_the_ora
     assert OracleCounterfactual().unavailable(ctx) is None
     # measured 0.36 accepted per draft where the oracle of the same files gives 4.0: the
     # oracle does not read those files as the engine does
-    ctx.data["oracle_gap"] = Gap(0.36, 4.0, 3.5, 3.8)
+    ctx.oracle_gap = Gap(0.36, 4.0, 3.5, 3.8)
     assert "a relaunch decides" in OracleCounterfactual().unavailable(ctx)
-    ctx.data["oracle_gap"] = Gap(0.36, 0.37, -0.05, 0.06)   # the engine reaches the oracle
+    ctx.oracle_gap = Gap(0.36, 0.37, -0.05, 0.06)   # the engine reaches the oracle
     assert OracleCounterfactual().unavailable(ctx) is None
 
 
@@ -109,7 +113,7 @@ class _Records:
 def test_what_ran_before_the_signature_is_not_run_again(tmp_path, monkeypatch):
     import time
 
-    from specdoctor.diagnose import catalogue, experiments
+    from specdoctor.diagnose import catalogue
     from specdoctor.diagnose.ledger import build
     from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
 
@@ -121,7 +125,7 @@ def test_what_ran_before_the_signature_is_not_run_again(tmp_path, monkeypatch):
     ledger = build(sig, cat, 2.0)
     ledger.apply(ExperimentResult("spec-off-baseline", [Finding(
         "draft-overhead", Verdict.INCONCLUSIVE, "0.88x: slower, not clearly")]))
-    monkeypatch.setattr(experiments, "load", _Records)
+    monkeypatch.setattr(catalogue, "experiment", lambda spec: _Records(spec.id))
     RAN.clear()
     ctx = _ctx(tmp_path, launcher=None)
     orchestrator._run_plan(ctx, ledger, cat, orchestrator.Options(workdir=tmp_path),
@@ -131,18 +135,18 @@ def test_what_ran_before_the_signature_is_not_run_again(tmp_path, monkeypatch):
 
 
 def _speed_setup(tmp_path, monkeypatch, ratio_on):
-    from specdoctor.diagnose import catalogue, experiments
+    from specdoctor.diagnose import catalogue
     from specdoctor.diagnose.ledger import build
-    from specdoctor.diagnose.rules import FILE_SIDE
     from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
+    from specdoctor.experiments.rules import FILE_SIDE
 
-    monkeypatch.setattr(experiments, "load", _Records)
+    monkeypatch.setattr(catalogue, "experiment", lambda spec: _Records(spec.id))
     RAN.clear()
     measured = []
 
     def spec_off(ctx, notes):
         measured.append(True)
-        ctx.data["tok_s_spec_on"], ctx.data["tok_s_spec_off"] = 546.5 * ratio_on, 546.5
+        ctx.tok_s_spec_on, ctx.tok_s_spec_off = 546.5 * ratio_on, 546.5
         v = (Verdict.CONFIRMED if ratio_on < 0.7 else
              Verdict.INCONCLUSIVE if ratio_on < 0.95 else Verdict.EXCLUDED)
         return ExperimentResult("spec-off-baseline", [Finding("draft-overhead", v, "timed")])

@@ -6,7 +6,7 @@ import ast
 import json
 from pathlib import Path
 
-from specdoctor.diagnose.experiments.logs_scan import error_lines
+from specdoctor.experiments.logs_scan import error_lines
 from tests.conftest import run_cli
 from tests.diagnose.recorded import VLLM_FIXTURES
 

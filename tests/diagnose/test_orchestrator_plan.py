@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from specdoctor.diagnose import catalogue as C
-from specdoctor.diagnose import experiments, orchestrator
+from specdoctor.diagnose import orchestrator
 from specdoctor.diagnose.ledger import build
 from specdoctor.diagnose.references import published_for
 from specdoctor.diagnose.signature import Facts, classify
@@ -43,7 +43,7 @@ def test_a_crash_is_inconclusive_and_the_diagnosis_goes_on(tmp_path, monkeypatch
     cat = C.load()
     ledger = build(sig, cat, 2.0)
     real = {"logs-scan": Crashes(), "trained-depth": Confirms()}
-    monkeypatch.setattr(experiments, "load", lambda eid: real.get(eid))
+    monkeypatch.setattr(C, "experiment", lambda spec: real.get(spec.id))
     store = open_ledger_store(isolated_store)
     saver = orchestrator.Saver(store, orchestrator.Target(url="http://x"))
     ctx = Context(workdir=tmp_path)
@@ -62,14 +62,32 @@ def test_a_crash_is_inconclusive_and_the_diagnosis_goes_on(tmp_path, monkeypatch
     assert [r["experiment"] for r in saved.experiments][:1] == ["logs-scan"]
     store.close()
 
-    # without that experiment in the build, the others say they are missing instead of vanishing
-    monkeypatch.setattr(experiments, "load", lambda eid: None)
+    # a planned experiment says what it would do and the command that does it by hand
+    real_experiment = C.experiment
+    monkeypatch.setattr(C, "experiment", lambda spec: None if spec.planned else Inconclusive())
     ledger = build(sig, cat, 2.0)
     orchestrator._run_plan(ctx, ledger, cat, orchestrator.Options(workdir=tmp_path),
                            time.monotonic(), None, orchestrator.Saver(None, orchestrator.Target()))
-    cache = ledger.entry("compile-cache-pollution")
-    assert cache.verdict is Verdict.INCONCLUSIVE and "not available" in cache.evidence[-1]
+    kernel = ledger.entry("kernel-numerics")
+    assert kernel.verdict is Verdict.INCONCLUSIVE and kernel.experiment == "kernel-equivalence"
+    assert "inconclusive: planned: " in kernel.evidence[-1]
+    assert "run by hand: specdoctor kernels check" in kernel.evidence[-1]
+    assert not any("not available" in ev for e in ledger.entries for ev in e.evidence)
     assert ledger.root_cause() == (None, [])
+    assert real_experiment(cat.experiments["kernel-equivalence"]) is None
+
+
+class Inconclusive:
+    """Any built experiment, deciding nothing."""
+
+    id = "any"
+
+    def unavailable(self, ctx):
+        return None
+
+    def run(self, ctx, hypotheses):
+        return ExperimentResult(self.id, [Finding(h, Verdict.INCONCLUSIVE, "x")
+                                          for h in hypotheses])
 
 
 def test_after_a_recovery_the_signature_is_stated_against_the_recovered_curve():

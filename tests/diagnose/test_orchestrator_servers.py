@@ -1,7 +1,7 @@
 """No server outlives a diagnosis, and a diagnosis that breaks keeps what it found.
 
 A real process stands in for the engine (``fake_server.py``: ready on /v1/models, one worker in
-its group), started and stopped through the CLI's own launcher. A report that cannot be written
+its group), started and stopped through the diagnosis' own launcher (``launch.Servers``). A report that cannot be written
 is a note; a break anywhere else saves the partial investigation and raises a clear error; a
 ``diagnose`` command ended by SIGTERM stops its server and the server's worker.
 """
@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from specdoctor.cli.diagnose import ProcessLauncher
 from specdoctor.diagnose import orchestrator
-from specdoctor.experiments.base import Launch
-from specdoctor.launch.process import _pid_alive
+from specdoctor.launch import LaunchSpec, Servers
+from specdoctor.launch.servers import _pid_alive
 from specdoctor.store.ledger import open_ledger_store
 
 FAKE = Path(__file__).with_name("fake_server.py")
@@ -40,8 +39,8 @@ def _server_pids(log: Path) -> tuple[int, int]:
     return leader, worker
 
 
-class Watching(ProcessLauncher):
-    """The CLI's launcher, noting the pids of what it started (to check they are gone)."""
+class Watching(Servers):
+    """The diagnosis' own launcher, noting the pids of what it started (to check they are gone)."""
 
     def __init__(self) -> None:
         super().__init__(timeout_s=60)
@@ -67,7 +66,7 @@ def _raises(exc: Exception):
     return broken
 
 
-FAKE_TARGET = orchestrator.Target(launch=Launch(argv=(sys.executable, str(FAKE))))
+FAKE_TARGET = orchestrator.Target(launch=LaunchSpec(argv=(sys.executable, str(FAKE))))
 
 
 def test_a_report_that_breaks_is_a_note_and_the_verdicts_are_kept(tmp_path, monkeypatch,

@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from specdoctor.lab.launch import free_port
+from specdoctor.launch import free_port
 from tests.conftest import run_cli
 
 

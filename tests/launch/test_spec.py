@@ -2,11 +2,12 @@
 
 import json
 import shlex
+import sys
 
 import pytest
 
 from specdoctor.errors import InputError
-from specdoctor.launch import LaunchSpec, parse_command
+from specdoctor.launch import LaunchSpec, Speculation, parse_command
 from specdoctor.launch import argv as A
 
 VLLM = ("HF_HOME=/data/hf python -m vllm.entrypoints.openai.api_server --model /m/target "
@@ -139,3 +140,50 @@ def test_k_on_a_spec_off_command_is_refused():
         parse_command("vllm serve m").with_k(3)
     with pytest.raises(InputError, match="at least 1"):
         parse_command(SERVE).with_k(0)
+
+
+def test_the_diagnosis_edits_change_one_argument_at_a_time():
+    """The edits diagnose's relaunch experiments make: port, speculation off, environment."""
+    spec = json.dumps({"method": "draft_model", "model": "/m/b", "num_speculative_tokens": 4})
+    la = LaunchSpec((sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model",
+                     "/m/a", "--port", "8000", "--speculative-config", spec,
+                     "--per-request-spec-decode-metrics"), {"A": "1"})
+    assert la.speculation.drafter == "/m/b"
+    moved = la.with_port(9123)
+    assert moved.arg("--port") == "9123" and moved.port == 9123 and moved.arg("--model") == "/m/a"
+    off = la.without_speculation()
+    assert off.arg("--speculative-config") is None and off.argv[:5] == la.argv[:5]
+    assert "--per-request-spec-decode-metrics" not in off.argv   # vLLM refuses it spec-off
+    assert la.with_env(B="2").env == {"A": "1", "B": "2"}
+    assert LaunchSpec(("x", "--port=7",)).arg("--port") == "7"
+    assert la.with_speculative(drafter="/m/c").speculation == Speculation(
+        "draft_model", 4, "/m/c", {})
+
+
+def test_with_arg_none_is_a_bare_flag_and_without_arg_removes():
+    la = LaunchSpec(("vllm", "serve", "m", "--enforce-eager", "--dtype", "float16"))
+    assert la.with_arg("--enforce-eager", None).argv == la.argv
+    assert la.without_arg("--dtype").argv == ("vllm", "serve", "m", "--enforce-eager")
+    assert la.with_arg("--dtype", None).arg("--dtype") is None
+
+
+def test_launch_commands_in_every_form_user_types_them():
+    forms = {
+        "HF_HOME=/x vllm serve m --port 9": ("vllm", {"HF_HOME": "/x"}, 9),
+        "env HF_HOME=/x A=1 vllm serve m": ("vllm", {"HF_HOME": "/x", "A": "1"}, 8000),
+        "python3 -m vllm.entrypoints.openai.api_server --model m": ("vllm", {}, 8000),
+        "python -m sglang.launch_server --model-path m": ("sglang", {}, 30000),
+        "llama-server -m a.gguf --port 8081": ("llamacpp", {}, 8081),
+    }
+    for cmd, (engine, env, port) in forms.items():
+        s = parse_command(cmd)
+        assert (s.engine, s.env, s.port) == (engine, env, port), cmd
+        assert "=" not in s.argv[0] and s.argv[0] != "env"
+    with pytest.raises(InputError, match="cannot be split"):
+        parse_command("vllm serve 'm")
+    with pytest.raises(InputError, match="does not recognise"):
+        parse_command("python3 server.py --port 9")
+    other = parse_command("A=1 python3 server.py --port 9", any_server=True)
+    assert (other.port, other.env, other.engine) == (9, {"A": "1"}, "unknown")
+    with pytest.raises(InputError, match="does not recognise"):
+        other.without_speculation()

@@ -11,7 +11,7 @@ import numpy as np
 
 from specdoctor.bench import measure as proto
 from specdoctor.lab import lab as labmod
-from specdoctor.lab.launch import LaunchSpec
+from specdoctor.launch import LaunchSpec
 
 
 def greedy_and_sampled(spec: LaunchSpec, env: dict[str, str], log: Path, prompts: list[str],

@@ -121,7 +121,8 @@ def test_hook_errors_are_reported_not_hidden(tmp_path):
 def test_hook_env_puts_the_hook_first_on_the_path(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", "/elsewhere")
     env = engine_trace.hook_env(tmp_path / "d.jsonl")
-    assert env["PYTHONPATH"].split(":")[0].endswith("hook")
+    assert env["PYTHONPATH"].split(":")[0] == str(engine_trace.HOOK_DIR)
+    assert engine_trace.HOOK_DIR.name == "draft_trace"
     assert env["PYTHONPATH"].endswith("/elsewhere")
     assert (engine_trace.HOOK_DIR / "sitecustomize.py").is_file()
 

@@ -21,7 +21,7 @@ import pytest
 
 from specdoctor.bench.prompts import take
 from specdoctor.lab import lab as labmod
-from specdoctor.lab.launch import free_port
+from specdoctor.launch import free_port
 from tests.oracle.lab_runs import greedy_and_sampled, units
 
 pytestmark = pytest.mark.lab

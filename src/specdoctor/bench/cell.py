@@ -23,7 +23,7 @@ from specdoctor.bench import client, matrix, stats
 from specdoctor.bench.client import Outcome
 from specdoctor.bench.matrix import Cell, MatrixParams
 from specdoctor.errors import SpecdoctorError
-from specdoctor.launch.process import http_ok
+from specdoctor.launch.servers import http_ok
 from specdoctor.sources import prometheus, vllm_response
 
 

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from specdoctor.acceptance.bootstrap import with_bootstrap
@@ -165,6 +166,46 @@ class Measurement:
                           "per_step": list(r.per_step) if r.per_step else None}
                          for r in self.requests],
         }
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A ``measure`` run read back from the store, request by request."""
+
+    run_id: int
+    params: dict[str, Any]
+    prompts: list[str]
+    rows: list[list[int]]                 # per request: drafts, accepted at each position
+    launch_spec: dict[str, Any] | None
+
+
+def load_run(db_path: Path, run_id: int) -> StoredRun:
+    """A recorded ``measure`` run with its per-request acceptance (what ``store_run`` wrote);
+    refused, with the fix, when it is another kind of run or has no per-request counts."""
+    from specdoctor.store.db import open_store
+
+    store = open_store(db_path)
+    try:
+        row = store.run(run_id)
+        reqs = store.requests(run_id) if row.kind == "measure" else []
+    finally:
+        store.close()
+    if row.kind != "measure":
+        raise InputError(f"run {run_id} is a {row.kind!r} run",
+                         "compare against a run recorded by `specdoctor measure`")
+    if not reqs:
+        raise InputError(f"run {run_id} has no per-request records",
+                         "measure again; the oracle compares request by request")
+    rows = []
+    for req in reqs:
+        p = req.profile
+        if not p or p.get("drafts") is None or p.get("accepted_per_position") is None:
+            raise InputError(f"request {req.index} of run {run_id} has no per-request acceptance",
+                             "measure a server started with --per-request-spec-decode-metrics "
+                             "detailed (the lab is)")
+        rows.append([p["drafts"], *p["accepted_per_position"]])
+    return StoredRun(run_id, dict(row.result.get("params") or {}), [r.prompt for r in reqs],
+                     rows, row.launch_spec)
 
 
 def served_model(url: str) -> str:

@@ -25,7 +25,7 @@ from specdoctor.bench import cell as cellmod
 from specdoctor.bench.client import Outcome
 from specdoctor.bench.matrix import Cell, MatrixParams
 from specdoctor.errors import SpecdoctorError
-from specdoctor.launch import process
+from specdoctor.launch import servers
 from specdoctor.launch.spec import LaunchSpec
 from specdoctor.store.bench import BenchStore
 
@@ -152,7 +152,7 @@ def _run_config(store: BenchStore, run_id: int, plan: Plan, cfg: Config, cells: 
     extra: dict[str, Any] = {}
     try:
         if cfg.spec is not None:
-            spec = cfg.spec.with_port(process.free_port())
+            spec = cfg.spec.with_port(servers.free_port())
             if slot:
                 spec = spec.with_devices(slot)
             extra = {"command": spec.shell_command(), "env": spec.env, "argv": list(spec.argv),
@@ -163,9 +163,8 @@ def _run_config(store: BenchStore, run_id: int, plan: Plan, cfg: Config, cells: 
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_bytes(b"")
             try:
-                handle = process.start(spec, log)
-                process.wait_ready(handle, plan.ready_timeout_s,
-                                   on_tick=lambda t, line: ev.ready_tick(cfg, t, line))
+                handle = servers.launch(spec, log, plan.ready_timeout_s,
+                                        on_tick=lambda t, line: ev.ready_tick(cfg, t, line))
                 extra["ready_at"] = time.time()
             except SpecdoctorError as exc:
                 for c in cells:
@@ -190,7 +189,7 @@ def _run_config(store: BenchStore, run_id: int, plan: Plan, cfg: Config, cells: 
                                        alive=handle.alive if handle else None)
                 res.update(extra)
                 if res["status"] == "failed" and handle is not None and not handle.alive():
-                    res["error"] += f"; server log tail:\n{process.tail(handle.log_path, 8)}"
+                    res["error"] += f"; server log tail:\n{servers.tail(handle.log_path, 8)}"
                     gone = f"not run: the server of {cfg.label} died in an earlier cell"
                 elif res["status"] == "failed" and any(
                         w in (res["error"] or "") for w in ("stopped answering", "unreachable")):
@@ -199,7 +198,7 @@ def _run_config(store: BenchStore, run_id: int, plan: Plan, cfg: Config, cells: 
             ev.cell_done(cfg, c, rep, res)
     finally:
         if handle is not None:
-            process.stop(handle)
+            servers.stop(handle)
 
 
 def _put(store: BenchStore, run_id: int, cfg: Config, c: Cell, rep: int, res: dict[str, Any],

@@ -173,7 +173,10 @@ def _speedups(rs: list[Row]) -> None:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Winner:
+    """The fastest speculative configuration of one workload, and how plainly it wins (the
+    bench's verdict on a cell, not a ``Verdict`` of the diagnosis)."""
+
     cell: str
     winner: str
     tok_s: float
@@ -188,7 +191,7 @@ class Verdict:
                 "sentences": self.sentences}
 
 
-def verdicts(rs: Sequence[Row]) -> list[Verdict]:
+def verdicts(rs: Sequence[Row]) -> list[Winner]:
     """The fastest speculative configuration of each workload, said plainly: which others it
     does not significantly beat (``a ≈ b``), and whether it beats the baseline at all."""
     by_cell: dict[str, list[Row]] = defaultdict(list)
@@ -212,6 +215,6 @@ def verdicts(rs: Sequence[Row]) -> list[Verdict]:
         base = next((r for r in group if r.role == "baseline"), None)
         if base is not None and base.tok_s and best.tok_s:
             sentences.append(stats.compare_text(best.config, best.tok_s, base.config, base.tok_s))
-        out.append(Verdict(name, best.config, best.tok_s.value,  # type: ignore[union-attr]
+        out.append(Winner(name, best.config, best.tok_s.value,  # type: ignore[union-attr]
                            best.speedup, best.command, ties, sentences))
     return out

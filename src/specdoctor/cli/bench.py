@@ -108,7 +108,7 @@ def params_from(o: dict[str, Any]) -> MatrixParams:
 
 def lab_base(method: str, k: int, endpoint: str):  # -> LaunchSpec
     from specdoctor.lab import lab as labmod
-    from specdoctor.launch.process import free_port
+    from specdoctor.launch.servers import free_port
     from specdoctor.report.console import build_progress
 
     labmod.check_installed()

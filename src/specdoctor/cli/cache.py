@@ -99,7 +99,7 @@ def ab_(command: tuple[str, ...], port: int | None, lab_method: str | None,
 
 def _spec(command: tuple[str, ...], port: int | None, lab_method: str | None,
           control: str | None, fault: str | None):
-    from specdoctor.launch import LaunchSpec, free_port
+    from specdoctor.launch import free_port, parse_command
 
     if lab_method:
         from specdoctor.lab import lab as labmod
@@ -108,12 +108,7 @@ def _spec(command: tuple[str, ...], port: int | None, lab_method: str | None,
                                fault=fault)
     if not command:
         raise InputError("no launch to run", "write the server command after --, or --lab METHOD")
-    argv = list(command)
-    if port is None and "--port" in argv[:-1]:
-        try:
-            port = int(argv[argv.index("--port") + 1])
-        except ValueError:
-            port = None
-    if port is None:
+    spec = parse_command(command, port=port, any_server=True, label="cache-ab")
+    if port is None and spec.engine == "unknown" and spec.arg("--port") is None:
         raise InputError("cannot tell which port the server listens on", "pass --port N")
-    return LaunchSpec(tuple(argv), {}, port, label="cache-ab")
+    return spec

@@ -9,7 +9,6 @@ place that knows the lab; the diagnosis itself never imports it.
 from __future__ import annotations
 
 import json
-import shlex
 import tempfile
 import time
 from pathlib import Path
@@ -92,54 +91,14 @@ def parse_sampling(values: tuple[str, ...]) -> tuple[bool, tuple[float, float] |
     return greedy, sampled
 
 
-class ProcessLauncher:
-    """Starts a command as a detached process group, waits for /v1/models, stops it. Its
-    servers die with this command, even when it is killed outright (``die_with_parent``)."""
-
-    def __init__(self, timeout_s: float = 900.0) -> None:
-        self.timeout_s = timeout_s
-
-    def start(self, launch: Any, log_path: Path) -> Any:
-        from specdoctor import launch as proc
-
-        spec = proc.LaunchSpec(argv=launch.argv, env=dict(launch.env), port=launch.port,
-                               host=launch.host)
-        handle = proc.start(spec, log_path, die_with_parent=True)
-        try:
-            proc.wait_ready(handle, self.timeout_s)
-        except BaseException:
-            proc.stop(handle)
-            raise
-        return _Server(handle)
-
-    def stop(self, server: Any) -> None:
-        from specdoctor import launch as proc
-
-        proc.stop(server.handle)
-
-
-class _Server:
-    def __init__(self, handle: Any) -> None:
-        self.handle = handle
-
-    @property
-    def url(self) -> str:
-        return str(self.handle.spec.url)
-
-    @property
-    def log_path(self) -> Path:
-        return Path(self.handle.log_path)
-
-
 def lab_launch(method: str) -> Any:
-    """The lab's launch command, as a plain Launch: the diagnosis sees a command, no more."""
-    from specdoctor.experiments.base import Launch
+    """The lab's launch command as a plain ``LaunchSpec``: the diagnosis sees a command, no
+    more."""
     from specdoctor.lab import lab as labmod
     from specdoctor.launch import free_port
 
     labmod.check_installed()
-    spec = labmod.lab_spec(method, k=None, port=free_port())
-    return Launch(argv=spec.argv, env=dict(spec.env), port=spec.port, host=spec.host)
+    return labmod.lab_spec(method, k=None, port=free_port())
 
 
 O = Options()  # the defaults shown here are the diagnosis's own
@@ -194,8 +153,7 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
     With no target it diagnoses the embedded lab.
     """
     from specdoctor.diagnose.orchestrator import Target, diagnose as run
-    from specdoctor.experiments.base import Launch
-    from specdoctor.launch import stopping_started_on_exit
+    from specdoctor.launch import parse_command, stopping_started_on_exit
     from specdoctor.report.console import err_console
 
     if sum(x is not None and x != () for x in (launch_cmd, url, logs or None)) > 1:
@@ -227,10 +185,7 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
     greedy, sampled = parse_sampling(sampling)
     launch = None
     if launch_cmd is not None:
-        argv = tuple(shlex.split(launch_cmd))
-        if not argv:
-            raise InputError("--launch is empty", "pass the server command in quotes")
-        launch = Launch(argv=argv, env=parse_env(env))
+        launch = parse_command(launch_cmd, parse_env(env), any_server=True)
     elif env:
         raise InputError("--env only applies to --launch", "drop --env, or add --launch")
     elif url is None and not logs:
@@ -254,8 +209,7 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
     try:
         # SIGTERM/SIGHUP unwind like Ctrl-C; no server outlives the command, however it ends
         with stopping_started_on_exit():
-            d = run(Target(launch=launch, url=url, logs=logs), opts,
-                    ProcessLauncher() if launch is not None else None, store, progress)
+            d = run(Target(launch=launch, url=url, logs=logs), opts, None, store, progress)
     finally:
         if store is not None:
             store.close()

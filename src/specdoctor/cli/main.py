@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "cache": ("specdoctor.cli.cache", "cache", "vLLM's compile cache: scan it, A/B it against a fresh one."),
     "bench": ("specdoctor.cli.bench", "bench", "Benchmark matrix: acceptance, tok/s and latency per cell, spec-off baseline."),
     "sweep": ("specdoctor.cli.sweep", "sweep", "Sweep launch parameters (k, method, drafter) against a spec-off baseline."),
+    "gate": ("specdoctor.cli.gate", "gate", "Regression gate: a candidate server against a saved baseline, beyond noise."),
     "report": ("specdoctor.cli.report", "report", "Markdown + HTML report of a bench or sweep run."),
     "diagnose": ("specdoctor.cli.diagnose", "diagnose", "Why acceptance is low: signature, hypothesis ledger, verdict experiments."),
     "ledger": ("specdoctor.cli.ledger", "ledger", "Hypothesis ledgers of past diagnoses."),

@@ -15,10 +15,10 @@ from pathlib import Path
 import click
 
 from specdoctor.cli.options import example, json_option, out_option
-from specdoctor.experiments.probes import build as buildmod
-from specdoctor.experiments.probes import packs
-from specdoctor.experiments.probes import run as runmod
-from specdoctor.experiments.probes import spec as specmod
+from specdoctor.packs import build as buildmod
+from specdoctor.packs import run as runmod
+from specdoctor.packs import shipped
+from specdoctor.packs import spec as specmod
 from specdoctor.report.console import err_console
 from specdoctor.textfile import read_text
 
@@ -36,9 +36,9 @@ def probe() -> None:
 def list_(as_json: bool) -> None:
     """The packs specdoctor ships (pass a name wherever a SPEC is asked).
     """
-    found = {n: specmod.load(p) for n, p in packs.available().items()}
+    found = {n: specmod.load(p) for n, p in shipped.available().items()}
     if as_json:
-        click.echo(json.dumps({n: {"spec": str(packs.available()[n]), "gate": s.gate,
+        click.echo(json.dumps({n: {"spec": str(shipped.available()[n]), "gate": s.gate,
                                    "probes": [p.to_json() for p in s.probes]}
                                for n, s in found.items()}))
         return
@@ -56,7 +56,7 @@ def list_(as_json: bool) -> None:
 def build_(spec_ref: str, out_dir: Path, runtime: str | None, as_json: bool) -> None:
     """Build a pack (a sitecustomize.py directory) from a TOML spec or a shipped pack name.
     """
-    built = buildmod.build(specmod.load(packs.resolve(spec_ref)), out_dir, runtime)
+    built = buildmod.build(specmod.load(shipped.resolve(spec_ref)), out_dir, runtime)
     if as_json:
         click.echo(json.dumps(built.to_json()))
         return

@@ -21,13 +21,13 @@ import click
 
 from specdoctor.cli.options import example, json_option, list_option, out_option
 from specdoctor.errors import InputError
-from specdoctor.experiments.recon.extract import extract as run_extract
-from specdoctor.experiments.recon.manifest import Snapshot, is_snapshot, load_snapshot
-from specdoctor.experiments.recon.presets import PRESETS
-from specdoctor.experiments.recon.writer import Limits
+from specdoctor.recon.extract import extract as run_extract
+from specdoctor.recon.manifest import Snapshot, is_snapshot, load_snapshot
+from specdoctor.recon.presets import PRESETS
+from specdoctor.recon.writer import Limits
 
 if TYPE_CHECKING:
-    from specdoctor.experiments.recon.diff import SnapshotDiff
+    from specdoctor.recon.diff import SnapshotDiff
 
 # rich is imported only to draw: `--json` in a script starts without it.
 
@@ -144,7 +144,7 @@ def diff(a: str, b: str, context: int, stat_only: bool, out_dir: Path | None,
     """Chain files that changed between snapshots A and B (either may be a SOURCE).
     """
     save = out_dir
-    from specdoctor.experiments.recon.diff import diff_snapshots
+    from specdoctor.recon.diff import diff_snapshots
 
     with tempfile.TemporaryDirectory(prefix="specdoctor-diff-") as tmp:
         a_dir, b_dir = _snapshot_pair(a, b, save or Path(tmp) / "snap")

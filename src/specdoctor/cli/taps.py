@@ -1,6 +1,6 @@
 """`specdoctor taps check DIR` and `specdoctor taps case-b DIR`: tensor taps, checked in fp64.
 
-    SPECDOCTOR_TAPS=/tmp/taps <server with a probe that calls specdoctor.experiments.taps.tap.tap>
+    SPECDOCTOR_TAPS=/tmp/taps <server with a probe that calls specdoctor.packs.tap.tap>
     specdoctor taps check /tmp/taps [--json]
     specdoctor taps case-b /tmp/caseb && specdoctor taps check /tmp/caseb
 

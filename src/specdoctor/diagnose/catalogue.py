@@ -1,25 +1,33 @@
 """The hypothesis catalogue: ``data/catalogue.json`` loaded into typed records and checked.
 
-The JSON is the reviewed artefact (hypotheses, experiments with their costs, decision rules);
-this module only loads it and refuses an inconsistent one (an unknown experiment, a signature
-class that does not exist, a hypothesis no experiment settles).
+The JSON is the reviewed artefact (hypotheses, experiments with their costs, decision rules)
+and the one registry of experiments: each names the module that runs it
+(``specdoctor.experiments.<module>:<Class>``) and its status, ``built`` (the diagnosis runs it)
+or ``planned`` (the ledger says what it would do and the command to run by hand). This module
+loads it, refuses an inconsistent one (an unknown experiment, a signature class that does not
+exist, a hypothesis no experiment settles, a planned experiment without its command) and
+imports a built experiment by its module path (``experiment``).
 """
 
 from __future__ import annotations
 
 import json
+import importlib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from specdoctor.diagnose.signature import CLASSES
+from specdoctor.experiments.base import Experiment
 
 CATALOGUE_FILE = Path(__file__).with_name("data") / "catalogue.json"
 # Minutes a relaunch costs when nothing better is known (the lab boots in ~100 s on 2 cores).
 RESTART_MIN = 2.0
 # Weight of a GPU minute against a CPU minute when ordering the ledger: a lent GPU is scarcer.
 GPU_WEIGHT = 3.0
+STATUSES = ("built", "planned")
+EXPERIMENTS_PACKAGE = "specdoctor.experiments."
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,17 @@ class ExperimentSpec:
     launch_group: str    # experiments with the same group (not none/current) share one launch
     settles: tuple[str, ...]
     does: str
+    module: str = ""     # "specdoctor.experiments.<module>:<Class>"
+    status: str = "built"
+    by_hand: str = ""    # planned: the command that does it by hand
+
+    @property
+    def planned(self) -> bool:
+        return self.status == "planned"
+
+    def planned_text(self) -> str:
+        """What the ledger says of a planned experiment: what it would do, how to do it now."""
+        return f"planned: {self.does}; run by hand: {self.by_hand}"
 
 
 @dataclass(frozen=True)
@@ -96,7 +115,8 @@ def parse(data: dict[str, Any]) -> Catalogue:
         exps[eid] = ExperimentSpec(eid, e["kind"], tuple(e["needs"]),
                                    Cost(float(e["cpu_min"]), float(e["gpu_min"]),
                                         int(e["restarts"])),
-                                   e["launch_group"], tuple(e["settles"]), e["does"])
+                                   e["launch_group"], tuple(e["settles"]), e["does"],
+                                   e["module"], e["status"], e.get("by_hand", ""))
     hyps = {}
     for h in data["hypotheses"]:
         if h["id"] in hyps:
@@ -122,6 +142,13 @@ def check(cat: Catalogue) -> None:
             raise CatalogueError(f"{h.id}: its experiment {h.experiment} does not list it in "
                                  f"'settles'")
     for e in cat.experiments.values():
+        if e.status not in STATUSES:
+            raise CatalogueError(f"experiment {e.id}: status {e.status!r} is not one of {STATUSES}")
+        if not e.module.startswith(EXPERIMENTS_PACKAGE) or e.module.count(":") != 1:
+            raise CatalogueError(f"experiment {e.id}: module {e.module!r} is not "
+                                 f"{EXPERIMENTS_PACKAGE}<module>:<Class>")
+        if e.planned and not e.by_hand:
+            raise CatalogueError(f"experiment {e.id} is planned but says no command to run by hand")
         for hid in e.settles:
             if hid not in cat.hypotheses:
                 raise CatalogueError(f"experiment {e.id} settles unknown hypothesis {hid!r}")
@@ -130,3 +157,16 @@ def check(cat: Catalogue) -> None:
 @lru_cache(maxsize=1)
 def load(path: Path = CATALOGUE_FILE) -> Catalogue:
     return parse(json.loads(path.read_text()))
+
+
+def experiment(spec: ExperimentSpec) -> Experiment | None:
+    """The experiment object of a built catalogue entry; None for a planned one. A built one
+    whose module does not import is a broken install, and raises."""
+    if spec.planned:
+        return None
+    module, attr = spec.module.split(":")
+    exp: Experiment = getattr(importlib.import_module(module), attr)()
+    if exp.id != spec.id:
+        raise CatalogueError(f"{spec.module} runs experiment {exp.id!r}, the catalogue calls it "
+                             f"{spec.id!r}")
+    return exp

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from specdoctor.diagnose import rules
 from specdoctor.diagnose.catalogue import RESTART_MIN, Catalogue, Cost
 from specdoctor.diagnose.signature import Signature
+from specdoctor.experiments import rules
 from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
 
 # Launch groups that are not a relaunch: nothing is shared or charged once.

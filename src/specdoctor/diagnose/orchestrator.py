@@ -12,7 +12,6 @@ reason, and the diagnosis goes on.
 
 from __future__ import annotations
 
-import logging
 import time
 import traceback
 from collections.abc import Callable
@@ -22,18 +21,16 @@ from typing import Any
 
 from specdoctor.bench.prompts import take
 from specdoctor.diagnose import catalogue as catalogue_mod
-from specdoctor.diagnose import experiments, references, rules
-from specdoctor.diagnose.experiments import common
-from specdoctor.diagnose.experiments.logs_scan import error_lines
-from specdoctor.diagnose.experiments.oracle import OracleGreedy, expected_profile
+from specdoctor.diagnose import references
 from specdoctor.diagnose.ledger import Ledger, build
 from specdoctor.diagnose.signature import Facts, Signature, classify
 from specdoctor.errors import SpecdoctorError
-from specdoctor.experiments.base import (
-    Context, ExperimentResult, Finding, Launch, Launcher, Verdict,
-)
+from specdoctor.experiments import common, rules
+from specdoctor.experiments.base import Context, ExperimentResult, Finding, Launcher, Verdict
+from specdoctor.experiments.logs_scan import error_lines
+from specdoctor.experiments.oracle_gap import OracleGreedy, expected_profile
+from specdoctor.launch import LaunchSpec, Servers, free_port
 
-log = logging.getLogger(__name__)
 OFFICIAL = (1.0, 0.95)   # the official sampling of CASES.md's sweeps
 # Experiments that may run before the signature (their results are in the ledger already).
 RUN_EARLY = ("oracle-greedy", "spec-off-baseline")
@@ -41,7 +38,7 @@ RUN_EARLY = ("oracle-greedy", "spec-off-baseline")
 
 @dataclass(frozen=True)
 class Target:
-    launch: Launch | None = None
+    launch: LaunchSpec | None = None
     url: str | None = None
     logs: tuple[Path, ...] = ()
 
@@ -129,46 +126,21 @@ class _Partial:
     step: str = "starting"
 
 
-class _Servers:
-    """The launcher as the diagnosis and its experiments see it: it keeps every server started
-    through it, so that the diagnosis stops each one on its way out, whatever ended it."""
-
-    def __init__(self, launcher: Launcher) -> None:
-        self.inner = launcher
-        self.live: list[Any] = []
-
-    def start(self, launch: Launch, log_path: Path) -> Any:
-        server = self.inner.start(launch, log_path)
-        self.live.append(server)
-        return server
-
-    def stop(self, server: Any) -> None:
-        try:
-            self.inner.stop(server)
-        finally:
-            if server in self.live:
-                self.live.remove(server)
-
-    def stop_all(self) -> None:
-        for server in list(self.live):
-            try:
-                self.stop(server)
-            except Exception:  # the next one must still be stopped
-                log.exception("could not stop the server at %s", getattr(server, "url", "?"))
-
-
 def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
              store: Any = None, progress: Callable[[str], None] = lambda m: None) -> Diagnosis:
     """Measure, classify, run the ledger's experiments, report.
 
-    Every server started on the way is stopped before this returns or raises. A crashing
+    A launch target is started through ``launcher`` (default: ``specdoctor.launch.Servers``,
+    whose servers die with this process). Every server started on the way is stopped before
+    this returns or raises. A crashing
     experiment is inconclusive and the diagnosis goes on; a report that cannot be written is a
     note; any other break saves the partial investigation (status ``failed``) and raises
     ``DiagnosisFailed`` naming it and the traceback."""
     t0 = time.monotonic()
     opts.workdir.mkdir(parents=True, exist_ok=True)
     saver = Saver(store, target)
-    servers = _Servers(launcher) if launcher is not None else None
+    servers = launcher if launcher is not None else (
+        Servers() if target.launch is not None else None)
     ctx = _context(target, opts, servers, progress)
     notes: list[str] = []
     part = _Partial()
@@ -214,9 +186,9 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
     if target.logs:
         part.step = "reading the logs"
         _read_logs(ctx, target.logs, opts, notes)
-    if ctx.data.get("baseline_server") is not None:
-        ctx.data.setdefault("server_logs", {})["baseline"] = _read(
-            ctx.data["baseline_server"].log_path)
+    if ctx.baseline_server is not None:
+        ctx.server_logs["baseline"] = common.read_text(
+            ctx.baseline_server.log_path)
     _user_setup(ctx, opts, notes)
     part.step = "computing the oracle"
     _as_served_vocabulary(ctx, notes)
@@ -236,7 +208,7 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
     if not ledger.entries:
         ctx.progress(f"{sig.cls}: no candidate to test")
     else:
-        _run_plan(ctx, ledger, cat, opts, t_plan, ctx.data.get("baseline_server"), saver)
+        _run_plan(ctx, ledger, cat, opts, t_plan, ctx.baseline_server, saver)
     _redecide_draft_quality(ctx, ledger)
     _speed_last(ctx, opts, cat, saver, notes, part, t_plan)
 
@@ -260,9 +232,9 @@ def _speed_last(ctx: Context, opts: Options, cat: Any, saver: Saver, notes: list
     result = _spec_off_first(ctx, notes)
     if result is None:
         return
-    if "tok_s_spec_off" in ctx.data:
-        part.facts = facts = replace(part.facts, tok_s=ctx.data["tok_s_spec_on"],
-                                     tok_s_spec_off=ctx.data["tok_s_spec_off"])
+    if ctx.tok_s_spec_off is not None:
+        part.facts = facts = replace(part.facts, tok_s=ctx.tok_s_spec_on,
+                                     tok_s_spec_off=ctx.tok_s_spec_off)
         part.sig = sig = classify(facts)
     added = ledger.extend(build(sig, cat, opts.restart_min).entries, opts.restart_min)
     ledger.signature = sig
@@ -299,10 +271,10 @@ def _context(target: Target, opts: Options, launcher: Launcher | None,
                   sampling=opts.sampled, progress=progress)
     if target.launch is not None:
         s = common.settings(target.launch)
-        ctx.data["settings"] = s
+        ctx.settings = s
         ctx.method, ctx.k = s.method, s.k
         ctx.target_dir, ctx.draft_dir, ctx.tokenizer_dir = s.target, s.draft, s.tokenizer
-    ctx.data["suite"] = ",".join(opts.suites)
+    ctx.suite = ",".join(opts.suites)
     return ctx
 
 
@@ -330,22 +302,21 @@ def _user_setup(ctx: Context, opts: Options, notes: list[str]) -> None:
         setattr(ctx, attr, given)
 
 
-def _start(ctx: Context, launch: Launch, notes: list[str]) -> Any:
-    if ctx.launcher is None:
-        raise SpecdoctorError("a launch command needs a launcher", "run through the CLI")
-    launch = launch.with_port(ctx.free_port())
+def _start(ctx: Context, launch: LaunchSpec, notes: list[str]) -> Any:
+    assert ctx.launcher is not None   # diagnose() gives every launch target one
+    launch = launch.with_port(free_port())
     ctx.launch = launch
     ctx.progress(f"starting the server: {launch.shell_command()[:160]}")
     try:
         server = ctx.launcher.start(launch, ctx.workdir / "server-baseline.log")
     except SpecdoctorError as exc:
         notes.append(f"the server did not start: {exc.problem}")
-        ctx.data.setdefault("server_logs", {})["baseline"] = _read(
+        ctx.server_logs["baseline"] = common.read_text(
             ctx.workdir / "server-baseline.log")
-        ctx.data["errors"] = [exc.problem.splitlines()[0]]
+        ctx.errors = [exc.problem.splitlines()[0]]
         return None
     ctx.url = server.url
-    ctx.data["baseline_server"] = server
+    ctx.baseline_server = server
     return server
 
 
@@ -363,12 +334,12 @@ def _measure(ctx: Context, opts: Options, notes: list[str]) -> None:
             m = common.measure_url(ctx, ctx.url or "", common.params(ctx, t, p, c))
         except SpecdoctorError as exc:
             notes.append(f"{label}: {exc}")
-            ctx.data.setdefault("errors", []).append(str(exc))
+            ctx.errors.append(str(exc))
             continue
         ctx.measured[label] = m
         if m.error:
             notes.append(f"{label}: {m.error}")
-            ctx.data.setdefault("errors", []).append(m.error)
+            ctx.errors.append(m.error)
 
 
 def _read_logs(ctx: Context, paths: tuple[Path, ...], opts: Options, notes: list[str]) -> None:
@@ -378,13 +349,13 @@ def _read_logs(ctx: Context, paths: tuple[Path, ...], opts: Options, notes: list
     ev = read_for_diagnosis(paths, method=opts.method, k=opts.k)
     notes += ev.notes
     for p in paths:
-        ctx.data.setdefault("server_logs", {})[str(p)] = _read(p)
+        ctx.server_logs[str(p)] = common.read_text(p)
     if ev.speculation_off:
-        ctx.data["speculation_off"] = ev.speculation_off
+        ctx.speculation_off = ev.speculation_off
     if ev.profile is None:
         return
-    ctx.data["windows"] = list(ev.windows)
-    ctx.data["log_total"] = ev.profile
+    ctx.windows = tuple(ev.windows)
+    ctx.log_total = ev.profile
     ctx.method = ctx.method or ev.method
     ctx.k = ctx.k if ctx.k is not None else ev.k
 
@@ -424,7 +395,7 @@ def kept_candidates(ctx: Context, facts: Facts) -> tuple[str, ...]:
 def _as_served_vocabulary(ctx: Context, notes: list[str]) -> None:
     """A drafter whose tokenizer is not the target's is run by the engine on the target's ids as
     they are; the oracle must read them the same way to reproduce what the engine does."""
-    from specdoctor.diagnose.experiments.vocab import as_served_map
+    from specdoctor.experiments.vocab import as_served_map
 
     try:
         path = as_served_map(ctx)
@@ -432,7 +403,7 @@ def _as_served_vocabulary(ctx: Context, notes: list[str]) -> None:
         notes.append(f"vocabulary: could not compare the tokenizers ({exc})")
         return
     if path is not None:
-        ctx.data["oracle_vocab_map"] = path
+        ctx.oracle_vocab_map = path
         notes.append("the drafter's tokenizer gives some ids other tokens than the target's; "
                      "the oracle reads its ids the way the engine does")
 
@@ -447,16 +418,16 @@ def _speed_check_wanted(ctx: Context, opts: Options, sig: Signature) -> bool:
 def _spec_off_first(ctx: Context, notes: list[str]) -> ExperimentResult | None:
     """The spec-off baseline, measured before the final signature: "slower than spec-off
     despite healthy acceptance" is a signature only once it is known."""
-    from specdoctor.diagnose.experiments.relaunch import SpecOffBaseline, time_spec_on
+    from specdoctor.experiments.relaunch import SpecOffBaseline, time_spec_on
 
     try:
         time_spec_on(ctx)
     except SpecdoctorError as exc:
         notes.append(f"speed: the extra timing pass with speculation failed ({exc})")
-    server = ctx.data.get("baseline_server")
+    server = ctx.baseline_server
     if server is not None and ctx.launcher is not None:
         ctx.launcher.stop(server)  # one server at a time
-        ctx.data["baseline_server"], ctx.url = None, None
+        ctx.baseline_server, ctx.url = None, None
     try:
         return SpecOffBaseline().run(ctx, ("draft-overhead",))
     except Exception as exc:  # noqa: BLE001 - a crashing experiment must not end the diagnosis
@@ -467,17 +438,17 @@ def _spec_off_first(ctx: Context, notes: list[str]) -> ExperimentResult | None:
 
 def _facts(ctx: Context, opts: Options, oracle_result: ExperimentResult | None) -> Facts:
     greedy = ctx.measured.get("greedy")
-    profile = greedy.total if greedy is not None else ctx.data.get("log_total")
+    profile = greedy.total if greedy is not None else ctx.log_total
     oracle_ref = None
-    if oracle_result is not None and "oracle_greedy" in ctx.data:
+    if oracle_result is not None and ctx.oracle_greedy is not None:
         oracle_ref = references.reference_from_profile(
-            expected_profile(ctx.data["oracle_greedy"]), "oracle (greedy, same prompts)", "oracle",
+            expected_profile(ctx.oracle_greedy), "oracle (greedy, same prompts)", "oracle",
             "computed from the served weights", tolerance=0.05)
     user = references.load_user_reference(opts.reference_file) if opts.reference_file else None
     published = references.published_for(ctx.method, ctx.k)
     sampled = ctx.measured.get("sampled")
-    errors = list(ctx.data.get("errors", []))
-    for text in ctx.data.get("server_logs", {}).values():
+    errors = list(ctx.errors)
+    for text in ctx.server_logs.values():
         errors += error_lines(text, 5)
     return Facts(
         greedy=profile,
@@ -485,17 +456,17 @@ def _facts(ctx: Context, opts: Options, oracle_result: ExperimentResult | None) 
         sampled=sampled.total if sampled is not None else None,
         sampled_label="T={:g}, top_p={:g}".format(*opts.sampled) if opts.sampled else "",
         concurrent=(ctx.measured["greedy c=8"].total if "greedy c=8" in ctx.measured else None),
-        windows=tuple(ctx.data.get("windows", ())),
+        windows=tuple(ctx.windows),
         errors=tuple(errors),
         tok_s=greedy.output_tok_s if greedy is not None else None,
-        tok_s_spec_off=ctx.data.get("tok_s_spec_off"),
-        method=ctx.method, k=ctx.k, speculation_off=ctx.data.get("speculation_off"))
+        tok_s_spec_off=ctx.tok_s_spec_off,
+        method=ctx.method, k=ctx.k, speculation_off=ctx.speculation_off)
 
 
 def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, server: Any,
               saver: Saver, only: tuple[str, ...] | None = None) -> Any:
     """The ledger's experiments cheapest first (``only``: just for these hypotheses)."""
-    ctx.data["deadline"] = t0 + opts.budget_min * 60   # experiments that repeat runs stop here
+    ctx.deadline = t0 + opts.budget_min * 60   # experiments that repeat runs stop here
     for step in ledger.plan(cat, opts.restart_min):
         if only is not None:
             step = replace(step, hypotheses=tuple(h for h in step.hypotheses if h in only))
@@ -514,12 +485,10 @@ def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, 
         if not open_h or (step.experiment in RUN_EARLY and
                           any(r.experiment == step.experiment for r in ledger.results)):
             continue   # run before the signature: its verdict stands, it is not run twice
-        exp = experiments.load(step.experiment)
         spec = cat.experiments[step.experiment]
+        exp = catalogue_mod.experiment(spec)
         if exp is None:
-            ledger.mark(open_h, Verdict.INCONCLUSIVE,
-                        f"experiment {step.experiment} is not available in this build "
-                        f"({spec.does})", step.experiment)
+            ledger.mark(open_h, Verdict.INCONCLUSIVE, spec.planned_text(), step.experiment)
             continue
         why = exp.unavailable(ctx)
         if why is not None:
@@ -593,7 +562,7 @@ def _against_recovery(sig: Signature, facts: Facts, ledger: Ledger, root: str | 
 
 def _redecide_draft_quality(ctx: Context, ledger: Ledger) -> None:
     """draft-quality waits for the file-side counterfactuals (rule oracle-equal-low)."""
-    gap = ctx.data.get("oracle_gap")
+    gap = ctx.oracle_gap
     e = ledger.entry("draft-quality")
     if gap is None or e is None or e.verdict is not Verdict.INCONCLUSIVE:
         return
@@ -608,7 +577,7 @@ def _redecide_draft_quality(ctx: Context, ledger: Ledger) -> None:
         return
     if excluded:
         ledger.apply(ExperimentResult("rule:oracle-equal-low", rules.decide_oracle(
-            gap, ctx.data.get("oracle_pos0"), file_side_excluded=True)))
+            gap, ctx.oracle_pos0, file_side_excluded=True)))
 
 
 def _keep_traceback(ctx: Context, name: str) -> Path | None:
@@ -618,10 +587,3 @@ def _keep_traceback(ctx: Context, name: str) -> Path | None:
     except OSError:
         return None
     return path
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return ""

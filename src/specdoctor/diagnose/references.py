@@ -7,7 +7,8 @@ A reference is one of (in order of preference):
    convention;
 4. ``self``: the same server at k=1, greedy (position 0 at k=1 bounds position 0 at any k).
 
-Conventions are converted before any comparison, here and nowhere else:
+Conventions are converted before any comparison, here (with the conversions of
+``acceptance.compare``) and nowhere else:
 - mean acceptance length with the bonus token (vLLM, SGLang ``accept len``) or without it
   (accepted draft tokens per step, how Case A's 0.75 reads);
 - per-position rates unconditional (accepted at i / drafts, vLLM's) or conditional
@@ -30,6 +31,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from specdoctor.acceptance.compare import (  # noqa: F401 - the conversions, read here too
+    conditional_from_unconditional, unconditional_from_conditional,
+)
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.errors import InputError
 
@@ -84,25 +88,6 @@ class Reference:
 
 
 # -- conversions (pure) --------------------------------------------------------------------------
-
-def unconditional_from_conditional(rates: Sequence[float]) -> list[float]:
-    """Conditional rates (i given i-1) → unconditional (accepted at i / drafts)."""
-    out, acc = [], 1.0
-    for r in rates:
-        acc *= r
-        out.append(acc)
-    return out
-
-
-def conditional_from_unconditional(rates: Sequence[float]) -> list[float | None]:
-    """Unconditional → conditional; None where the previous position is never accepted."""
-    out: list[float | None] = []
-    prev = 1.0
-    for r in rates:
-        out.append(r / prev if prev > 0 else None)
-        prev = r
-    return out
-
 
 def accepted_per_draft(mean_length: float, bonus_counted: bool) -> float:
     """Accepted draft tokens per step (no bonus) from a mean acceptance length."""

@@ -40,8 +40,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from specdoctor.acceptance.compare import conditional_from_unconditional, differs, drift
 from specdoctor.acceptance.profile import AcceptanceProfile
-from specdoctor.diagnose.references import Reference, conditional_from_unconditional
+from specdoctor.diagnose.references import Reference
+from specdoctor.experiments.rules import LOAD_SHARE, SLOWER_SHARE
+from specdoctor.oracle.compare import WEAK_DRAFTER_POS0
 
 CLASSES = ("healthy", "uniform-low", "cliff", "steep-decay", "zero", "crash", "sampling-bound",
            "load-dependent", "drifting", "slower-than-spec-off", "undetermined", "unreferenced",
@@ -57,13 +60,10 @@ CLIFF_MIN_BEFORE = 0.20
 DECAY_RATIO = 0.5
 ABS_SLACK = 0.02          # absolute slack on top of a reference's relative tolerance
 SAMPLED_SHARE = 0.7       # sampled accepted/draft under this share of its reference
-LOAD_SHARE = 0.15         # c=8 vs c=1 relative difference when no intervals decide
 DRIFT_SHARE = 0.20        # last third of windows this much below the first third
-MIN_DRIFT_WINDOWS = 6
-SLOWER_SHARE = 0.95       # tok/s under this share of the spec-off tok/s
-# An oracle whose position 0 is under this is itself low: "the drafter is weak for this data"
-# (oracle.compare's threshold), so matching it is not "healthy".
-WEAK_POS0 = 0.5
+# LOAD_SHARE and SLOWER_SHARE are shared with the experiments that decide the same question
+# (concurrency-ab, spec-off-baseline): they live in experiments.rules; WEAK_DRAFTER_POS0 (an
+# oracle that is itself low) is the oracle's.
 # A mean acceptance length printed as 1.00 (2 decimals): under this many accepted per step.
 PRINTED_ZERO = 0.005
 
@@ -227,11 +227,11 @@ def shape(p: AcceptanceProfile | None, ref: Reference | None, variable_length: b
     low = [i for i in range(n) if not within(pp[i], ref.per_position[i], ref.tolerance,
                                              _pos_high(p, i))]
     if not low:
-        if ref.source == "oracle" and ref.per_position and ref.per_position[0] < WEAK_POS0:
+        if ref.source == "oracle" and ref.per_position and ref.per_position[0] < WEAK_DRAFTER_POS0:
             # The engine reaches the oracle, and the oracle itself is low: low all the same
             # (the oracle runs the served files as they are, so it shares their errors).
             return (own_shape(pp), f"{against}: equal to the oracle, and the oracle itself is "
-                    f"low (pos0 {ref.per_position[0]:.2f} < {WEAK_POS0})", None)
+                    f"low (pos0 {ref.per_position[0]:.2f} < {WEAK_DRAFTER_POS0})", None)
         return "healthy", f"{against}: within {ref.tolerance:.0%} at every position", None
     ratios = [pp[i] / ref.per_position[i] if ref.per_position[i] > 0 else 1.0 for i in range(n)]
     lens = " (variable-length drafts: later positions count short drafts)" if variable_length \
@@ -288,37 +288,6 @@ def _shape_from_total(p: AcceptanceProfile, ref: Reference | None, k: int | None
 
 
 # -- the other facts ----------------------------------------------------------------------------
-
-def _apd_interval(p: AcceptanceProfile) -> tuple[float, float] | None:
-    iv = p.intervals.get("accepted_per_draft")
-    return None if iv is None else (iv.low, iv.high)
-
-
-def differs(a: AcceptanceProfile, b: AcceptanceProfile, share: float) -> bool:
-    """Accepted per draft differs: disjoint intervals when both have them, else by ``share``."""
-    xa, xb = a.accepted_per_draft, b.accepted_per_draft
-    if xa is None or xb is None:
-        return False
-    ia, ib = _apd_interval(a), _apd_interval(b)
-    if ia is not None and ib is not None:
-        return ia[1] < ib[0] or ib[1] < ia[0]
-    return abs(xa - xb) > share * max(xa, xb, 1e-9)
-
-
-def drift(windows: tuple[AcceptanceProfile, ...]) -> tuple[float, float] | None:
-    """(first third, last third) accepted per draft over uptime; None if too few windows."""
-    from specdoctor.acceptance.profile import sum_profiles
-
-    ws = [w for w in windows if w.has_drafts and w.count_weighted]
-    if len(ws) < MIN_DRIFT_WINDOWS:
-        return None
-    third = len(ws) // 3
-    first = sum_profiles(ws[:third]).accepted_per_draft
-    last = sum_profiles(ws[-third:]).accepted_per_draft
-    if first is None or last is None:
-        return None
-    return first, last
-
 
 def classify(f: Facts) -> Signature:
     """One class (the most specific trouble), its evidence in numbers, the others that apply."""

@@ -2,8 +2,9 @@
 
 An experiment is a module with a class that has:
 - ``id``: its entry in the hypothesis catalogue (``diagnose/data/catalogue.json``), which also
-  holds its cost (CPU minutes, GPU minutes, restarts), its launch group and the hypotheses it
-  settles — adding an experiment is one module plus one catalogue entry;
+  holds its module path, its status (built or planned), its cost (CPU minutes, GPU minutes,
+  restarts), its launch group and the hypotheses it settles — adding an experiment is one
+  module plus one catalogue entry (docs/experiments-layout.md);
 - ``unavailable(ctx)``: None when it can run here, else the reason (no launch command, no
   model directories, no GPU, ...), so the ledger records it and prints the command instead;
 - ``run(ctx)``: an ``ExperimentResult`` with a ``Finding`` (verdict + evidence) per hypothesis.
@@ -11,22 +12,25 @@ An experiment is a module with a class that has:
 An experiment never raises for an expected failure: a crash becomes ``error`` and every
 hypothesis it was asked about stays inconclusive, with the reason; the diagnosis goes on.
 
-The server's life is behind ``Launcher`` (start from a ``Launch``, wait until ready, stop):
-the command that owns targets (the CLI) passes one in, so experiments run the same way on a
-user's command and on the embedded lab without knowing which.
+The server's life is behind ``Launcher`` (start from a ``LaunchSpec``, wait until ready, stop):
+``specdoctor.launch.Servers`` in a diagnosis, so experiments run the same way on a user's
+command and on the embedded lab without knowing which.
 """
 
 from __future__ import annotations
 
 import enum
-import json
-import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from specdoctor.acceptance.profile import AcceptanceProfile
+from specdoctor.launch.spec import LaunchSpec
+
+if TYPE_CHECKING:   # annotations only: both modules build on this one
+    from specdoctor.experiments.common import Settings
+    from specdoctor.experiments.rules import Gap
 
 
 class Verdict(str, enum.Enum):
@@ -77,75 +81,6 @@ class ExperimentResult:
 
 # -- launching ------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Launch:
-    """A server command exactly as the user runs it, and the environment it adds."""
-
-    argv: tuple[str, ...]
-    env: dict[str, str] = field(default_factory=dict)
-    port: int = 8000
-    host: str = "127.0.0.1"
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def shell_command(self) -> str:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
-        return (env + " " if env else "") + " ".join(shlex.quote(a) for a in self.argv)
-
-    def arg(self, flag: str) -> str | None:
-        """The value of ``flag`` (its last occurrence, as argparse reads it)."""
-        val = None
-        for i, a in enumerate(self.argv):
-            if a == flag and i + 1 < len(self.argv):
-                val = self.argv[i + 1]
-            elif a.startswith(flag + "="):
-                val = a.split("=", 1)[1]
-        return val
-
-    def with_arg(self, flag: str, value: str | None) -> Launch:
-        """The same command with ``flag`` set to ``value`` (None: removed): one change."""
-        out: list[str] = []
-        skip = False
-        for i, a in enumerate(self.argv):
-            if skip:
-                skip = False
-                continue
-            if a == flag:
-                skip = i + 1 < len(self.argv)
-                continue
-            if a.startswith(flag + "="):
-                continue
-            out.append(a)
-        if value is not None:
-            out += [flag, value]
-        return replace(self, argv=tuple(out))
-
-    def with_env(self, **changes: str) -> Launch:
-        return replace(self, env={**self.env, **changes})
-
-    def with_port(self, port: int) -> Launch:
-        return replace(self.with_arg("--port", str(port)), port=port)
-
-    def speculative_config(self) -> dict[str, Any] | None:
-        raw = self.arg("--speculative-config")
-        if raw is None:
-            return None
-        try:
-            cfg = json.loads(raw)
-        except ValueError:
-            return None
-        return cfg if isinstance(cfg, dict) else None
-
-    def with_speculative_config(self, cfg: dict[str, Any] | None) -> Launch:
-        return self.with_arg("--speculative-config", None if cfg is None else json.dumps(cfg))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"argv": list(self.argv), "env": dict(self.env), "port": self.port,
-                "host": self.host}
-
-
 class Server(Protocol):
     @property
     def url(self) -> str: ...
@@ -155,42 +90,58 @@ class Server(Protocol):
 
 
 class Launcher(Protocol):
-    """Starts a server from a Launch and waits until it answers; stops it."""
+    """Starts a server from a launch spec and waits until it answers; stops it
+    (``specdoctor.launch.Servers``; tests pass their own)."""
 
-    def start(self, launch: Launch, log_path: Path) -> Server: ...
+    def start(self, launch: LaunchSpec, log_path: Path) -> Server: ...
 
     def stop(self, server: Server) -> None: ...
+
+    def stop_all(self) -> None:
+        """Stop every server started through it and not stopped yet."""
 
 
 # -- what an experiment is given ------------------------------------------------------------------
 
 @dataclass
 class Context:
-    """Everything the diagnosis knows when it calls an experiment."""
+    """Everything the diagnosis knows when it calls an experiment, and what experiments leave
+    for each other. One named field per fact; None (or empty) until someone knows it."""
 
     workdir: Path
+    # -- the target --------------------------------------------------------------------------
     url: str | None = None                 # a live server to measure (no restart)
-    launch: Launch | None = None           # the command, when specdoctor may relaunch
+    launch: LaunchSpec | None = None       # the command, when specdoctor may relaunch
     launcher: Launcher | None = None
     logs: tuple[Path, ...] = ()
+    settings: Settings | None = None       # what the launch command describes
     method: str | None = None
     k: int | None = None
     target_dir: Path | None = None
     draft_dir: Path | None = None
     tokenizer_dir: Path | None = None
+    baseline_server: Server | None = None  # the server the diagnosis started and measured
+    # -- what was measured and read ----------------------------------------------------------
     prompts: tuple[str, ...] = ()
+    suite: str = "code"                    # the prompt suites, comma-separated
     max_tokens: int = 64
     sampling: tuple[float, float] | None = None   # the sampled measurement's (T, top_p)
     measured: dict[str, Any] = field(default_factory=dict)   # label -> Measurement-like
+    server_logs: dict[str, str] = field(default_factory=dict)   # label or path -> log text
+    errors: list[str] = field(default_factory=list)    # the server's and the measurements'
+    windows: tuple[AcceptanceProfile, ...] = ()         # log windows over uptime
+    log_total: AcceptanceProfile | None = None          # the logs' whole-run profile
+    speculation_off: str | None = None     # why the logs show speculation off (the line)
+    # -- what experiments leave for each other -----------------------------------------------
+    oracle_greedy: Any = None              # the greedy oracle of the served files (oracle.runner)
+    oracle_gap: Gap | None = None          # measured vs that oracle, accepted per draft
+    oracle_pos0: float | None = None       # its position-0 rate
+    oracle_vocab_map: Path | None = None   # the draft-to-target id map the engine applies
+    spec_on_passes: list[list[tuple[int, float]]] = field(default_factory=list)  # timing
+    tok_s_spec_on: float | None = None     # decode tok/s, speculation on and off
+    tok_s_spec_off: float | None = None
+    deadline: float | None = None          # time.monotonic() past which repeated runs stop
     progress: Callable[[str], None] = lambda msg: None
-    data: dict[str, Any] = field(default_factory=dict)       # results shared between experiments
-
-    def free_port(self) -> int:
-        import socket
-
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            return int(s.getsockname()[1])
 
 
 class Experiment(Protocol):

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specdoctor.errors import LabError
-from specdoctor.launch import process as launch
-from specdoctor.launch.process import ServerHandle
+from specdoctor.launch import servers as srv
+from specdoctor.launch.servers import ServerHandle
 from specdoctor.launch.spec import LaunchSpec
 from specdoctor.paths import lab_dir
 
@@ -228,7 +228,7 @@ def with_packs(spec: LaunchSpec, names: tuple[str, ...]) -> LaunchSpec:
     import dataclasses
     import os
 
-    from specdoctor.experiments.probes import run as probes
+    from specdoctor.packs import run as probes
 
     for name in names:
         pack, _ = probes.prepare(name, lab_dir() / "packs" / f"{spec.port}-{Path(name).stem}")
@@ -258,7 +258,7 @@ def running(port: int | None = None) -> list[ServerHandle]:
     paths = [state_path(port)] if port is not None else sorted(folder.glob("*.json"))
     alive = []
     for p in paths:
-        h = launch.load_handle(p)
+        h = srv.load_handle(p)
         if h is None:
             continue
         if h.alive():
@@ -292,7 +292,7 @@ def up(spec: LaunchSpec, timeout_s: float = READY_TIMEOUT_S,
     check_installed()
     for h in running(spec.port):
         if h.spec.argv == spec.argv and h.spec.env == spec.env:
-            launch.wait_ready(h, timeout_s, on_tick)
+            srv.wait_ready(h, timeout_s, on_tick)
             return h
         raise LabError(
             f"a different lab server ({h.spec.label}) already runs on port {spec.port}",
@@ -301,12 +301,12 @@ def up(spec: LaunchSpec, timeout_s: float = READY_TIMEOUT_S,
     logp = log_path(spec.port)
     logp.parent.mkdir(parents=True, exist_ok=True)
     logp.write_bytes(b"")  # one log per server life: windows in it belong to this server
-    handle = launch.start(spec, logp)
-    launch.save_handle(handle, state_path(spec.port))
+    handle = srv.start(spec, logp)
+    srv.save_handle(handle, state_path(spec.port))
     try:
-        launch.wait_ready(handle, timeout_s, on_tick)
+        srv.wait_ready(handle, timeout_s, on_tick)
     except BaseException:
-        launch.stop(handle)
+        srv.stop(handle)
         state_path(spec.port).unlink(missing_ok=True)
         raise
     return handle
@@ -315,7 +315,7 @@ def up(spec: LaunchSpec, timeout_s: float = READY_TIMEOUT_S,
 def down(port: int | None = None) -> list[ServerHandle]:
     stopped = []
     for h in running(port):
-        launch.stop(h)
+        srv.stop(h)
         state_path(h.spec.port).unlink(missing_ok=True)
         stopped.append(h)
     return stopped

@@ -1,25 +1,29 @@
-"""Launch specs: parse a server's real command line, change one thing, start, wait, stop.
+"""Launch specs and servers: parse a server's real command line, change one thing, start it,
+wait until it is ready, stop it.
 
-The typed library every relaunch experiment uses (bench, sweep, diagnose)::
+The one launch type (``LaunchSpec``, from ``parse_command``) and the one module that owns a
+server's life (``servers``), used by bench, sweep, diagnose and its experiments, the
+compile-cache A/B and the lab::
 
-    from specdoctor.launch import parse_command, start, wait_ready, stop
+    from specdoctor.launch import free_port, parse_command, running
 
-    spec = parse_command("vllm serve MODEL --speculative-config '{...}'", env={"HF_HOME": "/x"})
+    spec = parse_command("HF_HOME=/x vllm serve MODEL --speculative-config '{...}'")
     for k in (2, 4):
         s = spec.with_k(k).with_port(free_port())
-        h = start(s, log_path)
-        wait_ready(h, timeout_s=600)   # stops the server and shows its log tail on failure
-        ...
-        stop(h)
+        with running(s, log_path, timeout_s=600) as server:   # stopped when the block ends
+            measure(server.url)
 """
 
 from specdoctor.launch.engines import Speculation
-from specdoctor.launch.process import (
+from specdoctor.launch.servers import (
     ServerHandle,
+    Servers,
     free_port,
     http_ok,
+    launch,
     load_handle,
     port_in_use,
+    running,
     save_handle,
     start,
     started,
@@ -32,7 +36,7 @@ from specdoctor.launch.process import (
 from specdoctor.launch.spec import LaunchSpec, parse_command
 
 __all__ = [
-    "LaunchSpec", "ServerHandle", "Speculation", "free_port", "http_ok", "load_handle",
-    "parse_command", "port_in_use", "save_handle", "start", "started", "stop", "stop_started",
-    "stopping_started_on_exit", "tail", "wait_ready",
+    "LaunchSpec", "ServerHandle", "Servers", "Speculation", "free_port", "http_ok", "launch",
+    "load_handle", "parse_command", "port_in_use", "running", "save_handle", "start", "started",
+    "stop", "stop_started", "stopping_started_on_exit", "tail", "wait_ready",
 ]

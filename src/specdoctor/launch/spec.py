@@ -59,6 +59,11 @@ class LaunchSpec:
         s = self.speculation
         return None if s is None else s.k
 
+    def arg(self, *names: str) -> str | None:
+        """The value of an engine option (any of its spellings; the last occurrence wins, as
+        argparse reads it); None when absent or a bare flag."""
+        return A.get(self.argv, *names)
+
     def shell_command(self) -> str:
         """The exact command, environment included, as a user would type it."""
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
@@ -189,37 +194,52 @@ def _spec_text(s: Speculation | None) -> str:
 
 
 def parse_command(command: str | Sequence[str], env: Mapping[str, str] | None = None,
-                  *, label: str = "") -> LaunchSpec:
+                  *, label: str = "", port: int | None = None,
+                  any_server: bool = False) -> LaunchSpec:
     """A ``LaunchSpec`` from a command line as the user types it.
 
     Leading ``NAME=value`` words (and an ``env`` prefix) become environment overrides, merged
     with ``env``; the port and host are read from the engine's own arguments (engine default
-    when absent; a wildcard host is probed on 127.0.0.1)."""
-    words = shlex.split(command) if isinstance(command, str) else list(command)
+    when absent; a wildcard host is probed on 127.0.0.1). ``port``: the port the server listens
+    on, when the caller knows better (the command is left as it is).
+
+    A command specdoctor does not recognise is refused, unless ``any_server`` (a target whose
+    experiments may only change its port and environment, such as the compile-cache A/B): then
+    it is taken as it is, on its ``--port`` (8000 when it has none), and edits of its
+    speculation say they cannot be made."""
+    try:
+        words = shlex.split(command) if isinstance(command, str) else list(command)
+    except ValueError as exc:   # "No closing quotation"
+        raise InputError(f"the launch command cannot be split into words: {exc}",
+                         "quote it as the shell would, e.g. '{\"method\": \"ngram\"}'") from None
     overrides = dict(env or {})
-    if words[:1] == ["env"]:
-        words = words[1:]
-    while words and "=" in words[0] and not words[0].startswith("-") and \
-            words[0].split("=", 1)[0].isidentifier():
-        key, value = words.pop(0).split("=", 1)
-        overrides[key] = value
+    while words and (words[0] == "env" or "=" in words[0] and not words[0].startswith("-")
+                     and words[0].split("=", 1)[0].isidentifier()):
+        word = words.pop(0)
+        if word != "env":
+            key, value = word.split("=", 1)
+            overrides[key] = value
     if not words:
         raise InputError("the launch command is empty", "pass the server command, e.g. 'vllm serve MODEL'")
     eng = engines.detect(words)
-    if eng is None:
+    if eng is None and not any_server:
         raise InputError(
             f"specdoctor does not recognise the server command {' '.join(words[:3])!r}",
             "use `vllm serve …`, `python -m vllm.entrypoints.openai.api_server …`, "
             "`python -m sglang.launch_server …` or `llama-server …`")
     port_text = A.get(words, "--port")
-    try:
-        port = int(port_text) if port_text is not None else eng.default_port
-    except ValueError:
-        raise InputError(f"--port {port_text!r} is not a number", "pass --port 8000") from None
+    if port is None:
+        try:
+            port = int(port_text) if port_text is not None else (
+                eng.default_port if eng is not None else 8000)
+        except ValueError:
+            raise InputError(f"--port {port_text!r} is not a number", "pass --port 8000") from None
     host = A.get(words, "--host") or "127.0.0.1"
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     spec = LaunchSpec(argv=tuple(words), env=overrides, port=port, host=host, label=label)
+    if eng is None:
+        return spec
     spec.speculation  # noqa: B018 - a malformed speculative config fails here, not at launch
     if not label:
         spec = spec.with_label(_spec_text(spec.speculation))

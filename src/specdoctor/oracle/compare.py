@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from specdoctor.errors import InputError
 from specdoctor.oracle import stats
 
 # Below this oracle position-0 rate "the drafter is weak for this data".
@@ -147,29 +146,9 @@ class MeasuredRun:
 
 def load_measured(db_path: Path, run_id: int) -> MeasuredRun:
     """A ``measure`` run with its per-request profiles (the units of the paired bootstrap)."""
-    from specdoctor.store.db import open_store
+    from specdoctor.bench.measure import load_run
 
-    store = open_store(db_path)
-    try:
-        row = store.run(run_id)
-        reqs = store.requests(run_id) if row.kind == "measure" else []
-    finally:
-        store.close()
-    if row.kind != "measure":
-        raise InputError(f"run {run_id} is a {row.kind!r} run",
-                         "compare against a run recorded by `specdoctor measure`")
-    if not reqs:
-        raise InputError(f"run {run_id} has no per-request records",
-                         "measure again; the oracle compares request by request")
-    rows = []
-    for req in reqs:
-        p = req.profile
-        if not p or p.get("drafts") is None or p.get("accepted_per_position") is None:
-            raise InputError(f"request {req.index} of run {run_id} has no per-request acceptance",
-                             "measure a server started with --per-request-spec-decode-metrics "
-                             "detailed (the lab is)")
-        rows.append([p["drafts"], *p["accepted_per_position"]])
-    width = max(len(r) for r in rows)
-    units = np.array([r + [0] * (width - len(r)) for r in rows], dtype=np.float64)
-    return MeasuredRun(run_id, dict(row.result.get("params") or {}), [r.prompt for r in reqs],
-                       units, row.launch_spec)
+    run = load_run(db_path, run_id)
+    width = max(len(r) for r in run.rows)
+    units = np.array([r + [0] * (width - len(r)) for r in run.rows], dtype=np.float64)
+    return MeasuredRun(run.run_id, run.params, run.prompts, units, run.launch_spec)

@@ -1,8 +1,8 @@
 """The engine's own draft tokens, captured, and set against the oracle token by token.
 
 vLLM's per-request spec-decode metrics (``--per-request-spec-decode-metrics detailed``) carry
-how many drafts each step accepted, not which tokens were drafted. The hook in ``hook/``
-(the ``draft-trace`` probe pack, a ``sitecustomize`` put on PYTHONPATH) records, per verify
+how many drafts each step accepted, not which tokens were drafted. The ``draft-trace`` probe
+pack (``packs/draft_trace/``, a ``sitecustomize`` put on PYTHONPATH) records, per verify
 step, the draft ids the scheduler sent and the tokens the step emitted. ``hook_env`` gives the
 environment that turns it on; ``read`` parses its log; ``agreement`` walks engine and oracle
 side by side.
@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from specdoctor.oracle.simulate import RequestTrace
+from specdoctor.packs import draft_trace
 
-HOOK_DIR = Path(__file__).resolve().parent / "hook"
+HOOK_DIR = Path(draft_trace.__file__).resolve().parent
 LOG_ENV = "SPECDOCTOR_DRAFT_LOG"
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
 from specdoctor.bench import summary
-from specdoctor.bench.summary import Row, Verdict
+from specdoctor.bench.summary import Row, Winner
 from specdoctor.errors import InputError
 from specdoctor.report.bench_rows import grouped_errors, table
 from specdoctor.report.html import page
@@ -205,7 +205,7 @@ class Content:
     meta: list[str]
     head: list[str]
     body: list[list[str]]
-    verdicts: list[Verdict]
+    verdicts: list[Winner]
     commands: list[tuple[str, str, dict[str, str]]]
     problems: list[str]
     notes: list[str]

@@ -13,7 +13,7 @@ from rich.table import Table
 from specdoctor.bench.client import Outcome
 from specdoctor.bench.matrix import Cell
 from specdoctor.bench.runner import Config, Events, Plan
-from specdoctor.bench.summary import Row, Verdict
+from specdoctor.bench.summary import Row, Winner
 from specdoctor.launch.spec import LaunchSpec
 from specdoctor.report.bench_rows import grouped_errors, table
 from specdoctor.report.console import err_console
@@ -90,7 +90,7 @@ def rows_table(rows: Sequence[Row], title: str) -> Table:
 
 
 def print_rows(run_id: int, kind: str, status: str, rows: Sequence[Row],
-               verdicts: Sequence[Verdict], report: dict[str, str]) -> None:
+               verdicts: Sequence[Winner], report: dict[str, str]) -> None:
     out = Console(width=None if Console().is_terminal else 200)
     out.print(rows_table(rows, f"{kind} run {run_id} ({status})"))
     for where, err in grouped_errors(rows):

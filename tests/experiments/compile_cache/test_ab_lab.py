@@ -10,7 +10,7 @@ import pytest
 
 from specdoctor.experiments.compile_cache import ab, scan
 from specdoctor.lab import lab as labmod
-from specdoctor.lab.launch import free_port
+from specdoctor.launch import free_port
 
 pytestmark = pytest.mark.lab
 

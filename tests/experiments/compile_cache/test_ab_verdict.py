@@ -6,7 +6,7 @@ import sys
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.experiments.compile_cache import ab
-from specdoctor.lab.launch import LaunchSpec, free_port
+from specdoctor.launch import LaunchSpec, free_port
 
 
 def _p(drafts: int, per_pos: tuple[int, ...], k: int = 3) -> AcceptanceProfile:

@@ -13,7 +13,7 @@ from specdoctor.experiments.masks.backends import BACKENDS, parse_convention, re
 from specdoctor.experiments.masks.cite import CodeRoot
 from specdoctor.experiments.masks.diff import diff_masks
 from specdoctor.experiments.masks.model import Convention, MaskSpec
-from specdoctor.experiments.recon.extract import extract
+from specdoctor.recon.extract import extract
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vllm")
 pytest.importorskip("numpy")

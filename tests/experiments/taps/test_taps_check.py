@@ -11,8 +11,8 @@ torch = pytest.importorskip("torch")
 
 from specdoctor.experiments.kernels.adapters import sdpa_paged  # noqa: E402
 from specdoctor.experiments.kernels.inputs import build  # noqa: E402
-from specdoctor.experiments.taps import tap as taps  # noqa: E402
 from specdoctor.experiments.taps.check import check_dir  # noqa: E402
+from specdoctor.packs import tap as taps  # noqa: E402
 
 CASE = Case("t", ((30, 4), (9, 1)), window=16, causal=False, dtype="float32", data="edge")
 

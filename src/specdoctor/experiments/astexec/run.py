@@ -66,7 +66,7 @@ def resolve_file(file: str) -> Path:
 
 def _module_and_snapshot(path: Path) -> tuple[str | None, dict[str, Any] | None]:
     """The dotted module name, and the snapshot record when the file sits in a snapshot."""
-    from specdoctor.experiments.recon.manifest import is_snapshot, load_snapshot
+    from specdoctor.recon.manifest import is_snapshot, load_snapshot
 
     resolved = path.resolve()
     for parent in resolved.parents:

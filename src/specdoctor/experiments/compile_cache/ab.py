@@ -29,7 +29,7 @@ from typing import Any
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments.compile_cache import scan as scanmod
-from specdoctor.launch import process as launch
+from specdoctor.launch import servers
 from specdoctor.launch.spec import LaunchSpec
 
 CACHE_ENV = ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
@@ -139,24 +139,19 @@ def _arm(name: str, spec: LaunchSpec, env: dict[str, str], workdir: Path,
     run_spec = dataclasses.replace(spec, env={**spec.env, **env}) if env else spec
     if on_progress:
         on_progress(f"{name}: starting the server")
-    handle = None
     try:
-        handle = launch.start(run_spec, log)
-        launch.wait_ready(handle, timeout_s)
-        if on_progress:
-            on_progress(f"{name}: measuring")
-        arm.profile = measure_fn(run_spec.url)
+        with servers.running(run_spec, log, timeout_s) as server:
+            if on_progress:
+                on_progress(f"{name}: measuring")
+            arm.profile = measure_fn(server.url)
     except SpecdoctorError as exc:
         arm.error = str(exc).splitlines()[0]
     except Exception as exc:  # noqa: BLE001 - a failed arm is evidence, not a crash
         arm.error = f"{type(exc).__name__}: {exc}"
-    finally:
-        if handle is not None:
-            launch.stop(handle)
     text = log.read_bytes().decode("utf-8", "replace") if log.is_file() else ""
     arm.cache_lines = [{"path": p, **u.to_json()} for p, u in scanmod.log_uses(text, name)]
     if arm.error:
-        arm.log_tail = launch.tail(log, 20)
+        arm.log_tail = servers.tail(log, 20)
     return arm
 
 

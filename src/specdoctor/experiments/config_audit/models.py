@@ -12,8 +12,9 @@ Pure file reading (``config.json``, tokenizer files, the safetensors header): no
   differ by design; a rope or attention-window difference within the same model family is a
   *suspect* to test (the counterfactual relaunch decides), never a verdict.
 
-Findings carry a level: ``ok``, ``info`` (differs by design), ``suspect`` (may cost acceptance:
-test it), ``problem`` (cannot work as configured).
+Each ``ConfigCheck`` (one compared setting, not a diagnosis ``Finding``) carries a level:
+``ok``, ``info`` (differs by design), ``suspect`` (may cost acceptance: test it), ``problem``
+(cannot work as configured).
 """
 
 from __future__ import annotations
@@ -29,10 +30,18 @@ from specdoctor.errors import InputError
 HIDDEN_FED = ("eagle", "eagle3", "mtp", "dflash")
 METHODS = ("draft_model", *HIDDEN_FED)
 LEVELS = ("ok", "info", "suspect", "problem")
+# Where configs spell the rotary embedding; later containers win, as in transformers' loading.
+ROPE_CONTAINERS = ("rope_scaling", "rope_parameters")
+ROPE_TOP_LEVEL = ("rope_theta", "partial_rotary_factor")
+# Rope settings that mean "no change" (absent and these values compare equal).
+ROPE_NEUTRAL = {"rope_type": "default", "partial_rotary_factor": 1.0}
+_UNSET = object()
 
 
 @dataclass(frozen=True)
-class Finding:
+class ConfigCheck:
+    """One setting compared between drafter and target, with its level."""
+
     level: str
     check: str
     detail: str
@@ -48,12 +57,12 @@ class ModelAudit:
     method: str
     target_dir: str
     draft_dir: str
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[ConfigCheck] = field(default_factory=list)
 
     def worst(self) -> str:
         return max((f.level for f in self.findings), key=LEVELS.index, default="ok")
 
-    def suspects(self) -> list[Finding]:
+    def suspects(self) -> list[ConfigCheck]:
         return [f for f in self.findings if f.level in ("suspect", "problem")]
 
     def to_json(self) -> dict[str, Any]:
@@ -93,16 +102,24 @@ def tensor_shapes(d: Path) -> dict[str, list[int]]:
     return out
 
 
-def rope_of(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The rope settings, in either spelling (``rope_parameters`` or ``rope_theta`` +
-    ``rope_scaling``)."""
-    params = dict(cfg.get("rope_parameters") or {})
-    if "rope_theta" in cfg:
-        params.setdefault("rope_theta", cfg["rope_theta"])
-    if cfg.get("rope_scaling"):
-        params.setdefault("rope_scaling", cfg["rope_scaling"])
-    params.setdefault("rope_type", "default")
-    return params
+def rope_view(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The rotary embedding's effective settings, whatever the spelling (``rope_parameters``,
+    ``rope_scaling``, top-level ``rope_theta``/``partial_rotary_factor``), neutral values left
+    out, so two configs that rotate alike compare equal (pure). The one reading of a config's
+    rope for comparing two configs (the audit, the counterfactuals); the oracle computes
+    frequencies from the config itself (``oracle.heads.ops.rope_from_config``, transformers'
+    own initialisers), which is another job."""
+    view: dict[str, Any] = {}
+    for c in ROPE_CONTAINERS:
+        if isinstance(cfg.get(c), dict):
+            view.update(cfg[c])
+    for k in ROPE_TOP_LEVEL:
+        if k in cfg and cfg[k] is not None:
+            view.setdefault(k, cfg[k])
+    if "type" in view:
+        view.setdefault("rope_type", view["type"])
+        del view["type"]
+    return {k: v for k, v in view.items() if ROPE_NEUTRAL.get(k, _UNSET) != v}
 
 
 def window_of(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -191,32 +208,32 @@ def _tokenizers(td: Path, dd: Path, t: dict, d: dict, method: str, add: Any) -> 
     shapes = tensor_shapes(dd) if method in HIDDEN_FED else {}
     has_map = "d2t" in shapes or any(k.endswith(".d2t") for k in shapes)
     if dv is None:
-        add(Finding("ok", "tokenizer", "the drafter has no tokenizer of its own: it uses the "
+        add(ConfigCheck("ok", "tokenizer", "the drafter has no tokenizer of its own: it uses the "
                                         "target's"))
     elif tv is not None and dv != tv:
         level = "info" if has_map else "problem"
         n = sum(1 for k, v in dv.items() if tv.get(k) != v)
-        add(Finding(level, "tokenizer", f"{n} of {len(dv)} draft vocabulary entries differ from "
+        add(ConfigCheck(level, "tokenizer", f"{n} of {len(dv)} draft vocabulary entries differ from "
                     "the target's" + ("; a d2t map translates draft ids" if has_map else
                                       " and no vocabulary map exists"), len(tv), len(dv)))
     else:
-        add(Finding("ok", "tokenizer", "same vocabulary"))
+        add(ConfigCheck("ok", "tokenizer", "same vocabulary"))
     for key in sorted(set(ts) & set(ds)):
         if ts[key] != ds[key]:
-            add(Finding("problem", f"special token {key}", "the two tokenizers disagree",
+            add(ConfigCheck("problem", f"special token {key}", "the two tokenizers disagree",
                         ts[key], ds[key]))
     tvs, dvs = t.get("vocab_size"), d.get("vocab_size")
     dvocab = d.get("draft_vocab_size") or dvs
     if dvocab and tvs and dvocab != tvs:
         level = "info" if has_map else "problem"
-        add(Finding(level, "vocab_size", "draft vocabulary differs" + (
+        add(ConfigCheck(level, "vocab_size", "draft vocabulary differs" + (
             " (d2t maps it)" if has_map else ": draft ids would not be target ids"), tvs, dvocab))
 
 
 def _ids(t: dict, d: dict, add: Any) -> None:
     for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
         if key in t and key in d and t[key] != d[key]:
-            add(Finding("suspect", key, "special token ids differ between the configs",
+            add(ConfigCheck("suspect", key, "special token ids differ between the configs",
                         t[key], d[key]))
 
 
@@ -226,37 +243,37 @@ def _hidden_fed(method: str, t: dict, d: dict, dd: Path, add: Any) -> None:
     if method == "mtp":
         want = th  # the MTP layers live in the target's own checkpoint
     if th and want and th != want:
-        add(Finding("problem", "hidden_size", "the drafter expects another hidden size", th, want))
+        add(ConfigCheck("problem", "hidden_size", "the drafter expects another hidden size", th, want))
     n_layers = int(t.get("num_hidden_layers") or 0)
     ids = aux_layer_ids(method, d)
     if ids is not None:
         bad = [i for i in ids if not 0 <= i <= n_layers]
         if bad:
-            add(Finding("problem", "aux layer ids", f"ids {bad} name no layer of a "
+            add(ConfigCheck("problem", "aux layer ids", f"ids {bad} name no layer of a "
                         f"{n_layers}-layer target (0 = embeddings, i = output of layer i-1)",
                         n_layers, ids))
         elif method == "dflash" and 0 in ids:
-            add(Finding("suspect", "aux layer ids", "a negative DFlash target_layer_id: the "
+            add(ConfigCheck("suspect", "aux layer ids", "a negative DFlash target_layer_id: the "
                         "drafter reads the embeddings as a layer output; check the ids' "
                         "convention (DFlash counts layer outputs, EAGLE3 layer inputs, and vLLM "
                         "adds one to DFlash's)", n_layers, ids))
         else:
-            add(Finding("ok", "aux layer ids", f"within the target's {n_layers} layers",
+            add(ConfigCheck("ok", "aux layer ids", f"within the target's {n_layers} layers",
                         n_layers, ids))
         fc = tensor_shapes(dd).get("fc.weight") or tensor_shapes(dd).get("model.fc.weight")
         if fc and th and len(fc) == 2 and fc[1] % th == 0 and fc[1] // th not in (len(ids),
                                                                              len(ids) + 1):
-            add(Finding("problem", "fc input", f"fc reads {fc[1] // th} hidden states, the "
+            add(ConfigCheck("problem", "fc input", f"fc reads {fc[1] // th} hidden states, the "
                         f"config names {len(ids)}", len(ids), fc[1] // th))
     _rope_and_window(t, d, add, same_family=True)
     if method == "dflash":
         causal = dflash_causal(d)
         if any(causal):
-            add(Finding("suspect", "dflash causality", "vLLM resolves these draft layers "
+            add(ConfigCheck("suspect", "dflash causality", "vLLM resolves these draft layers "
                         "causal; DFlash drafters predict their block with non-causal "
                         "attention unless trained otherwise", None, causal))
         else:
-            add(Finding("ok", "dflash causality", "non-causal in every draft layer", None, causal))
+            add(ConfigCheck("ok", "dflash causality", "non-causal in every draft layer", None, causal))
 
 
 def _independent(t: dict, d: dict, add: Any) -> None:
@@ -265,23 +282,23 @@ def _independent(t: dict, d: dict, add: Any) -> None:
     for key in ("num_hidden_layers", "hidden_size", "head_dim", "max_position_embeddings",
                 "torch_dtype", "dtype"):
         if key in t and key in d and t[key] != d[key]:
-            add(Finding("info", key, "differs; independent drafters may differ here by design",
+            add(ConfigCheck("info", key, "differs; independent drafters may differ here by design",
                         t[key], d[key]))
     _rope_and_window(t, d, add, same_family=same)
 
 
 def _rope_and_window(t: dict, d: dict, add: Any, same_family: bool) -> None:
-    tr, dr = rope_of(t), rope_of(d)
+    tr, dr = rope_view(t), rope_view(d)
     level = "suspect" if same_family else "info"
     why = ("a drafter of the same family with another rope predicts from shifted positions: "
            "test it with the target's rope" if same_family else
            "different families: may be by design")
     if tr != dr:
-        add(Finding(level, "rope", why, tr, dr))
+        add(ConfigCheck(level, "rope", why, tr, dr))
     else:
-        add(Finding("ok", "rope", "same rope settings", tr, dr))
+        add(ConfigCheck("ok", "rope", "same rope settings", tr, dr))
     tw, dw = window_of(t), window_of(d)
     if tw != dw:
-        add(Finding(level, "attention window", "the drafter sees another window of context "
+        add(ConfigCheck(level, "attention window", "the drafter sees another window of context "
                     "than the target" + ("" if same_family else " (different families)"),
                     tw or None, dw or None))

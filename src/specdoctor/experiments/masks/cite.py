@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specdoctor.errors import InputError
-from specdoctor.experiments.recon.manifest import is_snapshot, load_snapshot
+from specdoctor.recon.manifest import is_snapshot, load_snapshot
 
 
 @dataclass(frozen=True)

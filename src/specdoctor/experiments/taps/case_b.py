@@ -21,7 +21,6 @@ the draft; `taps check` on the taps before the reduction names the fault.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -81,7 +80,7 @@ def _layer(role: str, attn_world: int, rank: int, x: Any, wq: Any, wo: Any,
     import torch
     import torch.distributed as dist
 
-    from specdoctor.experiments.taps.tap import tap
+    from specdoctor.packs.tap import tap
 
     per = HEADS // WORLD
     mine = slice(rank * per, (rank + 1) * per)
@@ -144,12 +143,6 @@ def _rank_main(rank: int, port: int, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def run(out_dir: Path) -> Path:
     """Run the 4 ranks (spawned processes) and return the tap directory."""
     if out_dir.exists() and not out_dir.is_dir():
@@ -157,11 +150,13 @@ def run(out_dir: Path) -> Path:
                          "pass a new or existing directory for the taps")
     import torch.multiprocessing as mp
 
+    from specdoctor.launch import free_port
+
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create {out_dir}: {exc.strerror}", "pass a writable directory") from exc
-    mp.spawn(_rank_main, args=(_free_port(), str(out_dir)), nprocs=WORLD, join=True)
+    mp.spawn(_rank_main, args=(free_port(), str(out_dir)), nprocs=WORLD, join=True)
     return out_dir
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from specdoctor.experiments.taps.attention import recompute, recompute_global
 from specdoctor.experiments.taps.crossrank import (
-    Finding,
+    RankCheck,
     empty_indices,
     kv_world,
     local_seq_lens,
@@ -31,34 +31,34 @@ def _is_attention(rec: Record) -> bool:
     return any(k in rec.tensors for k in PAGES) or rec.name.startswith("attn")
 
 
-def _recompute(rec: Record) -> list[Finding]:
+def _recompute(rec: Record) -> list[RankCheck]:
     out = []
     local = "partial_out" if "partial_out" in rec.tensors else ("out" if kv_world(rec) <= 1 else None)
     if local is None:
         return out
     c = recompute(rec, local)
     level = "ok" if c.trusted else "fault"
-    out.append(Finding(level, "recompute", rec.label,
+    out.append(RankCheck(level, "recompute", rec.label,
                        f"{local} vs fp64 over its own pages: cosine {c.cosine:.6f}, rel err {c.rel_err:.2e}"
                        + ("" if c.trusted else " — below 0.9999: the kernel (or the tap) is wrong here"),
                        {"cosine": c.cosine, "rel_err": c.rel_err, "max_abs": c.max_abs}))
     return out
 
 
-def _recompute_global(ranks: dict[int, Record], where: str) -> list[Finding]:
+def _recompute_global(ranks: dict[int, Record], where: str) -> list[RankCheck]:
     first = next(iter(ranks.values()))
     world = kv_world(first)
     if world <= 1 or "out" not in first.tensors:
         return []
     if sorted(ranks) != list(range(world)):
-        return [Finding("note", "recompute-global", where,
+        return [RankCheck("note", "recompute-global", where,
                         f"KV sharded over {world} ranks but taps came from ranks {sorted(ranks)}: "
                         "the whole context cannot be put back together")]
     out = []
     for r in sorted(ranks):
         c = recompute_global(ranks, r, world)
         ok = c.trusted
-        out.append(Finding("ok" if ok else "fault", "recompute-global", ranks[r].label,
+        out.append(RankCheck("ok" if ok else "fault", "recompute-global", ranks[r].label,
                            f"out vs fp64 over the whole context ({world} shards): cosine {c.cosine:.6f}, "
                            f"rel err {c.rel_err:.2e}" + ("" if ok else " — this rank's output is not "
                                                          "attention over the whole context"),
@@ -66,8 +66,8 @@ def _recompute_global(ranks: dict[int, Record], where: str) -> list[Finding]:
     return out
 
 
-def check_records(records: list[Record]) -> list[Finding]:
-    findings: list[Finding] = []
+def check_records(records: list[Record]) -> list[RankCheck]:
+    findings: list[RankCheck] = []
     for (name, layer, step), ranks in sorted(by_step(records).items()):
         where = f"{name} layer {layer} step {step}"
         for r in sorted(ranks):
@@ -82,5 +82,5 @@ def check_records(records: list[Record]) -> list[Finding]:
     return findings
 
 
-def check_dir(directory: Path) -> list[Finding]:
+def check_dir(directory: Path) -> list[RankCheck]:
     return check_records(load_dir(directory))

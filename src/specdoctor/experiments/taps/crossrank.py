@@ -27,7 +27,10 @@ OUTPUTS = ("out", "partial_out")
 
 
 @dataclass
-class Finding:
+class RankCheck:
+    """What one check saw in the taps of one (name, layer, step) (not a diagnosis ``Finding``:
+    ``taps check`` prints these; the taps experiment decides from ``heads``)."""
+
     level: str  # "fault", "ok" or "note"
     check: str
     where: str
@@ -50,7 +53,7 @@ def kv_world(rec: Record) -> int:
     return _world(rec, "kv_world_size") or 1
 
 
-def zero_heads(rec: Record) -> list[Finding]:
+def zero_heads(rec: Record) -> list[RankCheck]:
     out = []
     for name in OUTPUTS:
         t = rec.tensors.get(name)
@@ -58,52 +61,52 @@ def zero_heads(rec: Record) -> list[Finding]:
             continue
         zero = [h for h in range(t.shape[1]) if not bool(t[:, h].any())]
         if zero:
-            out.append(Finding("fault", "zero-heads", rec.label,
+            out.append(RankCheck("fault", "zero-heads", rec.label,
                                f"{len(zero)} of {t.shape[1]} heads of {name} are all zeros (heads {zero})",
                                {"rank": rec.rank, "tensor": name, "heads": zero}))
     return out
 
 
-def empty_indices(rec: Record) -> list[Finding]:
+def empty_indices(rec: Record) -> list[RankCheck]:
     out = []
     for name, t in rec.tensors.items():
         if "indices" in name and not bool((t >= 0).any()):
-            out.append(Finding("fault", "empty-indices", rec.label,
+            out.append(RankCheck("fault", "empty-indices", rec.label,
                                f"{name} holds no valid index ({t.numel()} entries, none >= 0): "
                                "the attention read nothing", {"rank": rec.rank, "tensor": name}))
     return out
 
 
-def merge_skipped(rec: Record) -> list[Finding]:
+def merge_skipped(rec: Record) -> list[RankCheck]:
     import torch
 
     if kv_world(rec) <= 1 or not {"out", "partial_out"} <= set(rec.tensors):
         return []
     if torch.equal(rec.tensors["out"], rec.tensors["partial_out"]):
-        return [Finding("fault", "merge-skipped", rec.label,
+        return [RankCheck("fault", "merge-skipped", rec.label,
                         f"the merged output is bit-identical to this rank's partial while the KV is "
                         f"sharded over {kv_world(rec)} ranks: no merge ran", {"rank": rec.rank})]
     return []
 
 
-def world_sizes(ranks: dict[int, Record], where: str) -> list[Finding]:
+def world_sizes(ranks: dict[int, Record], where: str) -> list[RankCheck]:
     out = []
     keys = sorted({k for r in ranks.values() for k in r.meta if k.endswith("world_size")})
     for key in keys:
         values = {r: ranks[r].meta.get(key) for r in sorted(ranks)}
         if len(set(map(str, values.values()))) > 1:
-            out.append(Finding("fault", "world-size", where, f"ranks disagree on {key}: {values}",
+            out.append(RankCheck("fault", "world-size", where, f"ranks disagree on {key}: {values}",
                                {"key": key, "values": values}))
     for r in sorted(ranks):
         rec = ranks[r]
         if kv_world(rec) != attention_world(rec):
-            out.append(Finding("fault", "world-size", rec.label,
+            out.append(RankCheck("fault", "world-size", rec.label,
                                f"attention ran with world size {attention_world(rec)} but its KV cache "
                                f"was written in {kv_world(rec)} shards", {"rank": r}))
     return out
 
 
-def local_seq_lens(ranks: dict[int, Record], where: str) -> list[Finding]:
+def local_seq_lens(ranks: dict[int, Record], where: str) -> list[RankCheck]:
     if len(ranks) < 2 or not all("seqused_k" in r.tensors for r in ranks.values()):
         return []
     lens = {r: ranks[r].tensors["seqused_k"].tolist() for r in sorted(ranks)}
@@ -111,15 +114,15 @@ def local_seq_lens(ranks: dict[int, Record], where: str) -> list[Finding]:
         return []
     blind = [r for r in ranks if attention_world(ranks[r]) == 1]
     if not blind:
-        return [Finding("note", "local-seq-lens", where,
+        return [RankCheck("note", "local-seq-lens", where,
                         f"per-rank sequence lengths {_fmt(lens)}: sharded, and the attention knows it")]
-    return [Finding("fault", "local-seq-lens", where,
+    return [RankCheck("fault", "local-seq-lens", where,
                     f"sequence lengths differ by rank ({_fmt(lens)}, together {_sum(lens)}): the KV is "
                     f"sharded, yet ranks {sorted(blind)} ran attention as if unsharded (world size 1)",
                     {"seqused_k": lens})]
 
 
-def post_reduction(ranks: dict[int, Record], where: str) -> list[Finding]:
+def post_reduction(ranks: dict[int, Record], where: str) -> list[RankCheck]:
     import torch
 
     have = [r for r in sorted(ranks) if "hidden" in ranks[r].tensors]
@@ -128,10 +131,10 @@ def post_reduction(ranks: dict[int, Record], where: str) -> list[Finding]:
     first = ranks[have[0]].tensors["hidden"]
     same = all(torch.equal(first, ranks[r].tensors["hidden"]) for r in have[1:])
     if same:
-        return [Finding("note", "post-reduction", where,
+        return [RankCheck("note", "post-reduction", where,
                         f"hidden is bit-identical on ranks {have}: consistent, which an all-reduce "
                         "guarantees even when the partials before it are wrong")]
-    return [Finding("fault", "post-reduction", where, f"hidden differs between ranks {have}")]
+    return [RankCheck("fault", "post-reduction", where, f"hidden differs between ranks {have}")]
 
 
 def _fmt(lens: dict[int, list[int]]) -> str:

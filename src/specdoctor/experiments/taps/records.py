@@ -52,7 +52,7 @@ def load_dir(directory: Path) -> list[Record]:
         except Exception as exc:
             raise InputError(f"cannot read tap {f.name}: {exc}", "the file is truncated or not safetensors") from exc
         if "name" not in head:
-            raise InputError(f"{f.name} has no tap header", "write taps with specdoctor.experiments.taps.tap")
+            raise InputError(f"{f.name} has no tap header", "write taps with specdoctor.packs.tap")
         out.append(Record(f, head["name"], head.get("layer", "0"), int(head.get("rank", 0)),
                           int(head.get("step", 0)), tensors, json.loads(head.get("meta") or "{}")))
     return out

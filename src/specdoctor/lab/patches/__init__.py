@@ -27,7 +27,7 @@ def available() -> list[str]:
 
 def content_hash(name: str) -> str:
     """sha256 (16 hex) of a patch's spec and of every file it ships."""
-    from specdoctor.experiments.probes import spec as specmod
+    from specdoctor.packs import spec as specmod
 
     path = DIR / f"{name}.toml"
     if not path.is_file():
@@ -42,8 +42,8 @@ def content_hash(name: str) -> str:
 def build(name: str, root: Path) -> tuple[Path, dict[str, str]]:
     """Build patch ``name`` under ``root/<hash>`` (once); returns its directory and the env that
     turns it on (PYTHONPATH not included: see ``apply``)."""
-    from specdoctor.experiments.probes import spec as specmod
-    from specdoctor.experiments.probes.build import build as build_pack
+    from specdoctor.packs import spec as specmod
+    from specdoctor.packs.build import build as build_pack
 
     digest = content_hash(name)
     spec = dataclasses.replace(specmod.load(DIR / f"{name}.toml"), name=digest, source=None)

@@ -1,0 +1,64 @@
+"""Comparing acceptance profiles (pure): per-position conventions converted, two profiles that
+differ beyond their intervals, drift over uptime.
+
+Per-position rates are unconditional (accepted at i / drafts, vLLM's) unless a name says
+conditional (accepted at i given accepted at i-1); accepted per draft does NOT count the bonus
+token. Used by the signature (diagnose) and by the experiments that decide on the same figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
+
+# Fewer uptime windows than this say nothing about drift (a third of them is compared).
+MIN_DRIFT_WINDOWS = 6
+
+
+def unconditional_from_conditional(rates: Sequence[float]) -> list[float]:
+    """Conditional rates (i given i-1) → unconditional (accepted at i / drafts)."""
+    out, acc = [], 1.0
+    for r in rates:
+        acc *= r
+        out.append(acc)
+    return out
+
+
+def conditional_from_unconditional(rates: Sequence[float]) -> list[float | None]:
+    """Unconditional → conditional; None where the previous position is never accepted."""
+    out: list[float | None] = []
+    prev = 1.0
+    for r in rates:
+        out.append(r / prev if prev > 0 else None)
+        prev = r
+    return out
+
+
+def _apd_interval(p: AcceptanceProfile) -> tuple[float, float] | None:
+    iv = p.intervals.get("accepted_per_draft")
+    return None if iv is None else (iv.low, iv.high)
+
+
+def differs(a: AcceptanceProfile, b: AcceptanceProfile, share: float) -> bool:
+    """Accepted per draft differs: disjoint intervals when both have them, else by ``share``."""
+    xa, xb = a.accepted_per_draft, b.accepted_per_draft
+    if xa is None or xb is None:
+        return False
+    ia, ib = _apd_interval(a), _apd_interval(b)
+    if ia is not None and ib is not None:
+        return ia[1] < ib[0] or ib[1] < ia[0]
+    return abs(xa - xb) > share * max(xa, xb, 1e-9)
+
+
+def drift(windows: Sequence[AcceptanceProfile]) -> tuple[float, float] | None:
+    """(first third, last third) accepted per draft over uptime; None if too few windows."""
+    ws = [w for w in windows if w.has_drafts and w.count_weighted]
+    if len(ws) < MIN_DRIFT_WINDOWS:
+        return None
+    third = len(ws) // 3
+    first = sum_profiles(ws[:third]).accepted_per_draft
+    last = sum_profiles(ws[-third:]).accepted_per_draft
+    if first is None or last is None:
+        return None
+    return first, last

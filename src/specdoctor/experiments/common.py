@@ -1,0 +1,137 @@
+"""What several experiments share: the server's settings read from its command, measuring a
+(re)launched server, and per-request units for paired comparisons."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specdoctor.acceptance.profile import AcceptanceProfile
+from specdoctor.bench import measure as proto
+from specdoctor.errors import SpecdoctorError
+from specdoctor.experiments.base import Context
+from specdoctor.launch import LaunchSpec, free_port
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The speculative setup a launch command describes."""
+
+    target: Path | None
+    method: str | None
+    k: int | None
+    draft: Path | None
+    tokenizer: Path | None
+    prompt_lookup: tuple[int, int]
+    dtype: str | None
+    max_model_len: int | None
+    draft_sample_method: str
+
+
+# Where each engine's command names the target model (vLLM also takes it after ``serve``).
+MODEL_FLAGS = {"sglang": ("--model-path",), "llamacpp": ("-m", "--model")}
+
+
+def settings(launch: LaunchSpec) -> Settings:
+    """What the command serves, read through its engine's own adapter (an unrecognised command:
+    its model arguments only)."""
+    spec = launch.speculation if launch.engine != "unknown" else None
+    opts = spec.options if spec is not None else {}
+    method = spec.method if spec is not None else None
+    drafter = spec.drafter if spec is not None and method not in (None, "ngram", "mtp") else None
+    model = launch.arg(*MODEL_FLAGS.get(launch.engine, ("--model",)))
+    if model is None:  # `vllm serve MODEL`: the positional after "serve"
+        argv = list(launch.argv)
+        if "serve" in argv and argv.index("serve") + 1 < len(argv):
+            model = argv[argv.index("serve") + 1]
+    mml = launch.arg("--max-model-len")
+    tokenizer = launch.arg("--tokenizer")
+    return Settings(
+        target=Path(model) if model else None, method=method,
+        k=spec.k if spec is not None and spec.k else None,
+        draft=Path(drafter) if drafter else None,
+        tokenizer=Path(tokenizer) if tokenizer else None,
+        prompt_lookup=(int(opts.get("prompt_lookup_min") or 2),
+                       int(opts.get("prompt_lookup_max") or 4)),
+        dtype=launch.arg("--dtype"), max_model_len=int(mml) if mml and mml.isdigit() else None,
+        draft_sample_method=str(opts.get("draft_sample_method") or "greedy"))
+
+
+def read_config(model_dir: Path) -> dict[str, Any]:
+    return json.loads((model_dir / "config.json").read_text())
+
+
+def params(ctx: Context, temperature: float = 0.0, top_p: float = 1.0,
+           concurrency: int = 1) -> proto.MeasureParams:
+    return proto.MeasureParams(num_prompts=len(ctx.prompts), concurrency=concurrency,
+                               max_tokens=ctx.max_tokens, temperature=temperature, top_p=top_p,
+                               suite=ctx.suite)
+
+
+def measure_url(ctx: Context, url: str, p: proto.MeasureParams) -> proto.Measurement:
+    return proto.run(url, list(ctx.prompts), p)
+
+
+def measure_launch(ctx: Context, launch: LaunchSpec, p: proto.MeasureParams, label: str
+                   ) -> tuple[proto.Measurement | None, str, str | None]:
+    """Start ``launch`` on a free port, measure, stop. Returns (measurement, the server's log
+    text, error). Never raises for a server that fails: the error names what happened."""
+    if ctx.launcher is None:
+        return None, "", "no launcher: this target cannot be restarted"
+    launch = launch.with_port(free_port())
+    log = ctx.workdir / f"server-{label}-{int(time.time())}.log"
+    ctx.progress(f"{label}: starting the server ({launch.shell_command()[:120]}...)")
+    try:
+        server = ctx.launcher.start(launch, log)
+    except SpecdoctorError as exc:
+        return None, read_text(log), f"the server did not start: {exc.problem}"
+    try:
+        ctx.progress(f"{label}: measuring")
+        m = proto.run(server.url, list(ctx.prompts), p)
+        return m, read_text(log), m.error
+    except SpecdoctorError as exc:
+        return None, read_text(log), str(exc)
+    finally:
+        ctx.launcher.stop(server)
+
+
+def read_text(path: Path) -> str:
+    """A server log as text ("" when there is none)."""
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def units(m: proto.Measurement) -> np.ndarray | None:
+    """Rows per request: drafts, accepted at each position (the paired bootstrap's units)."""
+    rows = []
+    for r in m.requests:
+        p = r.profile
+        if p is None or p.drafts is None or p.accepted_per_position is None:
+            return None
+        rows.append([p.drafts, *p.accepted_per_position])
+    if not rows:
+        return None
+    width = max(len(r) for r in rows)
+    return np.array([r + [0] * (width - len(r)) for r in rows], dtype=np.float64)
+
+
+def apd(p: AcceptanceProfile | None) -> float:
+    return 0.0 if p is None or p.accepted_per_draft is None else float(p.accepted_per_draft)
+
+
+def significantly_higher(after: AcceptanceProfile, before: AcceptanceProfile,
+                         min_rel: float = 0.05) -> bool:
+    """``after`` accepts more per draft than ``before``, beyond both 95% intervals when they
+    exist (else beyond ``min_rel``)."""
+    a, b = apd(after), apd(before)
+    ia, ib = after.intervals.get("accepted_per_draft"), before.intervals.get("accepted_per_draft")
+    if ia is not None and ib is not None:
+        return ia.low > ib.high
+    return a - b > min_rel * max(b, 1e-9)

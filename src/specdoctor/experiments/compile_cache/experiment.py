@@ -1,0 +1,103 @@
+"""The compile-cache A/B as a verdict experiment of ``specdoctor diagnose`` (catalogue id
+``compile-cache-ab``, hypothesis ``compile-cache-pollution``).
+
+The two arms of ``ab``: the user's launch as found, and the same launch with every compile cache
+redirected to a fresh root under the diagnosis' working directory (``ab.isolated_env``). The
+as-found arm is the diagnosis' own greedy measurement of that launch when it has one (the same
+command, the same cache, the same prompts), so the experiment costs one restart; otherwise it is
+relaunched too. Both arms start through the context's launcher, the one way the diagnosis
+launches servers. The verdict is ``ab.decide`` on the two profiles:
+
+- "recovered" → compile-cache-pollution confirmed, with the share of the room up to k recovered;
+- "no effect" → excluded;
+- "inconclusive" (an arm that did not start or measure: the reason and its log tail; a change
+  too small or the wrong way) → inconclusive.
+
+The user's cache is never deleted, moved or edited: the as-found arm reads and writes what the
+launch always does; only the isolated root, created here, is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+from specdoctor.acceptance.profile import AcceptanceProfile
+from specdoctor.experiments import common
+from specdoctor.experiments import rules
+from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.experiments.compile_cache import ab
+
+HID = "compile-cache-pollution"
+TAIL_LINES = 12
+
+
+def verdict(found: AcceptanceProfile | None, isolated: AcceptanceProfile | None, k: int | None,
+            failure: str | None = None) -> Finding:
+    """The finding for the two arms (pure): ``failure`` names an arm that did not measure."""
+    if failure is not None:
+        return Finding(HID, Verdict.INCONCLUSIVE, failure)
+    v, ev = ab.decide(found, isolated)
+    text = "; ".join(ev)
+    if v == "recovered":
+        before, after = common.apd(found), common.apd(isolated)
+        share = rules.recovered_share(before, after, float(k or 1))
+        return Finding(HID, Verdict.CONFIRMED,
+                       f"{text}; {before:.3f} → {after:.3f} accepted per draft with a fresh cache "
+                       f"root ({share:.0%} of the room up to {float(k or 1):.2f} recovered)",
+                       recovered=share)
+    if v == "no effect":
+        return Finding(HID, Verdict.EXCLUDED, f"a fresh compile cache changes nothing: {text}")
+    return Finding(HID, Verdict.INCONCLUSIVE, text)
+
+
+def tail(text: str, n: int = TAIL_LINES) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return "\n".join(lines[-n:])
+
+
+class Experiment:
+    id = "compile-cache-ab"
+
+    def unavailable(self, ctx: Context) -> str | None:
+        if ctx.launch is None or ctx.launcher is None:
+            return "needs a launch command to relaunch with a fresh compile cache"
+        if not ctx.prompts:
+            return "no prompts to measure"
+        return None
+
+    def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
+        assert ctx.launch is not None
+        t0 = time.perf_counter()
+        root = ctx.workdir / f"isolated-cache-{int(time.time())}"
+        isolated_launch = ctx.launch.with_env(**ab.isolated_env(root))
+        cmds = [isolated_launch.shell_command()]
+        p = common.params(ctx)
+        try:
+            baseline = ctx.measured.get("greedy")
+            if baseline is not None and baseline.total is not None:
+                found, found_err = baseline.total, None
+            else:
+                m, log, err = common.measure_launch(ctx, ctx.launch, p, "cache-as-found")
+                found = m.total if m is not None else None
+                found_err = None if found is not None else _failed("as found", err, log)
+            m, log, err = common.measure_launch(ctx, isolated_launch, p, "cache-isolated")
+            isolated = m.total if m is not None else None
+            iso_err = None if isolated is not None else _failed("isolated", err, log)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)   # only the root this experiment created
+        failure = "; ".join(e for e in (found_err, iso_err) if e) or None
+        f = verdict(found, isolated, ctx.k, failure)
+        curves = {k: v for k, v in (("as found", found), ("after fresh compile cache", isolated))
+                  if v is not None}
+        nums = {"as_found": common.apd(found) if found else None,
+                "isolated": common.apd(isolated) if isolated else None,
+                "isolated_env": sorted(ab.CACHE_ENV)}
+        return ExperimentResult(self.id, [f] if HID in hypotheses else [], nums, curves, cmds,
+                                failure, time.perf_counter() - t0)
+
+
+def _failed(arm: str, err: str | None, log: str) -> str:
+    why = f"the {arm} arm did not measure: {err or 'no profile'}"
+    t = tail(log)
+    return why + (f"; its log ends:\n{t}" if t else "")

@@ -1,0 +1,140 @@
+"""The oracle as verdict experiments: greedy (engine vs weights) and sampled (verifier vs the
+arithmetic of sampling), on the prompts the server was measured with.
+
+Greedy settles the catalogue's ``oracle-equal-low`` / ``oracle-gap-engine`` rules; sampled
+settles ``sampled-below-oracle`` / ``sampled-equal-oracle``. Methods: whatever
+``specdoctor.oracle.runner.METHODS`` covers in this build; others are reported unavailable.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from specdoctor.acceptance.profile import AcceptanceProfile
+from specdoctor.experiments import common
+from specdoctor.experiments import rules
+from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+
+
+# Drafters without a directory of their own: prompt lookup, and MTP layers that live in the
+# target's checkpoint.
+NO_DRAFT_DIR = ("ngram", "mtp")
+
+
+def oracle_unavailable(ctx: Context) -> str | None:
+    from specdoctor.oracle.runner import METHODS
+
+    if ctx.target_dir is None:
+        return "the target's model directory is unknown (give --launch, or run on the lab)"
+    if ctx.method not in METHODS:
+        return (f"no oracle for method {ctx.method!r} in this build "
+                f"(it covers {', '.join(METHODS)})")
+    if ctx.method not in NO_DRAFT_DIR and ctx.draft_dir is None:
+        return "the drafter's directory is unknown"
+    if not ctx.prompts:
+        return "no prompts were measured"
+    return None
+
+
+def run_oracle(ctx: Context, temperature: float, top_p: float, draft_dir: Any = None,
+               vocab_map: Any = None) -> Any:
+    """``vocab_map``: a draft-to-target id map file; default: the map the engine applies
+    (``ctx.oracle_vocab_map``, set when the drafter's tokenizer is not the target's)."""
+    from specdoctor.oracle.runner import OracleConfig, run_oracle as _run
+    from specdoctor.oracle.simulate import Sampling
+
+    s = ctx.settings
+    draft_mode = "argmax" if s.draft_sample_method in ("greedy", "argmax") else "probabilistic"
+    cfg = OracleConfig(
+        target=ctx.target_dir, prompts=tuple(ctx.prompts), method=ctx.method or "draft_model",
+        draft=(draft_dir or ctx.draft_dir) if ctx.method not in NO_DRAFT_DIR else None,
+        tokenizer=ctx.tokenizer_dir,
+        k=ctx.k or 4, max_tokens=ctx.max_tokens,
+        sampling=Sampling(temperature, top_p, draft_mode),
+        prompt_lookup_min=s.prompt_lookup[0], prompt_lookup_max=s.prompt_lookup[1],
+        max_model_len=s.max_model_len,
+        dtype=s.dtype if s.dtype in ("float32", "bfloat16", "float16") else "float32",
+        vocab_map=vocab_map or ctx.oracle_vocab_map)
+    return _run(cfg)
+
+
+def served_oracle(ctx: Context) -> Any:
+    """The greedy oracle of the served files on the diagnosis' prompts, computed once and
+    shared by every experiment that compares with it."""
+    res = ctx.oracle_greedy
+    if res is None:
+        res = ctx.oracle_greedy = run_oracle(ctx, 0.0, 1.0)
+    return res
+
+
+def gap(oracle_result: Any, measured: Any) -> tuple[rules.Gap, Any]:
+    """Paired comparison over prompts; the gap in accepted per draft."""
+    from specdoctor.oracle import compare as cmp
+
+    mu = common.units(measured)
+    if mu is None:
+        raise ValueError("the measurement has no per-request acceptance (start the server with "
+                         "--per-request-spec-decode-metrics detailed, or measure at c=1)")
+    c = cmp.compare_units(oracle_result.prompt_units(), mu)
+    a = c.accepted_per_draft
+    return rules.Gap(a.measured.value or 0.0, a.oracle.value or 0.0, a.gap.low, a.gap.high), c
+
+
+def expected_profile(oracle_result: Any) -> AcceptanceProfile:
+    """The oracle's expected counts as a profile (for curves and the signature's reference)."""
+    pu = oracle_result.prompt_units()
+    drafts = int(round(pu[:, 0].sum()))
+    per = tuple(int(round(x)) for x in pu[:, 1:].sum(axis=0))
+    k = pu.shape[1] - 1
+    return AcceptanceProfile(drafts, drafts * k, sum(per), per, k, notes=("oracle",))
+
+
+class OracleGreedy:
+    id = "oracle-greedy"
+
+    def unavailable(self, ctx: Context) -> str | None:
+        if "greedy" not in ctx.measured:
+            return "no greedy measurement to compare with"
+        return oracle_unavailable(ctx)
+
+    def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
+        t0 = time.perf_counter()
+        res = served_oracle(ctx)
+        g, c = gap(res, ctx.measured["greedy"])
+        pos0 = c.positions[0].oracle.value if c.positions else None
+        ctx.oracle_gap, ctx.oracle_pos0 = g, pos0
+        found = rules.decide_oracle(g, pos0, file_side_excluded=False)
+        return ExperimentResult(self.id, found, {"comparison": c.to_json()},
+                                {"oracle (greedy)": expected_profile(res),
+                                 "measured (greedy)": ctx.measured["greedy"].total},
+                                wall_s=time.perf_counter() - t0)
+
+
+class OracleSampled:
+    id = "oracle-sampled"
+
+    def unavailable(self, ctx: Context) -> str | None:
+        if "sampled" not in ctx.measured or ctx.sampling is None:
+            return "no sampled measurement (diagnose --sampling official, or T,top_p)"
+        if ctx.oracle_gap is None:
+            return "the greedy oracle comparison did not run"
+        return oracle_unavailable(ctx)
+
+    def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
+        t0 = time.perf_counter()
+        temperature, top_p = ctx.sampling or (1.0, 1.0)
+        res = run_oracle(ctx, temperature, top_p)
+        sampled = ctx.measured["sampled"]
+        try:
+            g, c = gap(res, sampled)
+        except ValueError as exc:
+            return ExperimentResult(self.id, [Finding(h, Verdict.INCONCLUSIVE, str(exc))
+                                              for h in hypotheses], error=str(exc))
+        greedy_apd = common.apd(ctx.measured["greedy"].total)
+        found = rules.decide_sampling(ctx.oracle_gap, g, greedy_apd)
+        return ExperimentResult(self.id, found, {"comparison": c.to_json(),
+                                                 "temperature": temperature, "top_p": top_p},
+                                {f"oracle (T={temperature:g}, top_p={top_p:g})":
+                                 expected_profile(res), "measured (sampled)": sampled.total},
+                                wall_s=time.perf_counter() - t0)

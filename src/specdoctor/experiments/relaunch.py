@@ -1,0 +1,217 @@
+"""Live experiments that change the load or the launch, not the drafter: concurrency A/B on the
+running server, speculation off, a plain restart.
+
+Speed with and without speculation is compared as decode speed: each request's output tokens
+over its own latency, the same prompts in the same order on both servers, so that what lies
+between requests (metric scrapes, the client) is left out. Each prompt counts with its fastest
+of three passes on either side (the measurement and two more on the live server with
+speculation, three after a warm-up without; as many on each side when the server with
+speculation was already stopped), so a load spike or a first-use compile does not count. The
+two
+servers still run one after the other, so what else the machine does moves their ratio:
+``draft-overhead`` is confirmed only when
+speculation is clearly slower (the total ratio and the median of the per-prompt ratios both
+under CLEAR_SHARE; a load spike moves some prompts, not the median), excluded when it is not
+slower (SLOWER_SHARE, the signature's threshold), and inconclusive in between. Seen on a shared
+2-core machine (the clinic, decode speed): healthy setups from 0.87x to 1.75x of spec-off, the
+same prompt-lookup setup at 0.88x and 1.21x in two comparisons, a drafter carrying the target's
+function in 26x its weights at 0.25x."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from specdoctor.acceptance.compare import differs, drift
+from specdoctor.bench import measure as proto
+from specdoctor.errors import SpecdoctorError
+from specdoctor.experiments import common
+from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.experiments.rules import LOAD_SHARE, SLOWER_SHARE
+from specdoctor.launch import free_port
+
+Timed = tuple[int, float]   # (output tokens, latency in seconds) of one request
+# Clearly slower: beyond what load between two runs on a shared machine moves the ratio.
+CLEAR_SHARE = 0.7
+# Timing passes over the prompts (each prompt counts at its best): with speculation off, and on
+# the live server with speculation beside the measurement itself.
+OFF_PASSES = 3
+ON_EXTRA_PASSES = 2
+
+
+@dataclass(frozen=True)
+class SpeedComparison:
+    """Decode speed with speculation against without, on the same prompts."""
+
+    tok_s_on: float
+    tok_s_off: float
+    paired_median: float     # median over prompts of (on tok/s) / (off tok/s)
+    prompts: int
+
+    @property
+    def ratio(self) -> float:
+        return self.tok_s_on / self.tok_s_off
+
+    @property
+    def verdict(self) -> Verdict:
+        """draft-overhead: confirmed when clearly slower, excluded when not slower."""
+        both = max(self.ratio, self.paired_median)
+        if both < CLEAR_SHARE:
+            return Verdict.CONFIRMED
+        return Verdict.EXCLUDED if min(self.ratio, self.paired_median) >= SLOWER_SHARE \
+            else Verdict.INCONCLUSIVE
+
+    def text(self) -> str:
+        return (f"spec on {self.tok_s_on:.1f} tok/s vs off {self.tok_s_off:.1f} tok/s "
+                f"({self.ratio:.2f}x; per-prompt median {self.paired_median:.2f}x over "
+                f"{self.prompts} prompts)")
+
+
+def tok_s(timed: Sequence[Timed]) -> float:
+    tokens = sum(t for t, _ in timed)
+    return tokens / max(sum(s for _, s in timed), 1e-9)
+
+
+def compare_speed(on: Sequence[Timed], off: Sequence[Timed]) -> SpeedComparison | None:
+    """Pure: None when there is nothing to compare (no tokens on either side)."""
+    pairs = [(a, b) for a, b in zip(on, off) if a[0] > 0 and b[0] > 0 and a[1] > 0 and b[1] > 0]
+    if not pairs or tok_s(on) <= 0 or tok_s(off) <= 0:
+        return None
+    med = statistics.median((a[0] / a[1]) / (b[0] / b[1]) for a, b in pairs)
+    return SpeedComparison(tok_s(on), tok_s(off), med, len(pairs))
+
+
+class ConcurrencyAB:
+    id = "concurrency-ab"
+
+    def unavailable(self, ctx: Context) -> str | None:
+        if ctx.url is None:
+            return "no live server"
+        return None if "greedy" in ctx.measured else "no greedy measurement at c=1"
+
+    def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
+        m = common.measure_url(ctx, ctx.url or "", common.params(ctx, concurrency=8))
+        one = ctx.measured["greedy"].total
+        if m.total is None or one is None:
+            return ExperimentResult(self.id, [Finding("load-dependent", Verdict.INCONCLUSIVE,
+                                                      f"c=8 measurement failed: {m.error}")],
+                                    error=m.error)
+        ev = (f"c=8 {common.apd(m.total):.3f} vs c=1 {common.apd(one):.3f} accepted per draft")
+        v = Verdict.CONFIRMED if differs(m.total, one, LOAD_SHARE) else Verdict.EXCLUDED
+        return ExperimentResult(self.id, [Finding("load-dependent", v, ev)],
+                                curves={"c=1": one, "c=8": m.total})
+
+
+def timed_requests(url: str, ctx: Context, passes: int = 1, warm_up: bool = True
+                   ) -> list[list[Timed]]:
+    """Tokens and latency of each prompt at c=1, greedy, ``passes`` times over the prompts,
+    with nothing read from /metrics (a server with speculation off has no spec-decode
+    counters)."""
+    p = common.params(ctx)
+    model = proto.served_model(url)
+    if warm_up:
+        proto.complete(url, model, ctx.prompts[0], p)
+    out: list[list[Timed]] = []
+    for _ in range(passes):
+        one: list[Timed] = []
+        for i, prompt in enumerate(ctx.prompts):
+            resp, latency = proto.complete(url, model, prompt, p, i)
+            one.append((int((resp.get("usage") or {}).get("completion_tokens", 0)), latency))
+        out.append(one)
+    return out
+
+
+def best_of(passes: Sequence[Sequence[Timed]]) -> list[Timed]:
+    """Per prompt, its fastest pass: what the server does when nothing else holds it up (pure)."""
+    if not passes:
+        return []
+    n = min(len(x) for x in passes)
+    return [max((x[i] for x in passes), key=lambda t: t[0] / t[1] if t[1] > 0 else 0.0)
+            for i in range(n)]
+
+
+def measured_timing(m: proto.Measurement) -> list[Timed]:
+    return [(r.completion_tokens, r.latency_s) for r in sorted(m.requests, key=lambda r: r.index)]
+
+
+def time_spec_on(ctx: Context) -> None:
+    """More timing passes on the live server with speculation on (before it is stopped for
+    the spec-off one), kept in ``ctx.spec_on_passes``."""
+    if ctx.url is not None:
+        ctx.progress("speculation on: timing passes")
+        ctx.spec_on_passes.extend(
+            timed_requests(ctx.url, ctx, passes=ON_EXTRA_PASSES, warm_up=False))
+
+
+class SpecOffBaseline:
+    id = "spec-off-baseline"
+
+    def unavailable(self, ctx: Context) -> str | None:
+        if ctx.launch is None or ctx.launcher is None:
+            return "needs a launch command"
+        return None if "greedy" in ctx.measured else "no greedy measurement"
+
+    def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
+        assert ctx.launch is not None and ctx.launcher is not None
+        # the same server with speculation off (vLLM: per-request spec metrics dropped too)
+        off = ctx.launch.without_speculation().with_port(free_port())
+        log = ctx.workdir / "server-spec-off.log"
+        ctx.progress("speculation off: starting the server")
+        try:
+            server = ctx.launcher.start(off, log)
+        except SpecdoctorError as exc:
+            return ExperimentResult(self.id, [Finding("draft-overhead", Verdict.INCONCLUSIVE,
+                                                      f"spec-off server did not start: {exc}")],
+                                    commands=[off.shell_command()], error=str(exc))
+        try:
+            ctx.progress("speculation off: measuring")
+            off_passes = timed_requests(server.url, ctx, passes=OFF_PASSES)
+        finally:
+            ctx.launcher.stop(server)
+        on_passes = [measured_timing(ctx.measured["greedy"]), *ctx.spec_on_passes]
+        # as many passes on each side: a best of three against a best of one would favour it
+        n = min(len(on_passes), len(off_passes))
+        c = compare_speed(best_of(on_passes[:n]), best_of(off_passes[:n]))
+        if c is None:
+            return ExperimentResult(self.id, [Finding(
+                "draft-overhead", Verdict.INCONCLUSIVE, "no output tokens to time on one side")],
+                commands=[off.shell_command()])
+        ctx.tok_s_spec_off, ctx.tok_s_spec_on = c.tok_s_off, c.tok_s_on
+        v = c.verdict
+        ev = c.text() + {
+            Verdict.CONFIRMED: f": speculation costs far more than it gains (under "
+                               f"{CLEAR_SHARE:.2f}x)",
+            Verdict.EXCLUDED: f": not slower (threshold {SLOWER_SHARE:.2f}x)",
+            Verdict.INCONCLUSIVE: f": slower, but not beyond what load between two runs can "
+                                  f"move ({CLEAR_SHARE:.2f}x); rerun on a quiet machine"}[v]
+        confirmed = v is Verdict.CONFIRMED
+        return ExperimentResult(self.id, [Finding("draft-overhead", v, ev,
+                                                  recovered=1.0 - c.ratio if confirmed else None)],
+                                {"tok_s_on": c.tok_s_on, "tok_s_off": c.tok_s_off,
+                                 "paired_median": c.paired_median},
+                                commands=[off.shell_command()])
+
+
+class RestartAB:
+    id = "restart-ab"
+
+    def unavailable(self, ctx: Context) -> str | None:
+        if ctx.launch is None or ctx.launcher is None:
+            return "needs a launch command to restart"
+        return None if ctx.windows else "no log windows over uptime"
+
+    def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
+        d = drift(tuple(ctx.windows))
+        assert ctx.launch is not None
+        m, _log, err = common.measure_launch(ctx, ctx.launch, common.params(ctx), "restart")
+        if m is None or m.total is None or d is None:
+            return ExperimentResult(self.id, [Finding("uptime-drift", Verdict.INCONCLUSIVE,
+                                                      f"restart failed: {err}")], error=err)
+        fresh = common.apd(m.total)
+        ev = (f"fresh server {fresh:.3f} accepted per draft; windows {d[0]:.3f} early, "
+              f"{d[1]:.3f} late")
+        v = Verdict.CONFIRMED if fresh > d[1] * 1.1 and fresh >= 0.9 * d[0] else \
+            Verdict.NOT_REPRODUCIBLE
+        return ExperimentResult(self.id, [Finding("uptime-drift", v, ev)],
+                                curves={"fresh": m.total})

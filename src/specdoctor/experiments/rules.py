@@ -1,0 +1,236 @@
+"""The catalogue's decision rules, enforced as pure functions (their text is in the catalogue).
+
+Every function takes numbers already measured and returns ``Finding``s; nothing here runs a
+server or a model. Figures are accepted draft tokens per step (bonus token NOT counted) unless a
+name says otherwise.
+
+- ``oracle-equal-low`` / ``oracle-gap-engine``: ``decide_oracle``;
+- ``sampled-below-oracle`` / ``sampled-equal-oracle``: ``decide_sampling``;
+- ``counterfactual-only``: ``decide_counterfactual`` (the only way draft-config-mismatch is
+  confirmed);
+- ``difference-not-verdict``: ``config_difference`` returns no verdict by construction;
+- ``root-cause``: ``root_cause``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from specdoctor.acceptance.profile import AcceptanceProfile
+from specdoctor.experiments.base import Finding, Verdict
+from specdoctor.oracle.compare import WEAK_DRAFTER_POS0
+
+# Thresholds the signature (diagnose) classifies with and the experiments decide with, kept
+# here so that both read the same number.
+LOAD_SHARE = 0.15         # c=8 vs c=1 relative difference when no intervals decide
+SLOWER_SHARE = 0.95       # tok/s under this share of the spec-off tok/s
+# An oracle whose position 0 is under WEAK_DRAFTER_POS0 (oracle.compare's threshold, imported
+# above) is itself low: "the drafter is weak for this data", so matching it is not "healthy".
+
+# Hypotheses the greedy oracle excludes when the engine reaches it: causes that live in engine
+# code, not in the served files (the oracle runs the files as they are).
+ENGINE_SIDE = ("compile-cache-pollution", "rope-sync", "kernel-numerics",
+               "draft-attention-partial", "draft-parallel-config", "target-hidden-noise")
+# Causes that live in the served files themselves: the oracle shares them, so draft-quality
+# waits for their counterfactuals.
+FILE_SIDE = ("draft-config-mismatch", "tokenizer-mismatch", "attention-mask")
+# Causes the oracle shares because it runs the served setup as configured: the files, and k.
+# Matching the oracle clears the engine, never these, so they stay candidates.
+ORACLE_SHARED = (*FILE_SIDE, "k-beyond-training")
+# A gap must also be this large (accepted per draft, relative to the oracle) to count, so that
+# numerics near-ties between an fp32 oracle and the engine do not count as a lost acceptance.
+MIN_REL_GAP = 0.05
+# A counterfactual recovers when accepted per draft rises significantly and by at least this
+# share of what it was (0.44 → 1.29 for DFlash layer ids; 0.57 → 4.0 for a draft rope theta).
+RECOVER_GAIN = 0.25
+RECOVER_MIN_ABS = 0.05
+EXPECTED = ("sampling-confound",)   # confirmed = expected behaviour, not a bug
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Oracle minus measured, accepted per draft, with a 95% interval of the difference."""
+
+    measured: float
+    oracle: float
+    low: float | None
+    high: float | None
+
+    @property
+    def below(self) -> bool:
+        """Measured significantly below the oracle."""
+        big = self.oracle - self.measured > MIN_REL_GAP * max(self.oracle, 1e-9)
+        return big and (self.low is None or self.low > 0)
+
+    @property
+    def above(self) -> bool:
+        big = self.measured - self.oracle > MIN_REL_GAP * max(self.oracle, 1e-9)
+        return big and (self.high is None or self.high < 0)
+
+    @property
+    def equal(self) -> bool:
+        return not self.below and not self.above
+
+    def text(self, what: str = "") -> str:
+        iv = "" if self.low is None else f", gap 95% [{self.low:.3f}, {self.high:.3f}]"
+        return (f"{what}measured {self.measured:.3f} vs oracle {self.oracle:.3f} accepted per "
+                f"draft{iv}")
+
+
+def gap_from_profiles(measured: AcceptanceProfile, oracle: AcceptanceProfile) -> Gap:
+    """A gap from totals alone: the interval is a conservative sum of the two intervals."""
+    m, o = measured.accepted_per_draft or 0.0, oracle.accepted_per_draft or 0.0
+    mi, oi = measured.intervals.get("accepted_per_draft"), oracle.intervals.get("accepted_per_draft")
+    if mi is None or oi is None:
+        return Gap(m, o, None, None)
+    return Gap(m, o, oi.low - mi.high, oi.high - mi.low)
+
+
+def decide_oracle(gap: Gap, oracle_pos0: float | None, file_side_excluded: bool,
+                  reference_low: bool = False) -> list[Finding]:
+    """Greedy measured vs greedy oracle.
+
+    Below: an engine-side cause; draft-quality is excluded, never confirmed. Equal: the
+    engine-side causes are excluded; if the oracle is itself low (weak position 0, or below
+    the published reference), draft-quality is confirmed once the file-side causes are
+    excluded, and inconclusive until then."""
+    ev = gap.text()
+    if gap.below:
+        return [Finding("draft-quality", Verdict.EXCLUDED,
+                        f"{ev}: the engine loses acceptance these weights give")]
+    if gap.above:
+        return [Finding(h, Verdict.INCONCLUSIVE,
+                        f"{ev}: measured ABOVE the oracle, so the oracle was not computed for "
+                        f"what the server ran (weights, k, prompts)")
+                for h in ("draft-quality", *ENGINE_SIDE)]
+    out = [Finding(h, Verdict.EXCLUDED, f"{ev}: the engine reaches what the weights allow")
+           for h in ENGINE_SIDE]
+    low = reference_low or (oracle_pos0 is not None and oracle_pos0 < WEAK_DRAFTER_POS0)
+    if not low:
+        out.append(Finding("draft-quality", Verdict.EXCLUDED,
+                           f"{ev}; the oracle itself is not low (pos0 {oracle_pos0:.2f})"
+                           if oracle_pos0 is not None else f"{ev}; the oracle is not low"))
+    elif file_side_excluded:
+        out.append(Finding("draft-quality", Verdict.CONFIRMED,
+                           f"{ev}, both low (oracle pos0 {oracle_pos0:.2f}), and no "
+                           f"counterfactual on the served files recovers: the drafter is weak",
+                           recovered=0.0))
+    else:
+        out.append(Finding("draft-quality", Verdict.INCONCLUSIVE,
+                           f"{ev}, both low; waits for the counterfactuals of "
+                           f"{', '.join(FILE_SIDE)} (the oracle runs the drafter as configured)"))
+    return out
+
+
+def decide_sampling(greedy: Gap, sampled: Gap, greedy_measured: float) -> list[Finding]:
+    """Sampled measured vs sampled oracle, with greedy beside them."""
+    ev = f"{greedy.text('greedy: ')}; {sampled.text('sampled: ')}"
+    if greedy.below:
+        return [Finding(h, Verdict.INCONCLUSIVE,
+                        f"{ev}: greedy already loses acceptance; settle that first")
+                for h in ("rejection-sampler", "sampling-confound")]
+    if sampled.below:
+        share = (sampled.oracle - sampled.measured) / max(sampled.oracle, 1e-9)
+        return [Finding("rejection-sampler", Verdict.CONFIRMED,
+                        f"{ev}: greedy matches, sampled is {share:.0%} below what a correct "
+                        f"sampler gives with these weights", recovered=min(share, 1.0)),
+                Finding("sampling-confound", Verdict.EXCLUDED,
+                        f"{ev}: the sampled loss is not what sampling itself costs")]
+    if sampled.above:
+        return [Finding(h, Verdict.INCONCLUSIVE,
+                        f"{ev}: sampled ABOVE its oracle: compare like with like "
+                        f"(temperature, top_p, draft sampling mode)")
+                for h in ("rejection-sampler", "sampling-confound")]
+    if sampled.measured < greedy_measured * (1 - MIN_REL_GAP):
+        return [Finding("sampling-confound", Verdict.CONFIRMED,
+                        f"{ev}: sampled equals the sampled oracle and is below greedy "
+                        f"({greedy_measured:.3f}): what sampling costs, expected, not a bug"),
+                Finding("rejection-sampler", Verdict.EXCLUDED,
+                        f"{ev}: the verifier reaches the sampled oracle")]
+    return [Finding(h, Verdict.EXCLUDED, f"{ev}: sampled equals its oracle and greedy")
+            for h in ("rejection-sampler", "sampling-confound")]
+
+
+def recovered_share(before: float, after: float, ceiling: float) -> float:
+    """The share of the room above ``before`` (up to ``ceiling``: the reference, or k) that
+    ``after`` closes; orders confirmed causes for ``root_cause``."""
+    room = ceiling - before
+    if room <= 0:
+        return 0.0
+    return max(0.0, min(1.0, (after - before) / room))
+
+
+def oracle_change_is_real(before: float, after: float) -> bool:
+    """Between two greedy oracle runs (deterministic), a rise beyond numerics: 5% of ``before``
+    (at least 0.005 accepted per draft)."""
+    return after - before > 0.05 * max(before, 0.1)
+
+
+def recovers(before: float, after: float, significant: bool) -> bool:
+    return significant and after - before >= max(RECOVER_GAIN * before, RECOVER_MIN_ABS)
+
+
+def decide_counterfactual(hypothesis: str, change: str, before: float, after: float,
+                          ceiling: float, significant: bool) -> Finding:
+    """One changed field (or variable): confirmed only if acceptance recovers."""
+    share = recovered_share(before, after, ceiling)
+    ev = (f"{change}: {before:.3f} → {after:.3f} accepted per draft "
+          f"({share:.0%} of the room up to {ceiling:.2f} recovered)")
+    if recovers(before, after, significant):
+        return Finding(hypothesis, Verdict.CONFIRMED, ev, recovered=share)
+    return Finding(hypothesis, Verdict.EXCLUDED, ev + ": no recovery", recovered=share)
+
+
+def config_difference(field_name: str, draft_value: object, target_value: object) -> str:
+    """A difference is a lead, never a verdict: it names the counterfactual to run."""
+    return (f"{field_name}: draft {draft_value!r} vs target {target_value!r} — a lead for a "
+            f"counterfactual, not a verdict (independent drafters may differ legitimately)")
+
+
+def root_cause(findings: Iterable[Finding]) -> tuple[str | None, list[str]]:
+    """The confirmed cause that explains most of the gap, and the other confirmed ones.
+
+    Expected effects (sampling-confound) are the root cause only if nothing else is confirmed."""
+    confirmed = [f for f in findings if f.verdict is Verdict.CONFIRMED]
+    if not confirmed:
+        return None, []
+    real = [f for f in confirmed if f.hypothesis not in EXPECTED] or confirmed
+    best = max(real, key=lambda f: f.recovered if f.recovered is not None else -1.0)
+    others: list[str] = []
+    for f in confirmed:
+        if f.hypothesis != best.hypothesis and f.hypothesis not in others:
+            others.append(f.hypothesis)
+    return best.hypothesis, others
+
+
+def one_per_hypothesis(findings: Iterable[Finding], evidence: str = "all") -> list[Finding]:
+    """One finding per hypothesis (in the order first seen): confirmed when any finding
+    confirms it (the one that recovered most decides the share), excluded only when every
+    finding excluded it, inconclusive otherwise.
+
+    ``evidence`` is where the two callers differ on purpose: ``"all"`` keeps every piece of
+    evidence and every citation (the config audit: each lead names a field the counterfactual
+    must try); ``"decisive"`` keeps only the confirming trial's evidence once one confirms (the
+    counterfactuals: the other trials' figures are in the experiment's numbers)."""
+    by: dict[str, list[Finding]] = {}
+    for f in findings:
+        by.setdefault(f.hypothesis, []).append(f)
+    out = []
+    for hid, fs in by.items():
+        confirmed = [f for f in fs if f.verdict is Verdict.CONFIRMED]
+        best = max(confirmed, key=lambda f: f.recovered or 0.0) if confirmed else None
+        if best is not None and evidence == "decisive":
+            out.append(best)
+            continue
+        verdict = (Verdict.CONFIRMED if best is not None else Verdict.EXCLUDED
+                   if all(f.verdict is Verdict.EXCLUDED for f in fs) else Verdict.INCONCLUSIVE)
+        cites = {c["file"]: c for f in fs for c in f.citations}
+        out.append(Finding(hid, verdict, "; ".join(dict.fromkeys(f.evidence for f in fs)),
+                           recovered=best.recovered if best is not None else None,
+                           citations=tuple(cites.values())))
+    return out
+
+
+def any_recovers(findings: Sequence[Finding]) -> bool:
+    return any(f.verdict is Verdict.CONFIRMED for f in findings)

@@ -1,0 +1,347 @@
+"""Do the drafter's token ids mean the target's tokens?
+
+- Independent draft model (vLLM ``draft_model``): the engine tokenizes once with the target's
+  tokenizer and hands the drafter those ids as they are, so the drafter's vocabulary must be
+  the target's id for id. Compared: vocab sizes, then the token string behind every id of the
+  two ``tokenizer.json`` files. Where the strings differ, the counterfactual runs through the
+  oracle: the same drafter with its ids translated to the target's (by token string) against
+  the drafter as the engine runs it. Recovery confirms ``tokenizer-mismatch``; none excludes
+  it. vLLM can translate itself (``use_heterogeneous_vocab`` in ``--speculative-config``: ids
+  mapped by token string); where the command turns that on, the oracle translates the same way
+  and there is nothing to suspect.
+- Prompt lookup copies target tokens: nothing to map.
+- EAGLE3 maps its own (smaller) vocabulary to target ids with ``d2t`` (target id = draft id +
+  d2t[draft id]); checkpoints also ship ``t2d``, the mask of the target ids the draft
+  vocabulary holds, in order. The two must describe one map. When they disagree, the verdict is
+  the map counterfactual: the same head with ``d2t`` rebuilt from ``t2d``, run through the
+  oracle; confirmed if acceptance recovers. vLLM reads ``d2t`` alone, so a stale or shifted
+  ``d2t`` is served silently.
+- Drafters that draft in the target's vocabulary (DFlash, MTP): compare vocab sizes.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specdoctor.experiments import common
+from specdoctor.experiments import rules
+from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+
+HID = "tokenizer-mismatch"
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer.model")
+MAP_METHODS = ("eagle3",)
+SAME_VOCAB_METHODS = ("dflash", "mtp")
+
+
+def _digest(d: Path) -> dict[str, str]:
+    return {f: hashlib.sha256((d / f).read_bytes()).hexdigest()[:16]
+            for f in TOKENIZER_FILES if (d / f).is_file()}
+
+
+def id_strings(tokenizer_json: dict[str, Any]) -> dict[int, str]:
+    """Id → token string of a ``tokenizer.json`` (its model's vocab and its added tokens)."""
+    out: dict[int, str] = {}
+    vocab = (tokenizer_json.get("model") or {}).get("vocab")
+    if isinstance(vocab, dict):
+        out.update({int(i): s for s, i in vocab.items()})
+    elif isinstance(vocab, list):   # unigram: [[piece, score], ...], the index is the id
+        out.update({i: v[0] for i, v in enumerate(vocab) if isinstance(v, list) and v})
+    for tok in tokenizer_json.get("added_tokens") or []:
+        out[int(tok["id"])] = tok["content"]
+    return out
+
+
+def draft_to_target(draft: dict[int, str], target: dict[int, str], size: int) -> list[int]:
+    """For each draft id below ``size``, the target id of the same string (-1: none) (pure)."""
+    by_string = {s: i for i, s in target.items()}
+    return [by_string.get(draft[i], -1) if i in draft else -1 for i in range(size)]
+
+
+def differing_ids(mapping: list[int]) -> int:
+    """How many draft ids mean another target id (or none)."""
+    return sum(1 for i, t in enumerate(mapping) if t != i)
+
+
+def _read_tokenizer(d: Path) -> dict[int, str] | None:
+    try:
+        return id_strings(json.loads((d / "tokenizer.json").read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_map(path: Path, mapping: list[int]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"draft_to_target": mapping}))
+    return path
+
+
+def engine_translates(ctx: Context) -> bool:
+    """The command asks vLLM to map draft ids to target ids by token string."""
+    if ctx.launch is None or ctx.launch.engine == "unknown":
+        return False
+    spec = ctx.launch.speculation
+    return spec is not None and bool(spec.options.get("use_heterogeneous_vocab"))
+
+
+def as_served_map(ctx: Context) -> Path | None:
+    """The draft-to-target map the oracle needs to run the drafter as the engine does, when the
+    drafter's tokenizer gives some ids other strings than the target's: the identity (the
+    engine reads the drafter's ids as target ids) or, where the command turns on vLLM's own
+    translation, the map by token string. None when nothing needs mapping."""
+    if ctx.method != "draft_model" or ctx.draft_dir is None or ctx.target_dir is None:
+        return None
+    d, t = common.read_config(ctx.draft_dir), common.read_config(ctx.target_dir)
+    size = d.get("vocab_size")
+    if not isinstance(size, int) or size != t.get("vocab_size"):
+        return None
+    ds, ts = _read_tokenizer(ctx.draft_dir), _read_tokenizer(ctx.tokenizer_dir or ctx.target_dir)
+    if ds is None or ts is None:
+        return None
+    mapping = draft_to_target(ds, ts, size)
+    if differing_ids(mapping) == 0:
+        return None
+    served = mapping if engine_translates(ctx) else list(range(size))
+    return _write_map(ctx.workdir / "vocab-as-served.json", served)
+
+
+@dataclass(frozen=True)
+class MapCheck:
+    """What the d2t map says against t2d: ``consistent`` None when it cannot be told."""
+
+    consistent: bool | None
+    evidence: str
+    repaired: np.ndarray | None = None     # d2t rebuilt from t2d, when they disagree
+
+
+def check_map(d2t: np.ndarray, t2d: np.ndarray | None, vocab: int) -> MapCheck:
+    """Pure: does ``d2t`` (draft id -> offset to its target id) describe the map ``t2d`` marks?"""
+    d2t = np.asarray(d2t, dtype=np.int64)
+    image = np.arange(len(d2t)) + d2t
+    outside = int(((image < 0) | (image >= vocab)).sum())
+    if outside:
+        return MapCheck(False, f"d2t maps {outside} of {len(d2t)} draft ids outside the target "
+                               f"vocabulary (0..{vocab - 1})")
+    if t2d is None:
+        if np.any(np.diff(image) <= 0):
+            return MapCheck(None, "d2t's target ids are not strictly increasing (the usual "
+                                  "EAGLE3 layout) and the checkpoint has no t2d to check them "
+                                  "against")
+        return MapCheck(None, "the checkpoint has no t2d to check d2t against")
+    marked = np.flatnonzero(np.asarray(t2d).astype(bool))
+    if len(marked) != len(d2t):
+        return MapCheck(None, f"t2d marks {len(marked)} target ids, d2t maps {len(d2t)} draft "
+                              f"ids: they describe vocabularies of different sizes")
+    wrong = image != marked
+    n = int(wrong.sum())
+    if n == 0:
+        return MapCheck(True, f"d2t and t2d describe one map ({len(d2t)} draft ids)")
+    shifts = np.unique(image[wrong] - marked[wrong])
+    how = (f"each one shifted by {int(shifts[0]):+d}" if len(shifts) == 1
+           else f"{len(shifts)} different shifts")
+    return MapCheck(False, f"d2t maps {n} of {len(d2t)} draft ids to target ids other than the "
+                           f"ones t2d marks ({how})", marked - np.arange(len(marked)))
+
+
+def _read_map(draft_dir: Path) -> tuple[np.ndarray | None, np.ndarray | None]:
+    from safetensors import safe_open
+
+    d2t = t2d = None
+    for f in sorted(draft_dir.glob("*.safetensors")):
+        with safe_open(str(f), "pt") as fh:
+            for name in fh.keys():
+                short = name.rsplit(".", 1)[-1]   # "d2t" or a prefixed "model.d2t"
+                if short == "d2t":
+                    d2t = fh.get_tensor(name).long().numpy()
+                elif short == "t2d":
+                    t2d = fh.get_tensor(name).bool().numpy()
+    return d2t, t2d
+
+
+def map_copy(draft_dir: Path, d2t: np.ndarray, workdir: Path) -> Path:
+    """A copy of the drafter under a neutral name with ``d2t`` replaced."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    out = workdir / "cf-map" / "draft"
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(draft_dir, out, symlinks=False)
+    for f in sorted(out.glob("*.safetensors")):
+        t = load_file(str(f))
+        names = [n for n in t if n == "d2t" or n.endswith(".d2t")]
+        if names:
+            for n in names:
+                t[n] = torch.from_numpy(np.asarray(d2t, dtype=np.int64)).to(t[n].dtype)
+            save_file(t, str(f), metadata={"format": "pt"})
+    return out
+
+
+class VocabMapCheck:
+    id = "vocab-map-check"
+
+    def unavailable(self, ctx: Context) -> str | None:
+        if ctx.method == "ngram":
+            return None
+        if ctx.target_dir is None:
+            return "the target's model directory is unknown"
+        if ctx.method in SAME_VOCAB_METHODS:
+            return None
+        if ctx.draft_dir is None:
+            return "the drafter's directory is unknown"
+        if ctx.method in ("draft_model", *MAP_METHODS):
+            return None
+        return f"no vocabulary check for method {ctx.method!r}"
+
+    def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
+        if ctx.method == "ngram":
+            return ExperimentResult(self.id, [Finding(HID, Verdict.EXCLUDED,
+                                                      "prompt lookup proposes the target's own "
+                                                      "tokens: no vocabulary to mismatch")])
+        if ctx.method in MAP_METHODS:
+            return self._map(ctx)
+        if ctx.method in SAME_VOCAB_METHODS:
+            return self._same_vocab(ctx)
+        return self._tokenizers(ctx)
+
+    def _tokenizers(self, ctx: Context) -> ExperimentResult:
+        assert ctx.draft_dir is not None and ctx.target_dir is not None
+        t0 = time.perf_counter()
+        d, t = common.read_config(ctx.draft_dir), common.read_config(ctx.target_dir)
+        tok_dir = ctx.tokenizer_dir or ctx.target_dir
+        dd, td = _digest(ctx.draft_dir), _digest(tok_dir)
+        shared = sorted(set(dd) & set(td))
+        differ = [f for f in shared if dd[f] != td[f]]
+        nums: dict[str, Any] = {"draft_vocab": d.get("vocab_size"),
+                                "target_vocab": t.get("vocab_size"),
+                                "tokenizer_files_compared": shared, "differ": differ}
+        if d.get("vocab_size") != t.get("vocab_size"):
+            f = Finding(HID, Verdict.INCONCLUSIVE,
+                        f"vocab_size draft {d.get('vocab_size')} vs target {t.get('vocab_size')}: "
+                        f"the engine tokenizes with the target's; a lead, not a verdict")
+            return ExperimentResult(self.id, [f], nums)
+        if not differ:
+            return ExperimentResult(self.id, [Finding(
+                HID, Verdict.EXCLUDED, f"same vocab size ({t.get('vocab_size')})"
+                + (f" and identical {', '.join(shared)}" if shared else
+                   "; the drafter ships no tokenizer, the engine uses the target's"))], nums)
+        ds, ts = _read_tokenizer(ctx.draft_dir), _read_tokenizer(tok_dir)
+        if ds is None or ts is None:
+            return ExperimentResult(self.id, [Finding(
+                HID, Verdict.INCONCLUSIVE,
+                f"tokenizer files differ ({', '.join(differ)}) with the same vocab size, and "
+                f"no tokenizer.json on both sides to compare the ids of")], nums)
+        mapping = draft_to_target(ds, ts, int(t["vocab_size"]))
+        moved = differing_ids(mapping)
+        nums["ids_meaning_another_token"] = moved
+        if moved == 0:
+            return ExperimentResult(self.id, [Finding(
+                HID, Verdict.EXCLUDED,
+                f"tokenizer files differ ({', '.join(differ)}), yet every id means the same "
+                f"token string in both: the drafter reads the engine's ids right")], nums)
+        if engine_translates(ctx):
+            return ExperimentResult(self.id, [Finding(
+                HID, Verdict.EXCLUDED,
+                f"{moved} draft ids mean other tokens than the same target ids, and the command "
+                f"turns on use_heterogeneous_vocab: the engine translates them by token string")],
+                nums)
+        f, curves = self._translated(ctx, mapping, moved)
+        return ExperimentResult(self.id, [f], nums, curves, wall_s=time.perf_counter() - t0)
+
+    def _same_vocab(self, ctx: Context) -> ExperimentResult:
+        assert ctx.target_dir is not None
+        t = common.read_config(ctx.target_dir)
+        d = common.read_config(ctx.draft_dir) if ctx.draft_dir else t
+        if d.get("vocab_size") != t.get("vocab_size"):
+            f = Finding(HID, Verdict.INCONCLUSIVE,
+                        f"{ctx.method} drafts in the target's vocabulary, but vocab_size is "
+                        f"draft {d.get('vocab_size')} vs target {t.get('vocab_size')}")
+        else:
+            f = Finding(HID, Verdict.EXCLUDED,
+                        f"{ctx.method} drafts in the target's own vocabulary "
+                        f"({t.get('vocab_size')} ids, no map to get wrong)")
+        return ExperimentResult(self.id, [f], {"draft_vocab": d.get("vocab_size"),
+                                               "target_vocab": t.get("vocab_size")})
+
+    def _map(self, ctx: Context) -> ExperimentResult:
+        from specdoctor.experiments.oracle_gap import (
+            expected_profile, oracle_unavailable, run_oracle, served_oracle,
+        )
+
+        t0 = time.perf_counter()
+        assert ctx.draft_dir is not None and ctx.target_dir is not None
+        cfg, tcfg = common.read_config(ctx.draft_dir), common.read_config(ctx.target_dir)
+        vocab = int(tcfg.get("vocab_size") or cfg.get("vocab_size") or 0)
+        d2t, t2d = _read_map(ctx.draft_dir)
+        if d2t is None:
+            same = int(cfg.get("draft_vocab_size") or vocab) == vocab
+            v = Verdict.EXCLUDED if same else Verdict.INCONCLUSIVE
+            return ExperimentResult(self.id, [Finding(
+                HID, v, "no d2t: the head drafts in the target's vocabulary" if same else
+                "draft_vocab_size differs from the target's but the checkpoint has no d2t")])
+        chk = check_map(d2t, t2d, vocab)
+        nums: dict[str, Any] = {"draft_vocab": len(d2t), "target_vocab": vocab,
+                                "has_t2d": t2d is not None, "consistent": chk.consistent}
+        if chk.consistent:
+            return ExperimentResult(self.id, [Finding(HID, Verdict.EXCLUDED, chk.evidence)], nums)
+        if chk.repaired is None:
+            return ExperimentResult(self.id, [Finding(HID, Verdict.INCONCLUSIVE, chk.evidence)],
+                                    nums)
+        why = oracle_unavailable(ctx)
+        if why is not None:
+            return ExperimentResult(self.id, [Finding(
+                HID, Verdict.INCONCLUSIVE, f"{chk.evidence}; the map counterfactual needs the "
+                                           f"oracle: {why}")], nums)
+        base = served_oracle(ctx)
+        ctx.progress("oracle counterfactual: d2t rebuilt from t2d")
+        after_res = run_oracle(ctx, 0.0, 1.0, map_copy(ctx.draft_dir, chk.repaired, ctx.workdir))
+        before_p, after_p = expected_profile(base), expected_profile(after_res)
+        b, a = common.apd(before_p), common.apd(after_p)
+        f = rules.decide_counterfactual(
+            HID, f"{chk.evidence}; d2t rebuilt from t2d (oracle)", b, a, float(ctx.k or 1),
+            significant=rules.oracle_change_is_real(b, a))
+        nums.update({"before": round(b, 4), "after": round(a, 4)})
+        return ExperimentResult(self.id, [f], nums,
+                                {"before": before_p, "after d2t rebuilt from t2d": after_p},
+                                wall_s=time.perf_counter() - t0)
+
+    def _translated(self, ctx: Context, mapping: list[int], moved: int
+                    ) -> tuple[Finding, dict[str, Any]]:
+        """The oracle counterfactual: the drafter's ids translated by token string."""
+        from specdoctor.experiments.oracle_gap import (
+            expected_profile,
+            oracle_unavailable,
+            run_oracle,
+        )
+
+        lead = (f"{moved} of {len(mapping)} draft ids mean another token than the same target "
+                f"id")
+        why = oracle_unavailable(ctx)
+        if why is not None:
+            return Finding(HID, Verdict.INCONCLUSIVE, f"{lead}; the counterfactual needs the "
+                           f"oracle: {why}"), {}
+        served = ctx.oracle_greedy
+        before_p = expected_profile(served) if served is not None else (
+            ctx.measured["greedy"].total if "greedy" in ctx.measured else None)
+        if before_p is None:
+            return Finding(HID, Verdict.INCONCLUSIVE, f"{lead}; nothing measured to compare "
+                           f"the translated drafter with"), {}
+        ctx.progress("vocabulary counterfactual: the drafter's ids translated to the target's")
+        path = _write_map(ctx.workdir / "vocab-translated.json", mapping)
+        after_p = expected_profile(run_oracle(ctx, 0.0, 1.0, vocab_map=path))
+        before, after = common.apd(before_p), common.apd(after_p)
+        f = rules.decide_counterfactual(
+            HID, f"{lead}; the drafter with its ids translated by token string (oracle)",
+            before, after, float(ctx.k or 1),
+            significant=rules.oracle_change_is_real(before, after))
+        if f.verdict is Verdict.CONFIRMED:
+            f = replace(f, evidence=f.evidence + "; fix: a drafter with the target's tokenizer, "
+                        "or let the engine translate (vLLM: \"use_heterogeneous_vocab\": true in "
+                        "--speculative-config)")
+        return f, {"before": before_p, "after ids translated": after_p}

@@ -1,0 +1,147 @@
+"""What a person reads of a gate: the verdict first, each regression with both intervals and
+the command that reproduces it, what moved within noise, then every test in one table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from specdoctor.gate.compare import (
+    DROP_ALLOWED, IMPROVED, MIN_POSITION_RATE, NOISE, RARE, REGRESSED, UNTESTED, Estimate, Test,
+)
+from specdoctor.gate.run import BAD_INPUT, FAIL, PASS, GateResult
+
+
+def figure_name(figure: str) -> str:
+    if figure == "mean_acceptance_length":
+        return "mean acceptance length"
+    if figure == "speedup":
+        return "speedup over spec-off"
+    return figure  # per_position[i]: the unconditional rate at position i (0-based)
+
+
+def estimate(e: Estimate | None, digits: int = 3) -> str:
+    if e is None:
+        return "—"
+    if not e.has_interval:
+        return f"{e.value:.{digits}f} [no interval]"
+    return f"{e.value:.{digits}f} [{e.low:.{digits}f}, {e.high:.{digits}f}]"
+
+
+def change(t: Test) -> str:
+    return "—" if t.change is None else f"{t.change * 100:+.1f}%"
+
+
+def p_text(t: Test) -> str:
+    if t.p is None:
+        return "—"
+    return "p < 1e-6" if t.p < 1e-6 else (f"p {t.p:.2g}" if t.p < 0.01 else f"p {t.p:.2f}")
+
+
+def one_line(t: Test) -> str:
+    """``cell figure: baseline [95%] → candidate [95%] (change, p, Holm level)``"""
+    level = f", Holm level {t.threshold:.2g}" if t.threshold is not None else ""
+    return (f"{t.cell} {figure_name(t.figure)}: {estimate(t.base)} → {estimate(t.cand)} "
+            f"({change(t)}, {p_text(t)}{level})")
+
+
+def render(res: GateResult) -> str:
+    cmp = res.comparison
+    tested = cmp.tested
+    lines = [_headline(res), f"baseline: {res.baseline.describe()} [{res.baseline_ref}]",
+             f"candidate: {res.candidate.describe} (measured as bench run {res.run_id}; load "
+             f"average {res.load.get('before', '?')} → {res.load.get('after', '?')})",
+             f"tests: {len(tested)} (per cell: mean acceptance length, the rate at each position "
+             f"the baseline accepts in ≥ {MIN_POSITION_RATE:.0%} of drafts"
+             f"{', speedup over spec-off' if any(t.figure == 'speedup' for t in tested) else ''})"
+             f", two-sided, family-wise false-alarm rate ≤ {cmp.alpha:g} (Holm); a regression "
+             f"is a significant drop of more than {cmp.max_drop * 100:g}%"]
+    if cmp.regressions:
+        lines.append("")
+        lines.append("regressed:")
+        for t in cmp.regressions:
+            lines.append(f"  {one_line(t)}")
+        lines.append("reproduce:")
+        for cell, cmd in res.reproduce.items():
+            lines.append(f"  {cell}: {cmd}")
+    lines += _others(res.comparison.tests, cmp.max_drop)
+    for cell, why in res.failed_cells.items():
+        lines.append(f"not measured: {cell}: {why}")
+    for cell in cmp.missing:
+        lines.append(f"not measured: {cell} (the candidate has no figures for it)")
+    for n in res.notes:
+        lines.append(f"note: {n}")
+    if res.diagnosis is not None:
+        lines.append("")
+        lines += _diagnosis(res.diagnosis)
+    lines.append("")
+    lines += table(res.comparison.tests)
+    return "\n".join(lines) + "\n"
+
+
+def _headline(res: GateResult) -> str:
+    cmp = res.comparison
+    if res.exit_code == FAIL:
+        n = len(cmp.regressions)
+        cells = sorted({t.cell for t in cmp.regressions})
+        return (f"gate: FAIL — {n} significant regression{'s' * (n != 1)} beyond the allowed "
+                f"drop of {cmp.max_drop * 100:g}%, in {', '.join(cells)} (exit 1)")
+    if res.exit_code == PASS:
+        return (f"gate: PASS — no significant regression in {len(cmp.tested)} tests of "
+                f"{len({t.cell for t in cmp.tested})} cells (exit 0)")
+    if res.exit_code == BAD_INPUT:
+        return "gate: BAD INPUT — the candidate cannot be compared with this baseline (exit 2)"
+    return "gate: NOT MEASURED — the candidate could not be measured in every cell (exit 3)"
+
+
+def _others(tests: Sequence[Test], max_drop: float) -> list[str]:
+    out = []
+    noise = [t for t in tests if t.outcome == NOISE]
+    if noise:
+        big = max(noise, key=lambda t: abs(t.change or 0.0))
+        out.append(f"within noise: {len(noise)} of {len([t for t in tests if t.p is not None])}"
+                   f" tests; the largest change: {one_line(big)}")
+        for t in noise:
+            if t is not big and abs(t.change or 0.0) > max_drop:
+                out.append(f"within noise: {one_line(t)}")
+    for t in tests:
+        if t.outcome == DROP_ALLOWED:
+            out.append(f"significant, within the allowed drop: {one_line(t)}")
+        elif t.outcome == IMPROVED:
+            out.append(f"improved: {one_line(t)}")
+    rare = [t for t in tests if t.outcome == RARE]
+    if rare:
+        out.append(f"not gated (rare): {len(rare)} per-position rates where the baseline "
+                   f"accepts in under {MIN_POSITION_RATE:.0%} of its drafts (in the table)")
+    untested = [t for t in tests if t.outcome == UNTESTED]
+    if untested:
+        why = sorted({t.why or "" for t in untested})
+        out.append(f"not tested: {len(untested)} figures ({'; '.join(why)})")
+    return out
+
+
+def _diagnosis(d: dict) -> list[str]:
+    if "error" in d:
+        return [f"diagnose: could not run ({d['error']})"]
+    sig = d.get("signature") or {}
+    lines = [f"diagnose: root cause {d.get('root_cause') or 'not determined'}"
+             + (f" (also: {', '.join(d['other_causes'])})" if d.get("other_causes") else ""),
+             f"  signature: {sig.get('class')} — {sig.get('evidence')}"]
+    if d.get("report"):
+        lines.append(f"  report: {d['report']}")
+    if d.get("investigation") is not None:
+        lines.append(f"  ledger: specdoctor ledger show {d['investigation']}")
+    return lines
+
+
+def table(tests: Sequence[Test]) -> list[str]:
+    """Every test: cell, figure, baseline and candidate with their 95% intervals, change, p,
+    Holm level and outcome."""
+    head = ("cell", "figure", "baseline [95%]", "candidate [95%]", "change", "p", "Holm level",
+            "outcome")
+    rows = [head] + [(t.cell, figure_name(t.figure), estimate(t.base), estimate(t.cand),
+                      change(t), "—" if t.p is None else f"{t.p:.2g}",
+                      "—" if t.threshold is None else f"{t.threshold:.2g}",
+                      REGRESSED.upper() if t.outcome == REGRESSED else t.outcome)
+                     for t in tests]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]

@@ -1,4 +1,0 @@
-"""The engine-side draft recorder: a probe pack (``draft_trace.toml`` and its handler, built into
-``sitecustomize.py``) put on the server's PYTHONPATH by ``oracle.engine_trace.hook_env``.
-A package only so that it ships; ``tests/experiments/probes`` checks the committed build against
-a fresh one."""

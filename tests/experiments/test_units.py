@@ -1,0 +1,102 @@
+"""Pure parts of the experiments: counterfactual leads, trained depth, launch editing."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from specdoctor.experiments.base import Verdict
+from specdoctor.experiments.counterfactual import (
+    benign_differences, leads, patched_copy,
+)
+from specdoctor.experiments.depth import decide, trained_depth
+from tests.diagnose.recorded import profile
+
+LLAMA = {"hidden_size": 128, "num_hidden_layers": 2, "head_dim": 32, "rms_norm_eps": 1e-6,
+         "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}, "vocab_size": 1024}
+
+
+def test_a_rope_difference_is_a_lead_and_sizes_are_not():
+    draft = json.loads(json.dumps(LLAMA))
+    draft["rope_parameters"]["rope_theta"] = 1000.0
+    draft["hidden_size"], draft["num_hidden_layers"] = 64, 1
+    found = leads(draft, LLAMA, "draft_model")
+    assert [(x.field, x.value, x.hypothesis) for x in found] == [
+        ("rope_parameters.rope_theta", 10000.0, "draft-config-mismatch")]
+    assert len(benign_differences(draft, LLAMA)) == 2
+    assert leads(dict(LLAMA), LLAMA, "draft_model") == []
+
+
+def test_dflash_mask_fields_and_layer_ids():
+    # shapes of the recorded DFlash drafters' configs (a window, layer ids one too low)
+    qwen3 = {**LLAMA, "use_sliding_window": False, "num_hidden_layers": 2}
+    window = {**qwen3, "dflash_config": {"use_swa": True, "swa_window_size": 4,
+                                         "target_layer_ids": [0, 1]}}
+    (lead,) = leads(window, qwen3, "dflash")
+    assert (lead.field, lead.value, lead.hypothesis) == ("dflash_config.use_swa", False,
+                                                         "attention-mask")
+    shifted = {**qwen3, "dflash_config": {"target_layer_ids": [-1, 0]}}
+    (lead,) = leads(shifted, qwen3, "dflash")
+    assert lead.value == [0, 1] and lead.hypothesis == "draft-config-mismatch"
+    healthy = {**qwen3, "dflash_config": {"target_layer_ids": [0, 1]}}
+    assert leads(healthy, qwen3, "dflash") == []
+    causal = {**qwen3, "dflash_config": {"causal": True, "target_layer_ids": [0, 1]}}
+    assert [x.field for x in leads(causal, qwen3, "dflash")] == ["dflash_config.causal"]
+
+
+def test_patched_copy_has_a_neutral_name_and_one_change(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    cfg = {**LLAMA, "rope_parameters": {"rope_theta": 1000.0}}
+    (src / "config.json").write_text(json.dumps(cfg))
+    (src / "model.safetensors").write_bytes(b"w")
+    (lead,) = leads(cfg, LLAMA, "draft_model")
+    out = patched_copy(src, lead, tmp_path / "work", 0)
+    assert out.name == "draft" and "rope" not in str(out)
+    new = json.loads((out / "config.json").read_text())
+    assert new["rope_parameters"]["rope_theta"] == 10000.0
+    assert json.loads((src / "config.json").read_text()) == cfg
+    assert (out / "model.safetensors").read_bytes() == b"w"
+
+
+def _unconditional(conditional: list[float]) -> list[float]:
+    out, p = [], 1.0
+    for c in conditional:
+        p *= c
+        out.append(p)
+    return out
+
+
+def test_trained_depth_decides_at_nine_tenths_of_the_trained_rate():
+    # conditional 0.8 at the trained position; past it 85% of that decays, 95% holds up
+    decays = decide(4, 1, 2, _unconditional([0.8, 0.8, 0.8 * 0.85, 0.8 * 0.85]))
+    holds = decide(4, 1, 2, _unconditional([0.8, 0.8, 0.8 * 0.95, 0.8 * 0.95]))
+    assert decays.verdict is Verdict.CONFIRMED and "decay" in decays.evidence
+    assert holds.verdict is Verdict.EXCLUDED and "hold up" in holds.evidence
+
+
+def test_trained_depth_on_the_recorded_mtp_profiles():
+    assert trained_depth("mtp", None, {"num_nextn_predict_layers": 1}) == (1, 2)
+    assert trained_depth("dflash", {"block_size": 4}, None) == (3, 3)
+    assert trained_depth("draft_model", {}, {}) is None
+    far = decide(6, 1, 2, profile("mtp-k-beyond-training").per_position)
+    assert far.verdict is Verdict.CONFIRMED and "0.72" in far.evidence
+    assert decide(2, 1, 2, profile("healthy:mtp").per_position).verdict is Verdict.EXCLUDED
+    # a drafter trained for the depth holds its conditional rates (recorded offline reference)
+    held = [0.662, 0.472, 0.353, 0.297, 0.247, 0.222]
+    assert decide(6, 1, 2, held).verdict is Verdict.EXCLUDED
+
+
+def test_the_oracle_runs_for_every_method_it_covers_and_mtp_needs_no_drafter_dir(tmp_path):
+    from specdoctor.experiments.base import Context
+    from specdoctor.experiments.oracle_gap import oracle_unavailable
+
+    def why(method, draft):
+        return oracle_unavailable(Context(workdir=tmp_path, method=method, target_dir=tmp_path,
+                                          draft_dir=draft, prompts=["def f():"]))
+
+    assert why("mtp", None) is None  # its layers are in the target's checkpoint
+    assert why("ngram", None) is None
+    assert why("eagle3", tmp_path) is None and why("dflash", tmp_path) is None
+    assert "drafter's directory" in why("eagle3", None)
+    assert "no oracle for method 'suffix'" in why("suffix", None)

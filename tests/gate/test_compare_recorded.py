@@ -1,0 +1,75 @@
+"""The gate's comparison on recorded real measurements of the lab (tests/fixtures/gate/, see
+its RECORDED.md for how each was recorded): the three candidates of docs/gate.md, and one
+unchanged server measured 21 times, gated pair by pair.
+
+The pairwise check: every two measurements of one unchanged server form a gate that should
+pass. The false-alarm budget is 5%; on these measurements the gate raised none in 420 pairs,
+and with the family-wise control removed it raised 9 (2.1%: benchmarks/results/
+gate_false_alarm.txt). The single tests are conservative here (both runs send the same
+prompts, so the prompt-to-prompt spread in each interval largely cancels in the difference:
+0.9% of p-values fall below 0.05), which is why 9 stays under 5%; the check holds the gate to
+1% of pairs, which it meets with room and which fails without Holm. One-sidedness and a dropped
+correction are caught on exact numbers by test_compare_math.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from functools import lru_cache
+from pathlib import Path
+
+from specdoctor.gate import baseline as bl
+from specdoctor.gate.compare import NOISE, RARE, REGRESSED, compare
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gate"
+
+
+def demo(name: str) -> bl.Baseline:
+    return bl.load_file(FIXTURES / f"demo-{name}.json")
+
+
+@lru_cache(maxsize=1)
+def self_gates() -> list[bl.Baseline]:
+    doc = json.loads((FIXTURES / "self-gates.json").read_text())
+    return [bl.from_json(d, f"self-gates.json measurement {i}")
+            for i, d in enumerate(doc["measurements"])]
+
+
+def test_the_same_server_passes():
+    cmp = compare(demo("baseline").samples(), demo("same").samples())
+    assert cmp.passed and cmp.tested
+    assert {t.outcome for t in cmp.tested} == {NOISE}
+
+
+def test_the_served_fault_fails_in_every_cell_at_position_0():
+    cmp = compare(demo("baseline").samples(), demo("fault").samples())
+    assert not cmp.passed
+    regressed = {(t.cell, t.figure) for t in cmp.regressions}
+    cells = {c.sample.cell for c in demo("baseline").cells}
+    for cell in cells:
+        assert {(cell, "mean_acceptance_length"), (cell, "per_position[0]")} <= regressed
+    # every gated figure of the fault regressed; the rare ones stay reported only
+    assert {t.outcome for t in cmp.tests} == {REGRESSED, RARE}
+
+
+def test_the_change_inside_the_noise_passes_though_it_moved():
+    base, cand = demo("baseline"), demo("noise")
+    cmp = compare(base.samples(), cand.samples())
+    assert cmp.passed and {t.outcome for t in cmp.tested} == {NOISE}
+    greedy = [t for t in cmp.tested if "/greedy/" in t.cell]
+    assert any(t.change for t in greedy), "bfloat16 changed some greedy figure"
+
+
+def test_the_recorded_self_gates_pass_as_the_benchmark_found():
+    ms = self_gates()
+    assert len(ms) == 21
+    results = [compare(ms[0].samples(), m.samples()).passed for m in ms[1:]]
+    assert sum(results) >= 19
+
+
+def test_false_alarms_over_every_pair_of_measurements():
+    ms = self_gates()
+    pairs = list(itertools.permutations(range(len(ms)), 2))
+    alarms = [(i, j) for i, j in pairs if not compare(ms[i].samples(), ms[j].samples()).passed]
+    assert len(alarms) <= 0.01 * len(pairs), alarms

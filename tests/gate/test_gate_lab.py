@@ -1,0 +1,140 @@
+"""The gate on real vLLM: a lab baseline at k=4 and the three candidates of docs/gate.md.
+
+The lab serves its trained EAGLE3 head (``ci`` budget) at k=4, with the cpu-sampler-fix pack
+so that sampled acceptance is real (and noisy); the baseline is a ``bench --url`` of it over
+code prompts × greedy and sampled (temperature 0.5) at concurrency 4, 16 requests a cell.
+Then, each with ``--seed 1000`` (sampled streams of its own):
+
+1. the same server (same boot): passes;
+2. the lab with ``--fault eagle3-d2t-off-by-one`` (second boot): fails, naming each cell's
+   mean acceptance length and position 0 with both intervals and a reproduce command, and
+   ``--diagnose`` prints diagnose's verdict;
+3. the baseline's own command with ``--dtype bfloat16``, launched by the gate (third boot): a
+   real change (greedy figures move) that passes, saying "within noise".
+
+Three boots, a few minutes each on 2 cores. The third needs bfloat16 kernels (AVX512-BF16).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.lab
+
+LAB = ["--method", "eagle3", "--k", "4", "--train-budget", "ci", "--patch", "cpu-sampler-fix"]
+CELLS = ["--suite", "code", "--sampling", "greedy,official", "--temperature", "0.5", "-c", "4",
+         "-n", "16", "--max-tokens", "48"]
+FAULT = "eagle3-d2t-off-by-one"
+
+
+def _bf16() -> bool:
+    try:
+        return "avx512_bf16" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+
+
+def _up(tmp: Path, *extra: str) -> tuple[str, str]:
+    from specdoctor.launch import free_port
+
+    port = str(free_port())
+    proc = run_cli("lab", "up", *LAB, *extra, "--port", port, timeout=2400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    command = re.search(r"^command: (.*)$", proc.stdout + proc.stderr, re.M)
+    assert command, proc.stdout
+    return port, command.group(1)
+
+
+def _down(port: str) -> None:
+    run_cli("lab", "down", "--port", port, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def gates(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    tmp = tmp_path_factory.mktemp("gate")
+    db, file = tmp / "store.db", tmp / "gate-baseline.json"
+
+    def gate(*args: str) -> tuple[int, str, str]:
+        proc = run_cli("gate", "--baseline", str(file), *args, "--seed", "1000", "--db",
+                       str(db), timeout=3600)
+        assert proc.returncode in (0, 1), proc.stderr[-3000:]
+        return proc.returncode, proc.stdout, proc.stderr
+
+    out: dict = {}
+    port, command = _up(tmp)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        bench = run_cli("bench", "--url", url, *CELLS, "--no-report", "--db", str(db),
+                        timeout=1800)
+        assert bench.returncode == 0, bench.stderr[-3000:]
+        for step in (("--save", "lab"), ("--export", "lab", str(file))):
+            proc = run_cli("gate", *step, "--db", str(db), timeout=60)
+            assert proc.returncode == 0, proc.stderr
+        out["same"] = gate("--url", url, "--json")
+    finally:
+        _down(port)
+    port, _ = _up(tmp, "--fault", FAULT)
+    try:
+        out["fault"] = gate("--url", f"http://127.0.0.1:{port}", "--json", "--diagnose")
+    finally:
+        _down(port)
+    if _bf16():
+        assert "--dtype float32" in command
+        out["noise"] = gate("--launch", command.replace("--dtype float32", "--dtype bfloat16"))
+    return out
+
+
+def test_the_same_server_passes(gates):
+    code, stdout, _ = gates["same"]
+    res = json.loads(stdout)
+    assert code == 0 and res["status"] == "pass"
+    cmp = res["comparison"]
+    assert cmp["regressions"] == [] and cmp["tests_run"] >= 4
+    # greedy repeats exactly on an unchanged server; the sampled cell drew new streams
+    greedy = [t for t in cmp["tests"] if "/greedy/" in t["cell"] and t["p"] is not None]
+    assert greedy and all(t["change"] == 0 for t in greedy)
+    sampled = [t for t in cmp["tests"] if "/official/" in t["cell"]]
+    assert any(t["change"] not in (0, None) for t in sampled)
+
+
+def test_a_served_fault_fails_naming_cell_position_and_both_intervals(gates):
+    code, stdout, _ = gates["fault"]
+    res = json.loads(stdout)
+    assert code == 1 and res["status"] == "fail"
+    regressed = {(t["cell"], t["figure"]) for t in res["comparison"]["regressions"]}
+    for cell in ("code/greedy/c4", "code/official/c4"):
+        assert (cell, "mean_acceptance_length") in regressed
+        assert (cell, "per_position[0]") in regressed
+        assert res["reproduce"][cell].startswith(
+            f"specdoctor gate --baseline {res['baseline']['ref']} --url http://127.0.0.1:")
+        assert f"--suite code --sampling {cell.split('/')[1]} -c 4" in res["reproduce"][cell]
+    for t in res["comparison"]["regressions"]:
+        assert t["baseline"]["ci95"] and t["candidate"]["ci95"]
+        assert t["candidate"]["value"] < t["baseline"]["value"] and t["p"] < t["holm_threshold"]
+    # the d2t fault maps every draft token to a wrong target id: greedy accepts nothing (a
+    # sampled token may still match the wrong id by chance)
+    for t in res["comparison"]["regressions"]:
+        if t["figure"].startswith("per_position"):
+            assert t["candidate"]["value"] == 0 if "/greedy/" in t["cell"] else \
+                t["candidate"]["value"] < 0.02
+    d = res["diagnosis"]
+    assert d is not None and "error" not in d, d
+    assert d["signature"]["class"] and "root_cause" in d
+
+
+def test_a_change_inside_the_noise_passes_and_says_so(gates):
+    if "noise" not in gates:
+        pytest.skip("no AVX512-BF16 on this CPU: the bfloat16 candidate cannot be served")
+    code, stdout, _ = gates["noise"]
+    assert code == 0, stdout
+    assert stdout.startswith("gate: PASS") and "\nwithin noise: " in stdout
+    # a real change: some greedy figure of the table differs from the baseline's
+    changes = [float(m) for ln in stdout.splitlines() if ln.startswith("code/greedy/")
+               for m in re.findall(r"\s([+-]\d+\.\d)%\s", ln)]
+    assert changes and any(c != 0 for c in changes), stdout

@@ -1,0 +1,155 @@
+"""The layers of specdoctor point one way, read from the source (ast; nothing is imported).
+
+The path of one diagnosis is the layout (docs/experiments-layout.md):
+
+    cli → diagnose → experiments → oracle / bench / sources / report → acceptance
+
+A package may import packages of its own layer or below, never above; launch, recon, packs,
+store (and the errors, paths, methods and textfile modules) sit beside the layers: anyone may
+use them, and they use only each other. The lab is a patient: it sits beside experiments, the
+diagnosis never imports it and it never imports an experiment. Lazy imports inside functions
+count as much as imports at the top of a module, and no two packages may import each other,
+however indirectly.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "specdoctor"
+
+LAYERS: dict[str, int] = {
+    "__main__": 6, "cli": 5, "diagnose": 4, "experiments": 3, "lab": 3, "gate": 3,
+    "oracle": 2, "bench": 2, "sources": 2, "report": 2, "acceptance": 1,
+}
+BESIDE = frozenset({"launch", "recon", "packs", "store", "errors", "paths", "methods", "textfile",
+                    "__init__"})
+FORBIDDEN = {("experiments", "diagnose"), ("oracle", "store"), ("lab", "experiments"),
+             ("diagnose", "lab"), ("experiments", "lab")}
+# Edges known to be wrong and waiting for their fix; an entry that no longer occurs fails, so
+# none outstays its reason.
+PENDING: set[tuple[str, str]] = set()
+
+
+def _package(path: Path, root: Path = SRC) -> str:
+    """``cli`` for src/specdoctor/cli/x.py; ``errors`` for src/specdoctor/errors.py."""
+    rel = path.relative_to(root)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def _targets(node: ast.AST) -> list[str]:
+    """The specdoctor packages an import statement reaches."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        if node.module == "specdoctor":   # from specdoctor import oracle
+            names = [f"specdoctor.{a.name}" for a in node.names]
+        else:
+            names = [node.module]
+    else:
+        return []
+    return [n.split(".")[1] for n in names if n.startswith("specdoctor.")]
+
+
+def import_graph(root: Path = SRC) -> dict[tuple[str, str], list[str]]:
+    """(importing package, imported package) → the files where it happens."""
+    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for path in sorted(root.rglob("*.py")):
+        src = _package(path, root)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            for dst in _targets(node):
+                if dst != src and dst != "__version__":
+                    edges[(src, dst)].append(f"{path.relative_to(root.parent)}:{node.lineno}")
+    return dict(edges)
+
+
+def violations(edges: dict[tuple[str, str], list[str]]) -> list[str]:
+    out = []
+    for (src, dst), where in sorted(edges.items()):
+        why = None
+        if (src, dst) in FORBIDDEN:
+            why = "forbidden"
+        elif src in BESIDE and dst not in BESIDE:
+            why = f"{src} sits beside the layers and may use only launch, recon, packs, store"
+        elif src not in BESIDE and src not in LAYERS:
+            why = f"{src} is in no layer: add it to LAYERS or BESIDE"
+        elif dst in LAYERS and src in LAYERS and LAYERS[dst] > LAYERS[src]:
+            why = f"upward: {src} (layer {LAYERS[src]}) imports {dst} (layer {LAYERS[dst]})"
+        if why:
+            out.append(f"{src} → {dst} ({why}): {', '.join(where[:3])}")
+    return out
+
+
+def cycles(edges: dict[tuple[str, str], list[str]]) -> list[list[str]]:
+    """Groups of packages that import each other (strongly connected, more than one)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for src, dst in edges:
+        graph[src].add(dst)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(set(graph) | {d for _, d in edges}):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_every_package_has_a_place():
+    packages = {_package(p) for p in SRC.rglob("*.py")}
+    assert packages <= set(LAYERS) | BESIDE, packages - set(LAYERS) - BESIDE
+
+
+def test_no_import_points_up_or_crosses_a_forbidden_line():
+    edges = import_graph()
+    assert violations({e: w for e, w in edges.items() if e not in PENDING}) == []
+    assert PENDING <= set(edges), f"no longer imported, drop from PENDING: {PENDING - set(edges)}"
+
+
+def test_no_two_packages_import_each_other():
+    assert cycles(import_graph()) == []
+
+
+def test_the_checks_see_what_they_must(tmp_path):
+    """The graph reader on a tree with each kind of fault: a lazy upward import, a forbidden
+    pair, a tool that climbs into a layer, and a cycle."""
+    pkg = tmp_path / "specdoctor"
+    files = {
+        "experiments/x.py": "def f():\n    from specdoctor.diagnose import ledger\n",
+        "oracle/y.py": "from specdoctor.store import db\n",
+        "launch/z.py": "import specdoctor.bench.measure\n",
+        "bench/a.py": "from specdoctor import sources\n",
+        "sources/b.py": "from specdoctor.bench import a\n",
+    }
+    for name, text in files.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    edges = import_graph(pkg)
+    found = violations(edges)
+    assert any(v.startswith("experiments → diagnose (forbidden)") and "x.py:2" in v
+               for v in found), found
+    assert any(v.startswith("oracle → store (forbidden)") for v in found)
+    assert any(v.startswith("launch → bench (launch sits beside") for v in found)
+    assert cycles(edges) == [["bench", "sources"]]
