@@ -36,6 +36,7 @@ import click
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "vllm" / "lab-draft_model-k4"
+GATE_BASELINE = ROOT / "tests" / "fixtures" / "gate" / "demo-baseline.json"  # a real export
 HUGE = str(10 ** 30)
 DEAD = "http://127.0.0.1:9"  # nothing listens on the discard port: refused at once
 INTS = (HUGE, "-" + HUGE, "-1", "0")
@@ -164,6 +165,7 @@ def base_argv(path: tuple[str, ...], f: dict[str, Path], out: Path) -> Base:
                           "'{\"method\": \"ngram\", \"num_speculative_tokens\": 2}'",
                           "--no-report"], []),
         ("diagnose",): ([], ["--logs", log, "--no-store", "--out", str(out / "diag")], []),
+        ("gate",): ([], ["--baseline", str(GATE_BASELINE), "--url", DEAD], []),
         ("ledger", "show"): (["1"], [], []),
         ("report",): (["1"], [], []),
     }
@@ -198,7 +200,8 @@ def values_for(param: click.Parameter, f: dict[str, Path]) -> Iterator[tuple[str
             yield from ((v, v) for v in STRINGS)
     else:
         yield from ((v, v) for v in STRINGS)
-        if param.name in ("suite", "dataset", "spec_ref", "patches", "source", "file"):
+        if param.name in ("suite", "dataset", "spec_ref", "patches", "source", "file",
+                          "baseline_ref"):
             yield from ((k, str(f[k])) for k in FILES)
 
 
@@ -235,11 +238,13 @@ def cases(top: str, out: Path) -> Iterator[tuple[tuple[str, ...], str, str, list
                 if label in skip:
                     continue
                 yield path, param.name or "", label, [*path, *with_value(base, param, index, value)]
-    if top in ("runs", "ledger", "report", "oracle", "bench"):
-        ids = {"runs": ["runs", HUGE], "ledger": ["ledger", "show", HUGE], "report": ["report", HUGE],
-               "oracle": ["oracle", "--compare", HUGE, "--no-store"],
-               "bench": ["bench", "--resume", HUGE]}
-        yield (top,), "id", "huge-id", ids[top]
+    ids = {"runs": [["runs", HUGE]], "ledger": [["ledger", "show", HUGE]],
+           "report": [["report", HUGE]], "oracle": [["oracle", "--compare", HUGE, "--no-store"]],
+           "bench": [["bench", "--resume", HUGE]],
+           "gate": [["gate", "--save", "x", HUGE], ["gate", "--export", HUGE, str(out / "b.json")],
+                    ["gate", "--baseline", HUGE, "--url", DEAD]]}
+    for argv in ids.get(top, []):
+        yield (top,), "id", "huge-id", argv
 
 
 def run(argv: list[str], cwd: Path) -> tuple[int | None, str | None, str]:

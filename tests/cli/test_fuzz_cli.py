@@ -48,6 +48,7 @@ INPUT_FILES: dict[str, set[str]] = {
     "bench dataset": REFUSED | {"empty", "directory", "json", "text"},
     "sweep dataset": REFUSED | {"empty", "directory", "json", "text"},
     "taps check directory": REFUSED | {"empty", "json", "text"},
+    "gate baseline_ref": REFUSED | {"empty", "directory", "json", "text"},
 }
 
 

@@ -26,6 +26,14 @@ OWN_GRAMMAR = {
     "--sampling": "a T,top_p pair stays one value",
     "--devices": "'0,1 2,3': commas inside a device set, spaces between sets",
 }
+# Old names of -o/--out and --ready-timeout, and the commands where one of them means something
+# else (no output folder, no server start), kept as their users know them.
+OLD_NAMES = {"--report-dir", "--save", "--timeout"}
+OTHER_MEANING = {
+    ("astexec",): {"--timeout"},       # seconds one call may run
+    ("probe", "run"): {"--timeout"},   # seconds the wrapped command may run
+    ("gate",): {"--save"},             # --save NAME stores a bench run as a named baseline
+}
 LEAVES = {p: c for p, c in commands().items() if p and not isinstance(c.command, click.Group)}
 _LIST_CALLBACK = list_option("--x")(lambda x: None).__click_params__[0].callback.__qualname__
 
@@ -53,11 +61,22 @@ def test_one_grammar(path):
             assert o.callback is not None and o.callback.__qualname__ == _LIST_CALLBACK, \
                 f"{flag} repeats but does not take commas (use cli.options.list_option)"
         shown = set(o.opts) - set(getattr(o, "hidden_opts", ()))
-        assert not shown & {"--report-dir", "--save", "--timeout"} or path in (
-            ("astexec",), ("probe", "run")), f"{flag}: an old name of --out / --ready-timeout"
+        assert not shown & OLD_NAMES - OTHER_MEANING.get(path, set()), \
+            f"{flag}: an old name of --out / --ready-timeout"
         if o.name == "out_dir":
             assert isinstance(o, Aliased) and {"-o", "--out"} <= shown
     assert opts  # every command has options to check
+
+
+@pytest.mark.parametrize("path", sorted(LEAVES), ids=" ".join)
+def test_a_number_of_seconds_is_never_nan(path):
+    # click's FloatRange accepts nan, and a server waited for nan seconds is waited for forever
+    timeouts = [o for o in _options(LEAVES[path].command)
+                if o.name in ("ready_timeout", "request_timeout")]
+    for o in timeouts:
+        with pytest.raises(click.BadParameter, match="not a number of seconds"):
+            o.type.convert("nan", o, None)
+        assert o.type.convert("1.5", o, None) == 1.5
 
 
 def test_the_check_sees_a_list_option_without_commas():

@@ -17,6 +17,7 @@ import click
 from specdoctor.bench import runner
 from specdoctor.bench.matrix import MatrixParams, check
 from specdoctor.cli.options import (
+    Seconds,
     db_option,
     env_option,
     example,
@@ -70,7 +71,7 @@ def matrix_options(f: F) -> F:
                      help="Base seed: request i is sent seed + i."),
         click.option("--model", default=M.model,
                      help="Model name to request (default: the first listed)."),
-        click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True),
+        click.option("--request-timeout", type=Seconds(),
                      default=M.timeout_s, show_default=True,
                      help="Seconds before one request counts as a timeout."),
         click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True,

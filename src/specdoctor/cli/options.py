@@ -13,6 +13,7 @@ recorded.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,6 +38,9 @@ class Aliased(click.Option):
                  **kwargs: Any) -> None:
         super().__init__(list(param_decls), **kwargs)
         self.hidden_opts = tuple(hidden_opts)
+
+    def get_error_hint(self, ctx: click.Context) -> str:
+        return " / ".join(f"'{o}'" for o in self.opts if o not in self.hidden_opts)
 
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
         shown = self.opts
@@ -125,11 +129,27 @@ def out_option(help: str, hidden: Sequence[str] = (), **kwargs: Any) -> Callable
                         type=click.Path(file_okay=False, path_type=Path), help=help, **kwargs)
 
 
+class Seconds(click.FloatRange):
+    """Seconds: greater than 0, at most ``max``; ``nan`` refused (click's FloatRange lets it
+    through, and a wait of nan seconds never ends)."""
+
+    name = "seconds"
+
+    def __init__(self, max: float | None = None) -> None:
+        super().__init__(min=0, min_open=True, max=max)
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        out = super().convert(value, param, ctx)
+        if math.isnan(out):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return out
+
+
 def ready_timeout_option(default: float, hidden: Sequence[str] = ()) -> Callable[[F], F]:
     """``--ready-timeout S``: how long a started server may take to answer."""
     return click.option("--ready-timeout", *hidden, "ready_timeout", cls=Aliased,
-                        hidden_opts=hidden, type=click.FloatRange(min=0, min_open=True,
-                                                                  max=7 * 24 * 3600),
+                        hidden_opts=hidden, type=Seconds(max=7 * 24 * 3600),
                         default=default, show_default=True,
                         help="Seconds a started server may take to become ready; then it is "
                              "stopped and its log tail shown.")
