@@ -74,7 +74,7 @@ def parallel(model_dir: Path | None, as_json: bool) -> None:
     "specdoctor audit models target/ drafter/ --method eagle3"))
 @click.argument("target_dir", type=_DIR)
 @click.argument("draft_dir", type=_DIR)
-@click.option("--method", type=click.Choice(modelmod.METHODS), default="draft_model",
+@click.option("--method", type=click.Choice(modelmod.METHODS), default=modelmod.DEFAULT_METHOD,
               show_default=True)
 @json_option
 def models(target_dir: Path, draft_dir: Path, method: str, as_json: bool) -> None:
@@ -94,7 +94,7 @@ def models(target_dir: Path, draft_dir: Path, method: str, as_json: bool) -> Non
 @audit.command(epilog=example(
     "specdoctor audit launch --k 4 --method mtp --max-cudagraph 4 --log server.log"))
 @click.option("--k", type=click.IntRange(1, 64), required=True, help="num_speculative_tokens.")
-@click.option("--method", type=click.Choice(SPECULATIVE_METHODS), default="dflash",
+@click.option("--method", type=click.Choice(SPECULATIVE_METHODS), default=lintmod.BLOCK_METHOD,
               show_default=True, help="The launch's speculative method.")
 @list_option("--cudagraph-sizes", kind=int, metavar="N,N,…",
              help="cudagraph_capture_sizes of the launch.")

@@ -23,7 +23,15 @@ from rich.table import Table
 
 from specdoctor.errors import InputError
 from specdoctor.cli.options import example, json_option, list_option
-from specdoctor.experiments.kernels.cases import DEFAULT_SUITE, DTYPES, IMPLS, SUITES, TOLERANCES
+from specdoctor.experiments.kernels.cases import (
+    DEFAULT_DEVICE,
+    DEFAULT_SUITE,
+    DEVICES,
+    DTYPES,
+    IMPLS,
+    SUITES,
+    TOLERANCES,
+)
 from specdoctor.report.console import err_console
 
 
@@ -55,7 +63,7 @@ def kernels() -> None:
               help=f"Built-in ({', '.join(SUITES)}) or a JSON file of cases.")
 @list_option("--impl", "impls", default=IMPLS, show_default=",".join(IMPLS),
              help="Built-ins and/or MODULE:FUNCTION user adapters.")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--device", type=click.Choice(DEVICES), default=DEFAULT_DEVICE, show_default=True)
 @list_option("--tol", "tols", metavar="DTYPE=VALUE",
              help="Override a tolerance on max |out - ref| (defaults: "
                   + ", ".join(f"{k} {v:g}" for k, v in TOLERANCES.items()) + ").")

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from specdoctor.cli.options import example, json_option, plot_option, record, store_options
+from specdoctor.sources.base import DRAFTERS, LAST_WINDOWS, ReadOptions
 from specdoctor.sources.registry import ENGINES
 
 
@@ -18,7 +19,7 @@ from specdoctor.sources.registry import ENGINES
 @click.argument("files", nargs=-1)
 @click.option("--engine", type=click.Choice(ENGINES), default=None,
               help="Engine that wrote the logs (default: detected from the metrics lines).")
-@click.option("--drafter", type=click.Choice(["auto", "fixed", "variable"]), default="auto",
+@click.option("--drafter", type=click.Choice(DRAFTERS), default=ReadOptions.drafter,
               show_default=True,
               help="vLLM only: whether drafts have a fixed length k (draft_model, EAGLE, MTP, "
                    "DFlash) or vary (ngram). Decides the draft count of windows that accepted "
@@ -26,7 +27,7 @@ from specdoctor.sources.registry import ENGINES
 @click.option("--by-file", is_flag=True,
               help="Report each file apart (needed when the servers' speculative configs "
                    "differ: method or k).")
-@click.option("--windows", "show_windows", type=click.IntRange(min=0), default=20,
+@click.option("--windows", "show_windows", type=click.IntRange(min=0), default=LAST_WINDOWS,
               show_default=True,
               help="How many of the last windows the table shows (0: none).")
 @store_options

@@ -22,7 +22,7 @@ from specdoctor.cli.options import example, json_option, list_option
 from specdoctor.errors import InputError
 from specdoctor.experiments.masks.backends import BACKENDS, Resolved, parse_convention, resolve
 from specdoctor.experiments.masks.cite import CodeRoot
-from specdoctor.experiments.masks.diff import MaskDiff, check_size, diff_masks
+from specdoctor.experiments.masks.diff import CTX, QUERIES, MaskDiff, check_size, diff_masks
 from specdoctor.experiments.masks.model import MaskSpec, mask_rows, render
 from specdoctor.report.console import err_console
 
@@ -55,7 +55,8 @@ _common = [
                 show_default=",".join(BACKENDS), help="The backends to model."),
     click.option("--window", type=int, default=None, help="The model's sliding window W (omit: full)."),
     click.option("--causal", type=click.BOOL, default=False, show_default=True),
-    click.option("--q", "n", type=int, default=8, show_default=True, help="Query tokens per step."),
+    click.option("--q", "n", type=int, default=QUERIES, show_default=True,
+                 help="Query tokens per step."),
     click.option("--code", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
                  help="A recon snapshot or site-packages to read the engine code from "
                       "(default: the installed packages)."),
@@ -82,7 +83,8 @@ def masks() -> None:
 @masks.command(epilog=example(
     "specdoctor masks diff --code snap-028 --convention 'fa2=W,symmetric,<=' --check"))
 @common
-@click.option("--ctx", "ctx", default="0..16", show_default=True, help="Context lengths A..B.")
+@click.option("--ctx", "ctx", default=f"{CTX[0]}..{CTX[1]}", show_default=True,
+              help="Context lengths A..B.")
 @click.option("--check", is_flag=True,
               help="Also run the real ops that work here (flex, sdpa, cpu) and compare bits.")
 def diff(impls: tuple[str, ...], window: int | None, causal: bool, n: int, code: Path | None,
@@ -108,7 +110,8 @@ def diff(impls: tuple[str, ...], window: int | None, causal: bool, n: int, code:
 @masks.command(epilog=example(
     "specdoctor masks show --impl fa2,sdpa --window 4 --causal true --ctx 6 --q 4"))
 @common
-@click.option("--ctx", "ctx", type=int, default=0, show_default=True, help="One context length.")
+@click.option("--ctx", "ctx", type=int, default=CTX[0], show_default=True,
+              help="One context length.")
 def show(impls: tuple[str, ...], window: int | None, causal: bool, n: int, code: Path | None,
          conventions: tuple[str, ...], as_json: bool, ctx: int) -> None:
     """Print each backend's mask for one context length: 1 visible, . masked.

@@ -23,7 +23,8 @@ from specdoctor.cli.options import example, json_option, list_option, out_option
 from specdoctor.errors import InputError
 from specdoctor.recon.extract import extract as run_extract
 from specdoctor.recon.manifest import Snapshot, is_snapshot, load_snapshot
-from specdoctor.recon.presets import PRESETS
+from specdoctor.recon.diff import CONTEXT
+from specdoctor.recon.presets import DEFAULT_PICKS, PRESETS
 from specdoctor.recon.writer import Limits
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def recon() -> None:
 @recon.command(epilog=example(
     "specdoctor recon extract image.tar --pick vllm,vllm:attention -o snap-image"))
 @click.argument("source")
-@list_option("--pick", "picks", default=("vllm",), show_default="vllm",
+@list_option("--pick", "picks", default=DEFAULT_PICKS, show_default=",".join(DEFAULT_PICKS),
              help="Presets (vllm, vllm:attention, sglang, …) or package-path globs.")
 @out_option("Snapshot directory (new, empty, or an earlier snapshot to replace).", required=True)
 @click.option("--root", default=None,
@@ -133,7 +134,7 @@ def extract(source: str, picks: tuple[str, ...], out_dir: Path, root: str | None
     "specdoctor recon diff snap-image pip:vllm==0.28.0 --stat"))
 @click.argument("a")
 @click.argument("b")
-@click.option("--context", type=click.IntRange(0, 10_000), default=3, show_default=True,
+@click.option("--context", type=click.IntRange(0, 10_000), default=CONTEXT, show_default=True,
               help="Lines of context.")
 @click.option("--stat", "stat_only", is_flag=True, help="Only the list of changed files.")
 @out_option("Where to keep the snapshot made when A or B is a SOURCE (default: a temporary "

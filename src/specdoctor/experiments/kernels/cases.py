@@ -152,6 +152,8 @@ SUITES = {"default": _default, "long": _long, "smoke": _smoke}
 DEFAULT_SUITE = "default"
 # The built-in implementations, in the order `kernels check` runs them (adapters.BUILTIN).
 IMPLS = ("sdpa", "flex", "vllm-cpu", "flash-attn")
+DEVICES = ("cpu", "cuda")
+DEFAULT_DEVICE = "cpu"
 
 
 def load_suite(name: str) -> list[Case]:

@@ -17,6 +17,9 @@ from specdoctor.experiments.masks.backends import Resolved
 from specdoctor.experiments.masks.model import MaskSpec, mask_rows
 
 MAX_CELLS_LISTED = 64
+# What a diff compares unless told otherwise: q query tokens per step, context lengths A..B.
+QUERIES = 8
+CTX = (0, 16)
 # Sizes refused before anything is built: one mask (q rows x ctx+q keys, a byte per cell per
 # backend) and all the masks of one diff (the work: each is built twice when masks differ).
 MAX_MASK_CELLS = 1 << 24
@@ -105,7 +108,8 @@ def _differences(x: Any, y: Any) -> list[tuple[int, int]]:
             for k, (bx, by) in enumerate(zip(rx, ry, strict=True)) if bx != by]
 
 
-def diff_masks(models: list[Resolved], spec: MaskSpec, lo: int, hi: int, n: int) -> MaskDiff:
+def diff_masks(models: list[Resolved], spec: MaskSpec, lo: int = CTX[0], hi: int = CTX[1],
+               n: int = QUERIES) -> MaskDiff:
     check_size(lo, hi, n)
     impls = [m.impl for m in models]
     # Union-find over "equal at every ctx": start together, split on the first difference.
