@@ -28,6 +28,7 @@ from specdoctor.cli.options import (
     list_option,
     out_option,
     parse_env,
+    ready_timeout_option,
 )
 from specdoctor.diagnose.orchestrator import Options
 from specdoctor.errors import InputError
@@ -137,6 +138,7 @@ O = Options()  # the defaults shown here are the diagnosis's own
                    "with speculation off (one more server start).")
 @click.option("--lab-method", type=click.Choice(LAB_METHODS), default=LAB_DEFAULT_METHOD,
               show_default=True, help="With no target: which lab server to diagnose.")
+@ready_timeout_option(O.ready_timeout_s)
 @out_option("Folder for report.md, report.html and server logs (default: a new temp one).",
             default=None)
 @db_option
@@ -146,7 +148,7 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
              logs: tuple[Path, ...], sampling: tuple[str, ...], suites: tuple[str, ...],
              num_prompts: int, max_tokens: int, budget: float, reference: Path | None,
              spec_method: str | None, spec_k: int | None, load_ab: bool, spec_off: bool,
-             lab_method: str, out_dir: Path | None, db: Path | None,
+             lab_method: str, ready_timeout: float, out_dir: Path | None, db: Path | None,
              no_store: bool, as_json: bool) -> None:
     """Measure, classify the symptom, rank hypotheses by the cost of deciding them, run the
     experiments cheapest first within --budget, and report the root cause with its evidence.
@@ -194,7 +196,8 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
     opts = Options(greedy=greedy, sampled=sampled, suites=suites or O.suites,
                    prompts_per_suite=num_prompts, max_tokens=max_tokens, budget_min=budget,
                    reference_file=reference, concurrency8=load_ab, spec_off=spec_off,
-                   workdir=workdir, method=spec_method, k=spec_k)
+                   workdir=workdir, method=spec_method, k=spec_k,
+                   ready_timeout_s=ready_timeout)
     store = None
     if not no_store:
         from specdoctor.store.ledger import open_ledger_store
