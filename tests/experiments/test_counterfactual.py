@@ -70,6 +70,24 @@ def test_the_rope_is_compared_as_a_whole_whatever_its_spelling():
     assert leads(old, TARGET, "eagle3") == []
 
 
+def test_a_top_level_partial_rotary_factor_is_read_as_part_of_the_rope(tmp_path):
+    # the older spelling: partial_rotary_factor beside the config's other top-level keys
+    old = {k: v for k, v in TARGET.items() if k != "rope_parameters"}
+    half = {**old, "rope_theta": 10000.0, "partial_rotary_factor": 0.5}
+    (lead,) = leads(half, TARGET, "draft_model")
+    assert (lead.field, lead.draft_value, lead.value) == ("partial_rotary_factor", 0.5, _ABSENT)
+    # the same factor in the other spelling, or the neutral 1.0 spelled out, is no lead
+    nested = _draft(rope_parameters={"rope_theta": 10000.0, "rope_type": "default",
+                                     "partial_rotary_factor": 0.5})
+    assert leads(half, nested, "draft_model") == []
+    assert leads({**old, "rope_theta": 10000.0, "partial_rotary_factor": 1.0}, TARGET, "x") == []
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "config.json").write_text(json.dumps(half))
+    new = json.loads((patched_copy(src, lead, tmp_path / "w", 0) / "config.json").read_text())
+    assert "partial_rotary_factor" not in new and rope_view(new) == rope_view(TARGET)
+
+
 def test_the_rope_counterfactual_gives_the_drafter_the_targets_rope_keys(tmp_path):
     src = tmp_path / "src"
     src.mkdir()

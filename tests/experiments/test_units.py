@@ -59,6 +59,22 @@ def test_patched_copy_has_a_neutral_name_and_one_change(tmp_path):
     assert (out / "model.safetensors").read_bytes() == b"w"
 
 
+def _unconditional(conditional: list[float]) -> list[float]:
+    out, p = [], 1.0
+    for c in conditional:
+        p *= c
+        out.append(p)
+    return out
+
+
+def test_trained_depth_decides_at_nine_tenths_of_the_trained_rate():
+    # conditional 0.8 at the trained position; past it 85% of that decays, 95% holds up
+    decays = decide(4, 1, 2, _unconditional([0.8, 0.8, 0.8 * 0.85, 0.8 * 0.85]))
+    holds = decide(4, 1, 2, _unconditional([0.8, 0.8, 0.8 * 0.95, 0.8 * 0.95]))
+    assert decays.verdict is Verdict.CONFIRMED and "decay" in decays.evidence
+    assert holds.verdict is Verdict.EXCLUDED and "hold up" in holds.evidence
+
+
 def test_trained_depth_on_the_recorded_mtp_profiles():
     assert trained_depth("mtp", None, {"num_nextn_predict_layers": 1}) == (1, 2)
     assert trained_depth("dflash", {"block_size": 4}, None) == (3, 3)

@@ -106,15 +106,18 @@ def test_per_request_counts_from_scrapes_equal_the_responses_own(server):
         assert {k: r[k] for k in r["response"]} == r["response"]  # same counters, two sources
 
 
-def test_bare_specdoctor_measures_the_running_lab(server):
+def test_bare_specdoctor_names_the_running_lab_and_measures_nothing(server):
     if server["method"] != "draft_model":
         pytest.skip("once is enough")
     proc = run_cli("--help")
-    assert "measures its own lab" in proc.stdout
-    # no command: measure the lab that is already up (the only one in the server's own home)
+    assert "starts nothing" in " ".join(proc.stdout.split())
+    before = finished_requests(server["url"])
+    # no command: what to run, and the lab server that is up (the only one in its home)
     proc = run_cli(env=server["env"])
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "mean acceptance length" in proc.stdout and "5.00" in proc.stdout
+    assert "specdoctor diagnose --url" in proc.stdout and "specdoctor lab up" in proc.stdout
+    assert f"lab server running: {server['url']}" in proc.stderr
+    assert finished_requests(server["url"]) == before  # no request was sent
 
 
 BENCH = (

@@ -51,11 +51,12 @@ class MeasureParams:
 
     def check(self) -> None:
         """Refuse settings the protocol cannot run, naming the fix (before any request)."""
-        from specdoctor.bench.prompts import SUITES
+        from specdoctor.bench.prompts import SUITES, check_concurrency, check_count
 
-        if self.num_prompts < 1 or self.concurrency < 1 or self.max_tokens < 1:
-            raise InputError("--num-prompts, --concurrency and --max-tokens must be at least 1",
-                             "e.g. -n 16 --concurrency 1 --max-tokens 64")
+        if self.max_tokens < 1:
+            raise InputError("--max-tokens must be at least 1", "e.g. --max-tokens 64")
+        check_count(self.num_prompts)
+        check_concurrency(self.concurrency)
         if self.temperature < 0 or not 0 < self.top_p <= 1:
             raise InputError(f"--temperature {self.temperature} / --top-p {self.top_p} is out "
                              "of range", "use --temperature >= 0 and 0 < --top-p <= 1")

@@ -30,6 +30,7 @@ from specdoctor.experiments.base import Context, ExperimentResult, Finding, Laun
 from specdoctor.experiments.logs_scan import error_lines
 from specdoctor.experiments.oracle_gap import OracleGreedy, expected_profile
 from specdoctor.launch import LaunchSpec, Servers, free_port
+from specdoctor.launch.servers import READY_TIMEOUT_S
 
 OFFICIAL = (1.0, 0.95)   # the official sampling of CASES.md's sweeps
 # Experiments that may run before the signature (their results are in the ledger already).
@@ -68,6 +69,9 @@ class Options:
     # (a log excerpt without its start-up lines, a URL): they pick the published reference.
     method: str | None = None
     k: int | None = None
+    # Seconds each server the diagnosis starts (baseline, spec-off, relaunches) may take to
+    # become ready; then it is stopped and its log tail shown.
+    ready_timeout_s: float = READY_TIMEOUT_S
 
 
 @dataclass
@@ -140,7 +144,7 @@ def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
     opts.workdir.mkdir(parents=True, exist_ok=True)
     saver = Saver(store, target)
     servers = launcher if launcher is not None else (
-        Servers() if target.launch is not None else None)
+        Servers(opts.ready_timeout_s) if target.launch is not None else None)
     ctx = _context(target, opts, servers, progress)
     notes: list[str] = []
     part = _Partial()
@@ -310,7 +314,8 @@ def _start(ctx: Context, launch: LaunchSpec, notes: list[str]) -> Any:
     try:
         server = ctx.launcher.start(launch, ctx.workdir / "server-baseline.log")
     except SpecdoctorError as exc:
-        notes.append(f"the server did not start: {exc.problem}")
+        notes.append(f"the server did not start: {exc.problem}"
+                     + (f" ({exc.fix})" if exc.fix else ""))
         ctx.server_logs["baseline"] = common.read_text(
             ctx.workdir / "server-baseline.log")
         ctx.errors = [exc.problem.splitlines()[0]]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from specdoctor.acceptance.bootstrap import UnitBlocks
 from specdoctor.acceptance.profile import AcceptanceProfile, ProfileSum
 from specdoctor.errors import InputError, SpeculationOff
-from specdoctor.sources.base import LogReading, ReadOptions, Window
+from specdoctor.sources.base import LAST_WINDOWS, LogReading, ReadOptions, Window
 from specdoctor.sources.registry import (
     ENGINES, engine_of_line, engine_serving, markers, serving_markers, source,
 )
@@ -155,8 +155,9 @@ def _engine_in(head: bytes) -> str | None:
     return None
 
 
-def read_logs(names: Sequence[str | Path], engine: str | None = None, drafter: str = "auto",
-              keep_windows: bool = True, last_windows: int = 20, *, by_file: bool = False,
+def read_logs(names: Sequence[str | Path], engine: str | None = None,
+              drafter: str = ReadOptions.drafter, keep_windows: bool = True,
+              last_windows: int = LAST_WINDOWS, *, by_file: bool = False,
               k: int | None = None) -> LogTotal:
     """Windows of all inputs (files, "-" for stdin, pipes) and their total.
 
