@@ -54,7 +54,7 @@ def _norm(d: str) -> str:
 
 
 def higher(launch: LaunchSpec) -> LaunchSpec:
-    """The launch with the target at float32 and no --quantization."""
+    """The launch with the target at float32 and no ``--quantization``."""
     out = launch.with_arg("--dtype", HIGH)
     for flag in ("--quantization", "-q"):
         if out.arg(flag) is not None:
