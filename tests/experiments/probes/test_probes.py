@@ -105,9 +105,9 @@ def test_a_mask_served_otherwise_than_the_files_state_is_a_lead():
 
 def test_aux_layers_other_than_the_config_names_are_a_lead():
     v, draft = _view(), _cfg("dflash_window_draft.json")
-    assert compare.aux_finding(v, draft, None, "dflash") is None  # [0, 1] + 1 = (1, 2)
+    assert compare.aux_finding(v, draft, {}, None, "dflash") is None  # [0, 1] + 1 = (1, 2)
     other = {**draft, "dflash_config": {**draft["dflash_config"], "target_layer_ids": [0]}}
-    f = compare.aux_finding(v, other, None, "dflash")
+    f = compare.aux_finding(v, other, {}, None, "dflash")
     assert f is not None and f.verdict is Verdict.INCONCLUSIVE and "[1, 2]" in f.evidence
 
 

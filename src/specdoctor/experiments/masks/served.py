@@ -17,10 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specdoctor.experiments.base import Context
-
-# vLLM's backend names in its logs and get_name() → the mask models of experiments/masks.
-BACKEND_MASKS = {"CPU_ATTN": "cpu", "FLASH_ATTN": "fa2", "FLEX_ATTENTION": "flex",
-                 "TRITON_ATTN": "triton"}
+from specdoctor.experiments.probes.view import BACKEND_MASKS
 _USING = re.compile(r"Using (\w+) backend\b")
 LOOKUP_METHODS = ("ngram", "ngram_gpu", "suffix")
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from specdoctor.experiments.base import Finding, Lead, Verdict
 from specdoctor.experiments.config_audit.models import (
-    HIDDEN_FED, aux_layer_ids, dflash_causal, rope_view, tensor_shapes,
+    HIDDEN_FED, aux_layer_ids, dflash_causal, rope_view,
 )
 from specdoctor.experiments.probes.view import (
     CONTEXT_PARALLEL, INTERLEAVE, BuiltModel, EngineView, Layer,
@@ -207,13 +207,15 @@ def mask_finding(view: EngineView, draft_cfg: dict[str, Any], method: str | None
                    + "; ".join(diffs[:4]) + "): a lead, not a verdict")
 
 
-def aux_finding(view: EngineView, draft_cfg: dict[str, Any], draft_dir: Any,
-                method: str | None) -> Finding | None:
+def aux_finding(view: EngineView, draft_cfg: dict[str, Any], target_cfg: dict[str, Any],
+                draft_dir: Any, method: str | None) -> Finding | None:
     if method not in ("eagle3", "dflash") or view.aux_layers is None:
         return None
+    from specdoctor.experiments.astexec.experiment import fc_reads
+
     stated = aux_layer_ids(method, draft_cfg)
     live = list(view.aux_layers)
-    fc = _fc_states(draft_dir, view)
+    fc = fc_reads(draft_dir, target_cfg) if draft_dir is not None else None
     width = f"; the drafter's fc reads {fc} hidden states" if fc is not None else ""
     if stated is None:
         return Finding(CONFIG, Verdict.INCONCLUSIVE,
@@ -228,18 +230,6 @@ def aux_finding(view: EngineView, draft_cfg: dict[str, Any], draft_dir: Any,
         return Finding(CONFIG, Verdict.INCONCLUSIVE,
                        f"live engine: aux layers {live} as configured{width}: a lead")
     return None
-
-
-def _fc_states(draft_dir: Any, view: EngineView) -> int | None:
-    if draft_dir is None or view.target is None:
-        return None
-    shapes = tensor_shapes(draft_dir)
-    fc = shapes.get("fc.weight") or shapes.get("model.fc.weight")
-    heads = [x for x in view.target.attention if x.head_size and x.num_heads]
-    if not fc or len(fc) != 2 or not heads:
-        return None
-    hidden = fc[0]
-    return fc[1] // hidden if hidden and fc[1] % hidden == 0 else None
 
 
 def summary(view: EngineView) -> str:

@@ -84,7 +84,7 @@ def decide(v: view.EngineView, ctx: Context, hypotheses: tuple[str, ...]
         found.append(f)
         leads += more
     for extra in (compare.mask_finding(v, draft, method),
-                  compare.aux_finding(v, draft, draft_dir, method)):
+                  compare.aux_finding(v, draft, target, draft_dir, method)):
         if extra is not None:
             found.append(extra)
     return found, leads

@@ -11,7 +11,7 @@ model: what is missing stays None, and ``errors`` keeps every probe that reporte
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from specdoctor.packs.run import ProbeLine
@@ -191,13 +191,3 @@ def read(lines: Iterable[ProbeLine]) -> EngineView:
     target = built_model(rows[0]) if rows else None
     draft = built_model(rows[1]) if len(rows) > 1 else None
     return EngineView(target, draft, method, k, aux, metadata, tuple(errors), len(lines))
-
-
-@dataclass
-class Reading:
-    """Where an engine view came from, for the evidence."""
-
-    view: EngineView
-    log: str
-    launch: str
-    notes: list[str] = field(default_factory=list)
