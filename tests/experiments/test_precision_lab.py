@@ -38,3 +38,8 @@ def test_bf16_target_relaunched_at_float32_recovers_nothing(tmp_path):
     assert "bfloat16 → float32 unquantized" in f.evidence and "no recovery" in f.evidence
     assert res.numbers["before"] > 3.0 and res.numbers["after"] > 3.0   # a self-draft, k=4
     assert set(res.curves) == {"as served", "after target at float32"}
+    # the engine itself says which precision each server ran at
+    (served,) = tmp_path.glob("server-precision-as-served-*.log")
+    (high,) = tmp_path.glob("server-precision-float32-*.log")
+    assert "dtype=torch.bfloat16" in served.read_text(errors="replace")
+    assert "dtype=torch.float32" in high.read_text(errors="replace")
