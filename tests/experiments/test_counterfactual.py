@@ -162,7 +162,8 @@ def test_leads_left_in_the_context_become_counterfactual_leads_once():
     by = {x.field: x for x in got}
     assert "dflash_config.use_swa" not in by
     assert by["rope_theta"].value == 10000.0 and by["rope_theta"].draft_value is cf._ABSENT
-    assert by["rope_theta"].hypothesis == "draft-config-mismatch" and "(probes)" in by["rope_theta"].why
+    assert by["rope_theta"].hypothesis == "draft-config-mismatch"
+    assert "(probes)" in by["rope_theta"].why
     patched = cf.put(draft, "rope_theta", by["rope_theta"].value)
     assert patched["rope_theta"] == 10000.0
     assert by["layer_types"].value is cf._ABSENT

@@ -46,7 +46,8 @@ def test_the_recorded_lines_read_as_the_engine_built_them():
     assert v.target is not None and v.target.cls == "Qwen3ForCausalLM"
     assert v.draft is not None and v.draft.cls == "DFlashQwen3ForCausalLM"
     assert [(x.window, x.backend) for x in v.draft.attention] == [(4, "CPU_ATTN")] * 2
-    assert v.metadata_causal is False and [v.draft_causal(x) for x in v.draft.attention] == [False] * 2
+    assert v.metadata_causal is False
+    assert [v.draft_causal(x) for x in v.draft.attention] == [False] * 2
     assert v.aux_layers == (1, 2) and v.method == "dflash" and v.k == 3
     assert v.target.dtype == "torch.float32" and v.target.block_size == 128
     assert v.draft.distinct_ropes()[0]["base"] == 10000.0 and not v.errors
@@ -81,7 +82,8 @@ def test_rope_built_as_stated_stays_open_built_otherwise_confirms_defaulted_is_a
     assert f.verdict is Verdict.INCONCLUSIVE and "positions" in f.evidence and not leads
     wrong = {**draft, "rope_parameters": {"rope_theta": 1000.0, "rope_type": "default"}}
     f, _ = compare.rope_finding(v, wrong, target, "dflash")
-    assert f.verdict is Verdict.CONFIRMED and "theta 10000.0 where the config states 1000" in f.evidence
+    assert f.verdict is Verdict.CONFIRMED
+    assert "theta 10000.0 where the config states 1000" in f.evidence
     style = {**draft, "is_neox_style": False}
     assert compare.rope_finding(v, style, target, "dflash")[0].verdict is Verdict.CONFIRMED
     # the config states no theta and the engine built its default, unlike the target

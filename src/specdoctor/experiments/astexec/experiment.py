@@ -43,7 +43,8 @@ EAGLE3_UTILS = "vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils"
 INTERFACES = "vllm.model_executor.models.interfaces"
 HF_UTILS = "vllm.transformers_utils.config"
 METHODS = ("dflash", "eagle3")
-_DEFAULT_THETA = re.compile(r"set_default_rope_theta\(\s*config\s*,\s*default_theta\s*=\s*([\d_.e]+)")
+_DEFAULT_THETA = re.compile(
+    r"set_default_rope_theta\(\s*config\s*,\s*default_theta\s*=\s*([\d_.e]+)")
 
 
 @dataclass
@@ -132,9 +133,9 @@ def code_view(method: str, config_path: Path, cfg: dict[str, Any], target_layers
                     "SimpleNamespace(hf_config=config)))"], config_path=config_path)
     v.aux_layers = tuple(int(i) for i in aux) if isinstance(aux, list) else None
     if v.aux_layers is None and target_layers:
-        (dflt,) = _call(v, INTERFACES, ["SupportsEagle3.get_eagle3_default_aux_hidden_state_layers"],
-                        [f"SupportsEagle3.get_eagle3_default_aux_hidden_state_layers("
-                         f"SimpleNamespace(model=SimpleNamespace(layers=[None] * "
+        fn = "SupportsEagle3.get_eagle3_default_aux_hidden_state_layers"
+        (dflt,) = _call(v, INTERFACES, [fn],
+                        [f"{fn}(SimpleNamespace(model=SimpleNamespace(layers=[None] * "
                          f"{int(target_layers)})))"])
         v.default_aux = tuple(int(i) for i in dflt) if isinstance(dflt, list) else None
     return v

@@ -37,8 +37,11 @@ GPU_ADAPTERS = ("flash-attn", "flex")
 DEFAULT_BLOCK = 16
 
 
-def _seq_sets(window: int | None, n: int, max_len: int) -> list[tuple[str, tuple[tuple[int, int], ...]]]:
-    def fit(seqs: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+Seqs = tuple[tuple[int, int], ...]
+
+
+def _seq_sets(window: int | None, n: int, max_len: int) -> list[tuple[str, Seqs]]:
+    def fit(seqs: Seqs) -> Seqs:
         return tuple((c, q) for c, q in seqs if c + q <= max_len)
 
     sets = [("batch", fit(((37, n), (5, n), (100, n), (0, n)))),
