@@ -1,9 +1,11 @@
 """What several experiments share: the server's settings read from its command, measuring a
-(re)launched server, and per-request units for paired comparisons."""
+(re)launched server, the relaunch a launch group shares, and per-request units for paired
+comparisons."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,6 +100,48 @@ def measure_launch(ctx: Context, launch: LaunchSpec, p: proto.MeasureParams, lab
         return None, read_text(log), str(exc)
     finally:
         ctx.launcher.stop(server)
+
+
+FRESH_STATE = "fresh-state"
+STARTUP_PACK = "startup"
+
+
+@dataclass
+class SharedRelaunch:
+    """One relaunch the experiments of a launch group share: what it ran, what it measured
+    (None when it did not), its log, and why it failed."""
+
+    group: str
+    launch: LaunchSpec
+    measurement: proto.Measurement | None
+    log: str
+    error: str | None
+
+
+def fresh_state(ctx: Context) -> SharedRelaunch:
+    """The launch group ``fresh-state`` (Case A's one launch session): the user's command once
+    more with every compile cache redirected to a new, empty root and the ``startup`` probe pack
+    after the launch's own PYTHONPATH (its probes wrap, log and return: they change nothing the
+    engine computes), measured greedy on the diagnosis' prompts, then stopped. It runs once per
+    diagnosis: ``compile-cache-ab`` takes its measurement as the isolated arm, ``probes`` its
+    ``[probe]`` lines. The cache root it created is removed afterwards; nothing else is."""
+    if FRESH_STATE in ctx.relaunches:
+        return ctx.relaunches[FRESH_STATE]
+    from specdoctor.experiments.compile_cache.ab import isolated_env
+    from specdoctor.packs import run as packs
+
+    assert ctx.launch is not None
+    stamp = f"{int(time.time())}-{len(ctx.relaunches)}"
+    root = ctx.workdir / f"isolated-cache-{stamp}"
+    pack, _ = packs.prepare(STARTUP_PACK, ctx.workdir / f"startup-pack-{stamp}")
+    launch = packs.with_pack(ctx.launch.with_env(**isolated_env(root)), pack, after=True)
+    try:
+        m, log, err = measure_launch(ctx, launch, params(ctx), FRESH_STATE)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)   # only the root created here
+    run = SharedRelaunch(FRESH_STATE, launch, m, log, err)
+    ctx.relaunches[FRESH_STATE] = run
+    return run
 
 
 def read_text(path: Path) -> str:
