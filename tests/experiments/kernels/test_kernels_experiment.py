@@ -14,7 +14,7 @@ import pytest
 
 from specdoctor.experiments.base import Context, Verdict
 from specdoctor.experiments.kernels import experiment as kx
-from specdoctor.experiments.kernels.adapters import EXPLICIT_MASK, Adapter, sdpa_paged
+from specdoctor.experiments.kernels.adapters import MODEL_MASK, Adapter, sdpa_paged
 from specdoctor.experiments.masks.served import Served, ServedLayer
 from specdoctor.launch import LaunchSpec
 
@@ -56,7 +56,7 @@ def _run(fn, name: str):
     from specdoctor.experiments.kernels.run import check
 
     cases = kx.suite(_served(), k=3, max_len=256)
-    adapter = Adapter(name, "sdpa", "test", fn, convention=EXPLICIT_MASK)
+    adapter = Adapter(name, "sdpa", "test", fn, convention=MODEL_MASK)
     return kx.decide(check(cases, [adapter], "cpu"), "the served backend", "test shapes")
 
 
