@@ -146,6 +146,8 @@ class Context:
     oracle_greedy: Any = None              # the greedy oracle of the served files (oracle.runner)
     oracle_gap: Gap | None = None          # measured vs that oracle, accepted per draft
     oracle_pos0: float | None = None       # its position-0 rate
+    oracle_sampled: Any = None             # the sampled oracle at the measured (T, top_p)
+    oracle_sampled_gap: Gap | None = None  # the sampled measurement vs that oracle
     oracle_vocab_map: Path | None = None   # the draft-to-target id map the engine applies
     spec_on_passes: list[list[tuple[int, float]]] = field(default_factory=list)  # timing
     tok_s_spec_on: float | None = None     # decode tok/s, speculation on and off
