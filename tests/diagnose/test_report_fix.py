@@ -22,7 +22,7 @@ def _diagnosis(confirmed: bool) -> Diagnosis:
     led.apply(ExperimentResult("verdict-patch", [Finding(
         "rejection-sampler", verdict, "served with cpu-sampler-fix: meets its oracle",
         recovered=1.0, basis="counterfactual" if confirmed else None)],
-        {"cpu-sampler-fix": {"patch": fix.to_json(), "stop_gap": verdicts.serve_hint(fix, "S")}}))
+        {"cpu-sampler-fix": {"patch": fix.to_json(), "stop_gap": verdicts.serve_hint(fix, None)}}))
     root, others = led.root_cause()
     return Diagnosis(sig, led, root, others)
 
@@ -34,7 +34,7 @@ def test_the_report_cites_upstream_and_prints_the_fix():
     md = markdown(d, "S")
     assert "Reached by counterfactual (verdict-patch): [verdict-patch] confirmed" in md
     assert "vllm-project/vllm issue #55005" in md and "vllm-project/vllm PR #55006" in md
-    assert "`specdoctor probe run cpu-sampler-fix -- S" in md
+    assert "`specdoctor probe run cpu-sampler-fix -- <your server command>" in md
 
 
 def test_no_fix_is_printed_for_a_patch_that_did_not_recover():

@@ -95,6 +95,9 @@ def test_engine_python_reads_the_launch_interpreter(tmp_path):
 
 
 def test_the_stop_gap_is_the_exact_command_that_serves_with_the_pack():
-    hint = verdicts.serve_hint(FIX, "vllm serve M")
-    assert hint.startswith("specdoctor probe run cpu-sampler-fix -- vllm serve M")
+    launch = parse_command("vllm serve M --port 8001", {"VLLM_CPU_KVCACHE_SPACE": "1"})
+    hint = verdicts.serve_hint(FIX, launch)
+    # the launch's environment stays in front: `probe run` runs its argv as a program
+    assert hint.startswith("VLLM_CPU_KVCACHE_SPACE=1 specdoctor probe run cpu-sampler-fix -- "
+                           "vllm serve M --port 8001  ")
     assert "SPECDOCTOR_PROBES=1" in hint

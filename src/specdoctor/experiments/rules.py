@@ -143,9 +143,11 @@ def decide_sampling(greedy: Gap, sampled: Gap, greedy_measured: float) -> list[F
                         f"{ev}: greedy already loses acceptance; settle that first")
                 for h in ("rejection-sampler", "sampling-confound")]
     if sampled.below or sampled.above:
-        way = "below" if sampled.below else "ABOVE"
         share = abs(sampled.oracle - sampled.measured) / max(sampled.oracle, 1e-9)
-        lead = (f"{ev}: greedy matches, sampled is {share:.0%} {way} what a correct verifier "
+        way = (f"{share:.0%} below" if sampled.below else
+               f"{sampled.measured / max(sampled.oracle, 1e-9):.1f}x" if share > 1 else
+               f"{share:.0%} above")
+        lead = (f"{ev}: greedy matches, sampled is {way} what a correct verifier "
                 f"gives with these weights and drafts: an engine-side finding (the output "
                 f"distribution is not the one requested); the replay localises it to "
                 f"verification or drafting, a verdict patch for a known defect confirms it")

@@ -63,10 +63,6 @@ def moved_significantly(after: Any, before: Any) -> bool:
     return compare_units(a, b).accepted_per_draft.significant
 
 
-def citations_text(p: verdicts.VerdictPatch) -> str:
-    return "; ".join(c.text() for c in p.citations)
-
-
 class Experiment:
     id = "verdict-patch"
 
@@ -148,13 +144,12 @@ class Experiment:
                                         moved_significantly(m, measured)))
         best = max(results, key=lambda f: (f.verdict is Verdict.CONFIRMED, f.recovered or 0.0))
         if best.verdict is Verdict.CONFIRMED:
+            refs = ", ".join(f"{c.ref} ({c.what})" for c in p.citations[:2])
             best = Finding(best.hypothesis, best.verdict,
-                           f"{best.evidence}. Defect: {p.defect} ({app.reason}). Upstream: "
-                           f"{citations_text(p)}. Fix: {p.fix} (upstream PR); until it is in "
-                           f"your engine, serve with the pack: "
-                           f"{verdicts.serve_hint(p, _user_command(ctx))}",
+                           f"{best.evidence}; the defect is in this engine's code ({app.reason}); "
+                           f"upstream: {refs}; the fix and the stop-gap are in the report",
                            recovered=best.recovered, citations=cites, basis=best.basis)
-        num["stop_gap"] = verdicts.serve_hint(p, _user_command(ctx))
+        num["stop_gap"] = verdicts.serve_hint(p, ctx.launch)
         num["curves"] = {k: v.to_json() for k, v in curves.items()}
         self.curves.update(curves)
         return best, num, [launch.shell_command()]
@@ -172,7 +167,3 @@ class Experiment:
             out["greedy"] = (ctx.oracle_gap, ctx.oracle_greedy, ctx.measured["greedy"], 0.0, 1.0)
         return out
 
-
-def _user_command(ctx: Context) -> str | None:
-    """The command as the user gave it (no port the diagnosis chose)."""
-    return None if ctx.launch is None else ctx.launch.shell_command()

@@ -188,11 +188,19 @@ def applicability(patch: VerdictPatch, launch: LaunchSpec,
     return decide(patch, json.loads(line[len(CHECK_PREFIX):]))
 
 
-def serve_hint(patch: VerdictPatch, command: str | None) -> str:
-    """The stop-gap: the exact command that serves with the pack, until the fix is released."""
+def serve_hint(patch: VerdictPatch, launch: LaunchSpec | None) -> str:
+    """The stop-gap: the exact command that serves the launch with the pack, until the fix is
+    in the engine (its environment first, then ``specdoctor probe run``, then its argv)."""
+    import shlex
+
     from specdoctor.packs import spec as specmod
 
     gate = specmod.load(shipped.resolve(patch.id)).gate
-    cmd = command or "<your server command>"
-    return (f"specdoctor probe run {patch.id} -- {cmd}  (or build it once, `specdoctor probe "
-            f"build {patch.id} -o DIR`, and serve with PYTHONPATH=DIR:$PYTHONPATH {gate}=1)")
+    if launch is None:
+        env, argv = "", "<your server command>"
+    else:
+        env = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(launch.env.items()))
+        argv = " ".join(shlex.quote(a) for a in launch.argv)
+    return (f"{env}specdoctor probe run {patch.id} -- {argv}  (or build it once, `specdoctor "
+            f"probe build {patch.id} -o DIR`, and serve with PYTHONPATH=DIR:$PYTHONPATH "
+            f"{gate}=1)")
