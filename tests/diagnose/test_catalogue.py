@@ -17,7 +17,7 @@ REQUIRED = ("compile-cache-pollution", "draft-parallel-config", "draft-attention
             "sampling-confound", "rejection-sampler", "target-hidden-noise", "draft-quality",
             "k-beyond-training", "draft-overhead", "cudagraph-capture-size",
             "tokenizer-mismatch", "uptime-drift", "load-dependent", "metric-convention")
-RULES = ("oracle-equal-low", "oracle-gap-engine", "sampled-below-oracle",
+RULES = ("oracle-equal-low", "oracle-gap-engine", "sampled-off-oracle",
          "sampled-equal-oracle", "counterfactual-only", "difference-not-verdict")
 
 

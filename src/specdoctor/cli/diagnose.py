@@ -229,7 +229,13 @@ def _print(d: Any) -> None:
     out.print(f"[bold]signature: {d.signature.cls}[/bold] — {escape(d.signature.evidence)}")
     out.print(ledger_table(d.ledger.to_json()))
     out.print(f"root cause: [bold]{d.root_cause or 'none'}[/bold]"
+              + (f" (basis: {d.root_cause_basis})" if d.root_cause_basis else "")
               + (f" (also: {', '.join(d.other_causes)})" if d.other_causes else ""))
+    from specdoctor.diagnose.report import root_cause_lines
+
+    for line in root_cause_lines(d):
+        if line:
+            out.print(line, markup=False)
     for n in d.notes:
         out.print(f"note: {n}")
     if d.report:

@@ -2,7 +2,7 @@
 arithmetic of sampling), on the prompts the server was measured with.
 
 Greedy settles the catalogue's ``oracle-equal-low`` / ``oracle-gap-engine`` rules; sampled
-settles ``sampled-below-oracle`` / ``sampled-equal-oracle``. Methods: whatever
+settles ``sampled-off-oracle`` / ``sampled-equal-oracle``. Methods: whatever
 ``specdoctor.oracle.runner.METHODS`` covers in this build; others are reported unavailable.
 """
 
@@ -105,6 +105,12 @@ class OracleGreedy:
         pos0 = c.positions[0].oracle.value if c.positions else None
         ctx.oracle_gap, ctx.oracle_pos0 = g, pos0
         found = rules.decide_oracle(g, pos0, file_side_excluded=False)
+        if g.equal and "sampled" not in ctx.measured:
+            # Greedy is the whole measurement and the engine reaches the oracle: its drafts
+            # are the drafter's (a sampled measurement, when there is one, decides for itself).
+            found.append(Finding("engine-drafting", Verdict.EXCLUDED,
+                                 f"{g.text()}: the engine reaches what its drafter gives",
+                                 basis="comparison"))
         return ExperimentResult(self.id, found, {"comparison": c.to_json()},
                                 {"oracle (greedy)": expected_profile(res),
                                  "measured (greedy)": ctx.measured["greedy"].total},
@@ -131,6 +137,7 @@ class OracleSampled:
         except ValueError as exc:
             return ExperimentResult(self.id, [Finding(h, Verdict.INCONCLUSIVE, str(exc))
                                               for h in hypotheses], error=str(exc))
+        ctx.oracle_sampled, ctx.oracle_sampled_gap = res, g
         greedy_apd = common.apd(ctx.measured["greedy"].total)
         found = rules.decide_sampling(ctx.oracle_gap, g, greedy_apd)
         return ExperimentResult(self.id, found, {"comparison": c.to_json(),
