@@ -16,6 +16,7 @@ from tests.conftest import run_cli
 from tests.diagnose.recorded import VLLM_FIXTURES
 from tests.sources.test_vllm_startup import LAB_MODEL
 
+FAKE = Path(__file__).with_name("fake_server.py")
 NGRAM = VLLM_FIXTURES / "lab-ngram-k3" / "server.log"
 DRAFT = VLLM_FIXTURES / "lab-draft_model-k4" / "server.log"
 
@@ -86,6 +87,29 @@ def test_a_url_with_its_start_up_log_names_where_each_setting_came_from(tmp_path
     assert any(n.startswith("served setup: target " + str(target)) for n in d["notes"])
     # the oracle needs a measurement, and says so instead of the directories
     assert "reference: no oracle (no greedy measurement to compare with)" in d["notes"]
+
+
+def test_the_logs_of_a_live_server_are_read_before_it_is_measured(tmp_path):
+    """A live server's log grows with the requests the diagnosis sends; its windows are read
+    before them (the stand-in server appends a window with nothing accepted per request)."""
+    log = tmp_path / "server.log"
+    log.write_text(NGRAM.read_text())
+    alone = _json(run_cli("diagnose", "--logs", str(log), "--json", "--no-store", "--out",
+                          str(tmp_path / "alone")))
+    port = free_port()
+    server = subprocess.Popen([sys.executable, str(FAKE), "--port", str(port), "--log", str(log)],
+                              stdout=subprocess.DEVNULL)
+    try:
+        d = _json(run_cli("diagnose", "--url", f"http://127.0.0.1:{port}", "--logs", str(log),
+                          "--sampling", "greedy", "--json", "--no-store", "--out",
+                          str(tmp_path / "out")))
+    finally:
+        server.kill()
+        server.wait()
+    assert "Drafted: 3000 tokens" in log.read_text()   # the server was sent requests
+    # the figures are the log's own, as read alone (the class is crash: completions fail)
+    assert d["signature_detail"]["numbers"] == alone["signature_detail"]["numbers"]
+    assert d["signature_detail"]["shape"] == alone["signature"]["class"] == "healthy"
 
 
 def test_what_the_oracle_lacks_is_named_with_its_flag(tmp_path):

@@ -189,12 +189,16 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
     if target.launch is not None:
         part.step = "starting the server"
         _start(ctx, target.launch, notes)
+    if target.logs:
+        # before measuring: a live server's log then holds its own traffic only, not the
+        # requests this diagnosis sends (greedy, then sampled: they would read as drift)
+        part.step = "reading the logs"
+        _read_logs(ctx, target.logs, opts, notes)
     if ctx.url is not None:
         part.step = "measuring"
         _measure(ctx, opts, notes)
-    if target.logs:
-        part.step = "reading the logs"
-        _read_logs(ctx, target.logs, opts, notes)
+        for p in target.logs:   # what the server logged while measured (errors) is read too
+            ctx.server_logs[str(p)] = common.read_text(p)
     if ctx.baseline_server is not None:
         ctx.server_logs["baseline"] = common.read_text(
             ctx.baseline_server.log_path)
