@@ -130,7 +130,8 @@ def lab_launch(method: str) -> Any:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
              logs: tuple[Path, ...], engine: str | None, target_dir: Path | None,
-             draft_dir: Path | None, tokenizer_dir: Path | None, sampling: tuple[str, ...], suites: tuple[str, ...],
+             draft_dir: Path | None, tokenizer_dir: Path | None, sampling: tuple[str, ...],
+             suites: tuple[str, ...],
              num_prompts: int, max_tokens: int, budget: float, reference: Path | None,
              spec_method: str | None, spec_k: int | None, load_ab: bool, spec_off: bool,
              lab_method: str, out_dir: Path | None, db: Path | None,
