@@ -9,8 +9,8 @@ at temperature 0.7, ``oracle --compare`` on that run, ``diagnose --url`` with th
 (no restart; the setup from /v1/models and the start-up log), ``diagnose --url`` without it
 (what stays unknown), ``lab down``, ``diagnose --logs`` on the server's log alone, ``recon
 extract`` of the installed vLLM, ``astexec`` on its ``SpeculativeConfig.compute_hash`` and
-``masks diff`` from the snapshot. Tables are 100 columns wide (``COLUMNS=100``). Paths are shortened to the
-variables the doc defines ($MODELS, $TARGET, $DRAFT, $SITE), the server's home to
+``masks diff`` from the snapshot. Tables are 100 columns wide (``COLUMNS=100``). Paths are
+shortened to the variables the doc defines ($MODELS, $TARGET, $DRAFT, $SITE), the server's home to
 ``$SPECDOCTOR_HOME``, the interpreter to ``python3`` and its prefix to ``$PREFIX``; nothing
 else is edited.
 
