@@ -1,175 +1,93 @@
 """The sealed fault clinic: diagnose each case the way a user would, and score the answers.
 
 Every case is a plain vLLM command run through ``specdoctor diagnose --launch``, with the model
-and drafter directories copied to neutral names (``m1``, ``m2``, ``tok``) in a fresh temporary
-folder. This script is the examiner: it builds the patients (with the lab's builders) and holds
-the answer key; ``diagnose`` sees only the command and its environment.
+and drafter directories published blind (``patients.py``: neutral names, no lab records, no
+lab config keys, runtime patches built with neutral names) into a fresh temporary folder. This
+script is the examiner: it builds the patients (with the lab's builders) and holds the answer
+key; ``diagnose`` sees only the command and its environment.
 
     python benchmarks/clinic/run.py                      # every case
     python benchmarks/clinic/run.py --cases draft-rope,healthy-self
 
-Results are appended case by case to benchmarks/results/clinic.json (commit, date, wall time,
-the signature, the ledger's verdicts, right or wrong), so an interrupted run keeps what it did.
+Results are appended case by case to benchmarks/results/clinic.json (commit, whether the tree
+was clean, date, load average before and after, wall time, the signature, the ledger's
+verdicts, right or wrong), so an interrupted run keeps what it did. ``table.py`` renders the
+scoreboard, with the first answer ever recorded for each case beside its latest.
+
+Each case has a category (``fault``, ``healthy``, ``benign``: a served difference that changes
+nothing, ``patched``: served with a verdict patch such as ``cpu-sampler-fix``) and an origin:
+``dev`` for the cases the diagnosis was developed on, ``upstream`` for the real bugs of
+``upstream.py``, each committed with its answer before its first diagnosis.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
+import os
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import patients  # noqa: E402
+from patients import CATEGORIES, Case, Setup, draft_model, lab_drafter, pack, publish, server, set_field  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "clinic.json"
 SAMPLER_FIX = "cpu-sampler-fix"  # the probe pack the sampled-patched case serves with
 OFFICIAL = "1.0,0.95"
-DRAFTER_BUDGET = ["full"]   # training budget of the lab's drafters (--drafters)
-BASE_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1"}
-
-
-def _with_pack(name: str, tmp: Path) -> dict[str, str]:
-    """The server environment with a shipped probe pack on, built into ``tmp`` the way
-    ``specdoctor lab up --patch NAME`` builds it (its folder first on PYTHONPATH, its gate set)."""
-    from specdoctor.packs import run as probes
-
-    pack, _ = probes.prepare(name, tmp / "site")
-    return probes.pack_env(pack, pythonpath="")
-
-
-@dataclass(frozen=True)
-class Setup:
-    argv_tail: list[str]          # after `python -m vllm.entrypoints.openai.api_server`
-    env: dict[str, str]
-    sampling: list[str]           # --sampling values
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    root_cause: str | None
-    build: Callable[[Path], Setup]
-    about: str
-
-
-def _copy(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    return dst
-
-
-def _edit_config(d: Path, edit: Callable[[dict], None]) -> None:
-    cfg = json.loads((d / "config.json").read_text())
-    edit(cfg)
-    (d / "config.json").write_text(json.dumps(cfg, indent=2))
-
-
-def _server(target: Path, spec: dict, extra: list[str] = ()) -> list[str]:
-    return ["--model", str(target), "--dtype", "float32", "--max-model-len", "1024",
-            "--max-num-seqs", "8", "--seed", "0", *extra,
-            "--speculative-config", json.dumps(spec)]
-
-
-def _trained() -> Path:
-    from specdoctor.lab import train
-
-    return train.trained_target("ci")
-
-
-def _draft_model(tmp: Path, edit: Callable[[Path], None] | None = None,
-                 sampling: list[str] = ("greedy",), env: dict[str, str] | None = None) -> Setup:
-    t = _copy(_trained(), tmp / "m1")
-    d = _copy(_trained(), tmp / "m2")
-    if edit is not None:
-        edit(d)
-    spec = {"method": "draft_model", "model": str(d), "num_speculative_tokens": 4}
-    return Setup(_server(t, spec), {**BASE_ENV, **(env or {})}, list(sampling))
 
 
 def _rope(d: Path) -> None:
-    _edit_config(d, lambda c: c["rope_parameters"].__setitem__("rope_theta", 1000.0))
+    patients.edit_config(d, lambda c: c["rope_parameters"].__setitem__("rope_theta", 1000.0))
 
 
 def _benign(d: Path) -> None:
-    _edit_config(d, lambda c: c.__setitem__("max_position_embeddings", 4096))
+    patients.edit_config(d, lambda c: c.__setitem__("max_position_embeddings", 4096))
 
 
 def _noise(d: Path) -> None:
     import torch
-    from safetensors.torch import load_file, save_file
 
-    tensors = load_file(str(d / "model.safetensors"))
-    g = torch.Generator().manual_seed(0)
-    for name, t in tensors.items():
-        if t.is_floating_point() and t.ndim == 2:
-            tensors[name] = t + 1.0 * t.std() * torch.randn(t.shape, generator=g)
-    save_file(tensors, str(d / "model.safetensors"))
+    def edit(tensors: dict) -> None:
+        g = torch.Generator().manual_seed(0)
+        for name, t in tensors.items():
+            if t.is_floating_point() and t.ndim == 2:
+                tensors[name] = t + 1.0 * t.std() * torch.randn(t.shape, generator=g)
+    patients.edit_tensors(d, edit)
 
 
 def _ngram(tmp: Path) -> Setup:
-    t = _copy(_trained(), tmp / "m1")
+    t = publish(patients.trained(), tmp / "m1")
     spec = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4,
             "prompt_lookup_min": 2}
-    return Setup(_server(t, spec), dict(BASE_ENV), ["greedy"])
-
-
-def _lab_drafter(method: str, fault: str | None, k: int | None = None) -> Callable[[Path], Setup]:
-    def build(tmp: Path) -> Setup:
-        from specdoctor.lab import drafters, faults
-
-        served = drafters.serve(method, fault=fault, budget=DRAFTER_BUDGET[0])
-        t = _copy(served.target, tmp / "m1")
-        tok = _copy(served.tokenizer, tmp / "tok")
-        kk = k or (faults.get(fault).k if fault else None) or drafters.TRAINED_K[method]
-        spec: dict = {"method": method, "num_speculative_tokens": kk}
-        if served.draft is not None and method != "mtp":
-            spec["model"] = str(_copy(served.draft, tmp / "m2"))
-        return Setup(_server(t, spec, ["--tokenizer", str(tok)]), dict(BASE_ENV), ["greedy"])
-    return build
+    return Setup(server(t, spec), dict(patients.BASE_ENV), ["greedy"])
 
 
 def _heads_lost(tmp: Path) -> Setup:
     """Self-draft whose draft attention loses 3 of 4 heads past the first quarter of its
-    context: the lab's runtime patch, built once, copied to a neutral folder on PYTHONPATH."""
-    from specdoctor.lab import faults, patches
-    from specdoctor.lab.lab import lab_dir
+    context: the lab's runtime patch, built blind, on PYTHONPATH."""
+    from specdoctor.lab import faults
 
-    built, env = patches.build(faults.get("draft-heads-lost").runtime_patch or "",
-                               lab_dir() / "patches")
-    site = _copy(built, tmp / "site")
-    sink = json.loads((site / "pack.json").read_text()).get("sink_env")
-    if sink:
-        env[sink] = str(tmp / "lines.log")
-    return _draft_model(tmp, env={**env, "PYTHONPATH": str(site)})
+    return draft_model(tmp, env=pack(faults.get("draft-heads-lost").runtime_patch or "", tmp))
 
 # -- general faults on the cheap draft_model / ngram setups: fields, vocabularies, overhead ----
-
-def _set_field(dotted: str, value: object) -> Callable[[Path], None]:
-    """A drafter edit: one config field (dotted for a nested one) set to ``value``."""
-    def edit(d: Path) -> None:
-        def put(c: dict) -> None:
-            *parents, last = dotted.split(".")
-            for part in parents:
-                c = c.setdefault(part, {})
-            c[last] = value
-        _edit_config(d, put)
-    return edit
-
 
 def _small_drafter(tmp: Path, edit: Callable[[Path], None] | None = None) -> Setup:
     """An independent drafter (1 layer, hidden 64, its own training) for the trained target."""
     from specdoctor.lab import train
 
-    t = _copy(_trained(), tmp / "m1")
-    d = _copy(train.small_drafter("ci"), tmp / "m2")
+    t = publish(patients.trained(), tmp / "m1")
+    d = publish(train.small_drafter("ci"), tmp / "m2")
     if edit is not None:
         edit(d)
     spec = {"method": "draft_model", "model": str(d), "num_speculative_tokens": 4}
-    return Setup(_server(t, spec), dict(BASE_ENV), ["greedy"])
+    return Setup(server(t, spec), dict(patients.BASE_ENV), ["greedy"])
 
 
 def _permute_vocab(d: Path) -> None:
@@ -249,77 +167,87 @@ def _widen(d: Path, hidden: int = 512, layers: int = 4, intermediate: int = 2048
 
 
 def _ngram_wide(tmp: Path) -> Setup:
-    t = _copy(_trained(), tmp / "m1")
+    t = publish(patients.trained(), tmp / "m1")
     spec = {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 3,
             "prompt_lookup_min": 1}
-    return Setup(_server(t, spec), dict(BASE_ENV), ["greedy"])
+    return Setup(server(t, spec), dict(patients.BASE_ENV), ["greedy"])
 
 
 GENERAL_CASES = [
     Case("draft-norm-eps", "draft-config-mismatch",
-         lambda tmp: _draft_model(tmp, _set_field("rms_norm_eps", 1.0)),
+         lambda tmp: draft_model(tmp, set_field("rms_norm_eps", 1.0)),
          "draft copy with rms_norm_eps 1.0 (target 1e-6)"),
     Case("draft-rope-linear", "draft-config-mismatch",
-         lambda tmp: _draft_model(tmp, _set_field(
+         lambda tmp: draft_model(tmp, set_field(
              "rope_parameters", {"rope_theta": 10000.0, "rope_type": "linear", "factor": 2.0})),
          "draft copy with linear rope scaling, factor 2 (target: none)"),
     Case("benign-tied-flag", None,
-         lambda tmp: _draft_model(tmp, _set_field("tie_word_embeddings", True)),
+         lambda tmp: draft_model(tmp, set_field("tie_word_embeddings", True)),
          "draft copy declaring tied embeddings while it ships its own lm_head (vLLM keeps the "
-         "head: measured no effect)"),
+         "head: measured no effect)", category="benign"),
     Case("draft-partial-rotary", "draft-config-mismatch",
-         lambda tmp: _draft_model(tmp, _set_field("rope_parameters.partial_rotary_factor", 0.5)),
+         lambda tmp: draft_model(tmp, set_field("rope_parameters.partial_rotary_factor", 0.5)),
          "draft copy rotating half of each head (rope_parameters.partial_rotary_factor 0.5)"),
     Case("draft-vocab-permuted", "tokenizer-mismatch",
-         lambda tmp: _draft_model(tmp, _permute_vocab),
+         lambda tmp: draft_model(tmp, _permute_vocab),
          "draft copy re-indexed: its tokenizer.json and embedding/lm_head rows permuted alike"),
-    Case("draft-overhead-wide", "draft-overhead", lambda tmp: _draft_model(tmp, _widen),
+    Case("draft-overhead-wide", "draft-overhead", lambda tmp: draft_model(tmp, _widen),
          "the target's function padded into a 4-layer, 512-wide drafter (26x its weights; "
          "greedy drafts equal)"),
     Case("healthy-small", None,
-         lambda tmp: _small_drafter(tmp, _set_field("rms_norm_eps", 1e-5)),
-         "independent 1-layer drafter, its own training, rms_norm_eps 1e-5 (target 1e-6)"),
-    Case("healthy-ngram-wide", None, _ngram_wide, "prompt lookup k=5, n-grams 1..3"),
+         lambda tmp: _small_drafter(tmp, set_field("rms_norm_eps", 1e-5)),
+         "independent 1-layer drafter, its own training, rms_norm_eps 1e-5 (target 1e-6)",
+         category="healthy"),
+    Case("healthy-ngram-wide", None, _ngram_wide, "prompt lookup k=5, n-grams 1..3",
+         category="healthy"),
 ]
 
 
 CASES = [
-    Case("healthy-self", None, lambda tmp: _draft_model(tmp), "target drafting for itself"),
-    Case("healthy-ngram", None, _ngram, "prompt lookup"),
-    Case("benign-config", None, lambda tmp: _draft_model(tmp, _benign),
-         "draft copy with max_position_embeddings 4096"),
-    Case("draft-rope", "draft-config-mismatch", lambda tmp: _draft_model(tmp, _rope),
+    Case("healthy-self", None, lambda tmp: draft_model(tmp), "target drafting for itself",
+         category="healthy"),
+    Case("healthy-ngram", None, _ngram, "prompt lookup", category="healthy"),
+    Case("benign-config", None, lambda tmp: draft_model(tmp, _benign),
+         "draft copy with max_position_embeddings 4096", category="benign"),
+    Case("draft-rope", "draft-config-mismatch", lambda tmp: draft_model(tmp, _rope),
          "draft copy with rope_theta 1000 (target 10000)"),
-    Case("draft-noise", "draft-quality", lambda tmp: _draft_model(tmp, _noise),
+    Case("draft-noise", "draft-quality", lambda tmp: draft_model(tmp, _noise),
          "draft copy with Gaussian noise (1.0 std) on every matrix"),
     Case("sampled-defect", "rejection-sampler",
-         lambda tmp: _draft_model(tmp, sampling=["greedy", OFFICIAL]),
+         lambda tmp: draft_model(tmp, sampling=["greedy", OFFICIAL]),
          "self-draft measured sampled on vllm-cpu 0.32 as shipped"),
     Case("sampled-patched", "sampling-confound",
-         lambda tmp: _draft_model(tmp, sampling=["greedy", OFFICIAL],
-                                  env=_with_pack(SAMPLER_FIX, tmp)),
-         "self-draft measured sampled with the CPU sampler defect patched"),
-    Case("healthy-eagle3", None, _lab_drafter("eagle3", None), "trained EAGLE3"),
-    Case("healthy-dflash", None, _lab_drafter("dflash", None), "trained DFlash"),
-    Case("healthy-mtp", None, _lab_drafter("mtp", None), "trained MTP"),
-    Case("dflash-layer-ids", "draft-config-mismatch", _lab_drafter("dflash", "dflash-layer-ids"),
+         lambda tmp: draft_model(tmp, sampling=["greedy", OFFICIAL],
+                                  env=pack(SAMPLER_FIX, tmp)),
+         "self-draft measured sampled with the CPU sampler defect patched", category="patched"),
+    Case("healthy-eagle3", None, lab_drafter("eagle3", None), "trained EAGLE3",
+         category="healthy"),
+    Case("healthy-dflash", None, lab_drafter("dflash", None), "trained DFlash",
+         category="healthy"),
+    Case("healthy-mtp", None, lab_drafter("mtp", None), "trained MTP", category="healthy"),
+    Case("dflash-layer-ids", "draft-config-mismatch", lab_drafter("dflash", "dflash-layer-ids"),
          "DFlash reading the wrong target layers"),
-    Case("dflash-window", "attention-mask", _lab_drafter("dflash", "dflash-window"),
+    Case("dflash-window", "attention-mask", lab_drafter("dflash", "dflash-window"),
          "DFlash served with a window it was not trained with"),
-    Case("eagle3-d2t", "tokenizer-mismatch", _lab_drafter("eagle3", "eagle3-d2t-off-by-one"),
+    Case("eagle3-d2t", "tokenizer-mismatch", lab_drafter("eagle3", "eagle3-d2t-off-by-one"),
          "EAGLE3 vocabulary map off by one"),
-    Case("mtp-k", "k-beyond-training", _lab_drafter("mtp", "mtp-k-beyond-training"),
+    Case("mtp-k", "k-beyond-training", lab_drafter("mtp", "mtp-k-beyond-training"),
          "MTP run at k=6, trained for one step"),
     # Left out of the answer key: its effect is inside the measurement's own interval
     # (docs/lab.md), so no profile can show it; the row records what diagnose says.
-    Case("dflash-causal", None, _lab_drafter("dflash", "dflash-causal"),
-         "DFlash served causal where it was trained non-causal (not measurable: key left out)"),
+    Case("dflash-causal", None, lab_drafter("dflash", "dflash-causal"),
+         "DFlash served causal where it was trained non-causal (not measurable: key left out)",
+         category="benign"),
     Case("draft-heads-lost", "draft-attention-partial", _heads_lost,
          "self-draft with a runtime patch zeroing 3 of 4 draft attention heads past the first "
          "quarter of the context"),
 
     *GENERAL_CASES,
 ]
+
+from upstream import UPSTREAM_CASES  # noqa: E402
+
+CASES += UPSTREAM_CASES
 
 
 def _commit() -> str:
@@ -328,29 +256,55 @@ def _commit() -> str:
     return out.stdout.strip()
 
 
+def _clean() -> bool:
+    """Whether the tree diagnose runs from has no uncommitted change to tracked files (results
+    files aside: the run itself appends to clinic.json)."""
+    out = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no",
+                          "--", ".", ":(exclude)benchmarks/results"],
+                         capture_output=True, text=True)
+    return out.returncode == 0 and not out.stdout.strip()
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def diagnose_args(setup: Setup, tmp: Path, budget: float) -> tuple[str, list[str]]:
+    """The server command and the ``specdoctor diagnose`` argv a user would type for it (the
+    case's own compile cache root under ``tmp``, so no other server's cache is read)."""
+    cmd = " ".join([sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+                    *[_quote(a) for a in setup.argv_tail]])
+    env = patients.launch_env(setup, tmp)
+    args = [sys.executable, "-m", "specdoctor", "diagnose", "--launch", cmd,
+            *[x for k, v in env.items() for x in ("--env", f"{k}={v}")],
+            *[x for s in setup.sampling for x in ("--sampling", s)],
+            "--suite", "code", "--num-prompts", "8", "--max-tokens", "48",
+            "--budget", str(budget), "--out", str(tmp / "out"), "--no-store", "--json"]
+    return cmd, args
+
+
 def run_case(case: Case, budget: float) -> dict:
-    tmp = Path(tempfile.mkdtemp(prefix="clinic-"))
+    tmp = Path(tempfile.mkdtemp(prefix="srv-"))
+    base = {"case": case.name, "expected": case.root_cause, "category": case.category,
+            "origin": case.origin}
     t0 = time.monotonic()
     try:
         setup = case.build(tmp)
     except Exception as exc:  # noqa: BLE001 - a patient that cannot be built is reported
-        return {"case": case.name, "expected": case.root_cause, "error": f"build: {exc}"}
+        return {**base, "commit": _commit(), "error": f"build: {exc}"}
     build_s = time.monotonic() - t0
-    cmd = " ".join([sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-                    *[_quote(a) for a in setup.argv_tail]])
-    args = [sys.executable, "-m", "specdoctor", "diagnose", "--launch", cmd,
-            *[x for k, v in setup.env.items() for x in ("--env", f"{k}={v}")],
-            *[x for s in setup.sampling for x in ("--sampling", s)],
-            "--suite", "code", "--num-prompts", "8", "--max-tokens", "48",
-            "--budget", str(budget), "--out", str(tmp / "out"), "--no-store", "--json"]
-    commit = _commit()   # the code diagnose runs is the code when it starts
+    cmd, args = diagnose_args(setup, tmp, budget)
+    commit, clean = _commit(), _clean()   # the code diagnose runs is the code when it starts
+    load_before = _load()
     t1 = time.monotonic()
     proc = subprocess.run(args, capture_output=True, text=True, timeout=3600)
     wall = time.monotonic() - t1
-    row: dict = {"case": case.name, "commit": commit, "about": case.about,
-                 "expected": case.root_cause,
+    row: dict = {**base, "commit": commit, "clean": clean, "about": case.about,
                  "build_s": round(build_s, 1), "diagnose_wall_s": round(wall, 1),
+                 "load": [load_before, _load()],
                  "command": cmd.replace(sys.executable, "python3", 1), "sampling": setup.sampling}
+    if case.cite:
+        row["cite"] = case.cite
     try:
         d = json.loads(proc.stdout)
     except ValueError:
@@ -362,6 +316,9 @@ def run_case(case: Case, budget: float) -> dict:
                 "ledger": [{"id": e["id"], "verdict": e["verdict"],
                             "evidence": (e["evidence"][-1] if e["evidence"] else "")[:300]}
                            for e in d["ledger"]]})
+    for key in ("root_cause_basis", "basis"):
+        if key in d:
+            row["basis"] = d[key]
     return row
 
 
@@ -378,20 +335,23 @@ def main() -> None:
     ap.add_argument("--drafters", choices=("full", "ci"), default="full",
                     help="training budget of the lab's EAGLE3/DFlash/MTP drafters")
     a = ap.parse_args()
-    DRAFTER_BUDGET[0] = a.drafters
+    patients.DRAFTER_BUDGET[0] = a.drafters
     names = [c for c in a.cases.split(",") if c]
+    unknown = sorted(set(names) - {c.name for c in CASES})
+    if unknown:
+        ap.error(f"no case {', '.join(unknown)}; cases: {', '.join(c.name for c in CASES)}")
     chosen = [c for c in CASES if not names or c.name in names]
     data = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"runs": []}
-    run = {"commit": _commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-           "drafters": a.drafters,
-           "machine": "x86_64, 2 cores (shared)", "rows": []}
+    run = {"commit": _commit(), "clean": _clean(),
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "drafters": a.drafters, "machine": "x86_64, 2 cores (shared)", "rows": []}
     data["runs"].append(run)
     for case in chosen:
         print(f"clinic: {case.name} …", file=sys.stderr, flush=True)
         row = run_case(case, a.budget)
         run["rows"].append(row)
         print(json.dumps({k: row.get(k) for k in ("case", "expected", "root_cause", "right",
-                                                  "diagnose_wall_s", "error")}),
+                                                  "diagnose_wall_s", "load", "error")}),
               file=sys.stderr, flush=True)
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(data, indent=1) + "\n")

@@ -130,7 +130,16 @@ def _print(r: Any) -> None:
         if not x.ok:
             why = x.error or (f"max abs {x.max_abs:.3g} > {x.tol:g} (rel {x.max_rel:.3g}) at "
                               + ", ".join(f"{k} {v}" for k, v in (x.worst or {}).items()))
+            if x.cause:
+                why += f"; matches {x.cause.split(':', 1)[0]}"
             con.print(f"[red]FAIL[/red] {escape(x.impl)} on {escape(x.case)}: {escape(why)}", highlight=False)
+    for a in r.ran:
+        failed = [x for x in r.results if x.impl == a.name and not x.ok]
+        causes = {x.cause for x in failed if x.cause}
+        for cause in sorted(causes):
+            n = sum(x.cause == cause for x in failed)
+            con.print(f"[red]cause[/red] {escape(a.name)}: {n} of its {len(failed)} failing "
+                      f"case(s) match the reference of {escape(cause)}", highlight=False)
     for a in r.adapters:
         if a.unavailable:
             con.print(f"[yellow]SKIPPED[/yellow] {escape(a.name)}: {escape(a.unavailable)}", highlight=False)

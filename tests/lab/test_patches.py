@@ -1,0 +1,89 @@
+"""The lab's runtime patches: their pure parts, and the blind build the fault clinic serves.
+
+The patches run inside vLLM (the clinic's measurements show what they do to acceptance:
+benchmarks/results/clinic_measured.md); here, without a server, the row and block selections
+they make, and that ``build_blind`` keeps the code while dropping every name.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from specdoctor.lab import patches
+
+
+def _load(name: str):
+    path = patches.DIR / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_patch_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_patch_spec_parses_and_ships_its_file():
+    from specdoctor.packs import spec as specmod
+
+    for name in patches.available():
+        spec = specmod.load(patches.DIR / f"{name}.toml")
+        assert spec.files and all(f.is_file() for f in spec.files), name
+        assert all(p.replace for p in spec.probes), name  # patches replace, they do not log
+
+
+def test_kept_kv_rows_are_the_drafted_accepted_positions_of_decode_requests():
+    pytest.importorskip("torch")
+    keep_mask = _load("draft_kv_keep").keep_mask
+    # request 0: a prefill of 6 rows (starts at position 0); request 1: a decode step of k+1=4
+    # rows whose sampled row is offset 3 (all accepted): offsets 0..k-2 = 0, 1 kept, 2 written;
+    # request 2: decode, sampled at offset 1: offset 0 kept.
+    mask = keep_mask([0, 6, 10, 14], [5, 9, 11], [0, 40, 17], k=3)
+    assert mask == [False] * 6 + [True, True, False, False] + [True, False, False, False]
+    # a chunk longer than k+1 starting past 0 (chunked prefill) is written as usual
+    assert not any(keep_mask([0, 9], [8], [32], k=3))
+
+
+def test_hit_blocks_are_the_full_blocks_found_cached():
+    pytest.importorskip("torch")
+    hit_blocks = _load("prefix_draft_kv").hit_blocks
+    assert hit_blocks(32, [7, 3, 9, 4], 16) == [7, 3]
+    assert hit_blocks(31, [7, 3, 9], 16) == [7]
+    assert hit_blocks(0, [7, 3], 16) == []
+
+
+def test_stripped_source_keeps_the_code_and_drops_docstrings_and_comments():
+    src = '"""Module doc naming vLLM PR #14464."""\n\n# a comment\ndef f(x):\n    """doc"""\n    return x + 1  # add\n'
+    out = patches.stripped_source(src)
+    assert "14464" not in out and "comment" not in out and "doc" not in out
+    ns: dict = {}
+    exec(out, ns)  # noqa: S102 - our own test source
+    assert ns["f"](1) == 2
+
+
+def test_a_blind_build_names_nothing_and_still_replaces(tmp_path: Path):
+    out = patches.build_blind(patches.DIR / "mtp-hidden.toml", tmp_path / "site0", "G", "S")
+    names = sorted(p.name for p in out.iterdir())
+    assert not [n for n in names if "mtp" in n or "hidden" in n], names
+    config = json.loads((out / "pack.json").read_text())
+    assert config["gate"] == "G" and config["sink_env"] == "S" and "mtp" not in config["name"]
+    files = {p["replace"].split(":")[0] for p in config["probes"]}
+    assert files <= set(names)  # the renamed file is the one the pack loads
+    assert [p["target"] for p in config["probes"]] == [
+        "vllm.v1.spec_decode.llm_base_proposer.SpecDecodeBaseProposer.model_returns_tuple",
+        "vllm.model_executor.models.mimo_mtp.MiMoMTP.forward"]
+    assert not list(tmp_path.glob(".*"))  # no staging folder left behind
+
+
+def test_the_clinic_bite_test_is_paired_over_prompts():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "clinic"))
+    from measure import paired_difference
+
+    twin = [{"drafts": 10, "accepted_tokens": 30}] * 8
+    same = paired_difference(twin, twin)
+    assert same["difference"] == 0 and not same["bites"]
+    lower = [{"drafts": 10, "accepted_tokens": a} for a in (20, 22, 19, 21, 20, 23, 18, 20)]
+    d = paired_difference(lower, twin)
+    assert d["bites"] and d["ci95"][1] < 0 and abs(d["difference"] + 0.9625) < 1e-9
