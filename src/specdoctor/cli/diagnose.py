@@ -206,7 +206,7 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
 
         try:
             read_logs([str(p) for p in logs], keep_windows=False, last_windows=1, by_file=True,
-                      k=spec_k, engine=engine)
+                      k=spec_k)
         except SpeculationOff:
             pass  # no bad input: the diagnosis says speculation was off
     greedy, sampled = parse_sampling(sampling)
