@@ -249,6 +249,10 @@ from upstream import UPSTREAM_CASES  # noqa: E402
 
 CASES += UPSTREAM_CASES
 
+from contract_cases import CONTRACT_CASES  # noqa: E402
+
+CASES += CONTRACT_CASES
+
 
 def _commit() -> str:
     out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
