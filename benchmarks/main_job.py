@@ -8,7 +8,8 @@ Runs the command once (``--json --out DIR --no-store`` added so the answer and i
 be kept), and writes benchmarks/results/main_job.json (commit, date, load average before and
 after, wall time, the diagnosis JSON) and main_job.txt (the same header, then the report the
 command wrote). The goal it checks: the root cause named with its basis in under 10 minutes on
-this 2-core machine.
+this 2-core machine. Paths of the machine are written as names a reader knows
+($SPECDOCTOR_HOME, $MODELS, $TMP, $PREFIX).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _provenance import git_commit, utc_now  # noqa: E402
+from _provenance import git_commit, scrub, utc_now  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -49,7 +50,8 @@ def main() -> int:
     head.update(root_cause=d.get("root_cause"), root_cause_basis=d.get("root_cause_basis"),
                 under_goal=wall < GOAL_S)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "main_job.json").write_text(json.dumps({**head, "diagnosis": d}, indent=1) + "\n")
+    (RESULTS / "main_job.json").write_text(
+        scrub(json.dumps({**head, "diagnosis": d}, indent=1)) + "\n")
     report = out / "report.md"
     body = report.read_text() if report.is_file() else proc.stderr[-3000:]
     lines = [f"{head['command']}: commit {head['commit']}, {head['date']}, {head['machine']}, "
@@ -59,7 +61,7 @@ def main() -> int:
              "progress (stderr):", *[f"  {ln}" for ln in proc.stderr.splitlines()
                                      if ln.strip() and "Loading weights" not in ln][-40:],
              "", body]
-    (RESULTS / "main_job.txt").write_text("\n".join(lines) + "\n")
+    (RESULTS / "main_job.txt").write_text(scrub("\n".join(lines)) + "\n")
     print("\n".join(lines[:2]))
     return 0 if d.get("root_cause") else 1
 
