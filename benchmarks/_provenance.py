@@ -45,5 +45,27 @@ def machine() -> str:
     return f"{cpu_model()}, {platform.machine()}, {os.cpu_count()} cores"
 
 
+def machine_paths() -> list[tuple[str, str]]:
+    """Paths of this machine a results file shows as names a reader knows, longest first:
+    the specdoctor home and models folder, the temp folder, this checkout, Python's prefix."""
+    import sys
+    import tempfile
+
+    from specdoctor import paths
+
+    pairs = [(str(paths.home()), "$SPECDOCTOR_HOME"), (str(paths.models_dir()), "$MODELS"),
+             (tempfile.gettempdir(), "$TMP"), (str(ROOT), "$REPO"),
+             (sys.executable, "python3"), (sys.prefix, "$PREFIX"),
+             (sys.base_prefix, "$PREFIX")]
+    return sorted(pairs, key=lambda p: -len(p[0]))
+
+
+def scrub(text: str) -> str:
+    """``text`` with this machine's paths written as ``machine_paths`` names them."""
+    for long, name in machine_paths():
+        text = text.replace(long, name)
+    return text
+
+
 def load() -> float:
     return round(os.getloadavg()[0], 1)

@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from _provenance import git_commit, load, machine, utc_now
 
-    from specdoctor.lab.launch import free_port
+    from specdoctor.launch import free_port
 
     t0 = time.perf_counter()
     s = Session("gate-demo-")

@@ -5,10 +5,11 @@ The path of one diagnosis is the layout (docs/experiments-layout.md):
     cli → diagnose → experiments → oracle / bench / sources / report → acceptance
 
 A package may import packages of its own layer or below, never above; launch, recon, packs,
-store (and the errors and paths modules) sit beside the layers: anyone may use them, and they
-use only each other. The lab is a patient: it sits beside experiments, the diagnosis never
-imports it and it never imports an experiment. Lazy imports inside functions count as much as
-imports at the top of a module, and no two packages may import each other, however indirectly.
+store (and the errors, paths, methods and textfile modules) sit beside the layers: anyone may
+use them, and they use only each other. The lab is a patient: it sits beside experiments, the
+diagnosis never imports it and it never imports an experiment. Lazy imports inside functions
+count as much as imports at the top of a module, and no two packages may import each other,
+however indirectly.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ LAYERS: dict[str, int] = {
     "__main__": 6, "cli": 5, "diagnose": 4, "experiments": 3, "lab": 3, "gate": 3,
     "oracle": 2, "bench": 2, "sources": 2, "report": 2, "acceptance": 1,
 }
-BESIDE = frozenset({"launch", "recon", "packs", "store", "errors", "paths", "__init__"})
+BESIDE = frozenset({"launch", "recon", "packs", "store", "errors", "paths", "methods", "textfile",
+                    "__init__"})
 FORBIDDEN = {("experiments", "diagnose"), ("oracle", "store"), ("lab", "experiments"),
              ("diagnose", "lab"), ("experiments", "lab")}
 # Edges known to be wrong and waiting for their fix; an entry that no longer occurs fails, so

@@ -14,7 +14,8 @@ from specdoctor.store.db import Store
 
 
 @pytest.mark.parametrize(("change", "needle"), [
-    ({"concurrency": 0}, "at least 1"), ({"num_prompts": 0}, "at least 1"),
+    ({"concurrency": 0}, "from 1 to 1024"), ({"num_prompts": 0}, "from 1 to 100,000"),
+    ({"num_prompts": 10 ** 30}, "from 1 to 100,000"),
     ({"temperature": -1.0}, "out of range"), ({"top_p": 0.0}, "out of range"),
     ({"per_request": "scrape", "concurrency": 2}, "needs --concurrency 1"),
     ({"per_request": "maybe"}, "per-request source"), ({"suite": "poems"}, "prompt suite"),

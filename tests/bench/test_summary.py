@@ -50,6 +50,17 @@ def test_one_run_uses_the_request_interval_and_no_spread_is_never_a_win():
     assert "no spread measured" in stats.compare_text("a", none, "b", stats.spread([10.0]))
 
 
+def test_a_configuration_significantly_slower_than_spec_off_is_significant_either_way():
+    off, slow = stats.Spread(100, 95, 105, "repeats"), stats.Spread(60, 55, 65, "repeats")
+    assert stats.significant(slow, off) and stats.significant(off, slow)
+    assert stats.compare_text("ngram:k=5", slow, "spec-off", off).startswith(
+        "spec-off beats ngram:k=5")
+    cells = [_cell("spec-off", v, r) for r, v in enumerate((100, 104, 98))]
+    cells += [_cell("ngram:k=5", v, r) for r, v in enumerate((60, 62, 58))]
+    rows = summary.rows(cells, CONFIGS)
+    assert rows[1].speedup < 1 and rows[1].speedup_significant
+
+
 def test_percentiles_tpot_and_histogram():
     p = stats.percentiles([1.0, 2.0, 3.0, 4.0])
     assert p["p50"] == 2.5 and p["mean"] == 2.5

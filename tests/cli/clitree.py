@@ -24,12 +24,14 @@ class Cmd:
 
     @property
     def flags(self) -> frozenset[str]:
-        """Every long and short option spelling, --help included."""
+        """Every long and short option spelling, --help included; an older spelling kept only
+        as a hidden alias (``cli.options.Aliased``) is not one: text must use the current one."""
         out = {"--help"}
         for p in self.command.params:
             if isinstance(p, click.Option):
                 out.update(p.opts)
                 out.update(p.secondary_opts)
+                out.difference_update(getattr(p, "hidden_opts", ()))
         return frozenset(out)
 
     @property

@@ -28,7 +28,7 @@ WORD = re.compile(r"^[a-z][a-z0-9-]*(\|[a-z][a-z0-9-]*)*$")
 SPAN = re.compile(r"`([^`\n]+)`")
 BARE_FLAG = re.compile(r"\b(?:pass|use|add|with|without|omit|raise|set|try|no|give|see|another)"
                        r"\s+(--[a-z][a-z0-9-]*)")
-SEGMENT_END = re.compile(r"`| \| | && |;| # | — |\)|, or |\. [A-Z]")
+SEGMENT_END = re.compile(r"`| \| | && |;| # | — | -- |\)|, or |\. [A-Z]")
 INSTRUCTION_BEFORE = (":", "`", "(", "run", "with", "try", "$", "-m")
 
 

@@ -94,7 +94,7 @@ def test_runs_unknown_id():
 def test_unwritable_store(tmp_path):
     d = tmp_path / "dir"
     d.mkdir()
-    assert_clean_error(run_cli("runs", "--db", str(d)), "cannot open the store", "--db")
+    assert_clean_error(run_cli("runs", "--db", str(d)), "is a directory", "--db", code=2)
 
 
 def test_logs_of_a_server_with_speculation_off():

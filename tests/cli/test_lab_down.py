@@ -1,4 +1,5 @@
-"""`lab down` stops only the server it names; bare `specdoctor` says which server it left up.
+"""`lab down` stops only the server it names; bare `specdoctor` starts nothing and names the
+servers that are up.
 
 No vLLM boots here: the "servers" are sleeping processes in their own session, registered in a
 private $SPECDOCTOR_HOME exactly as `lab up` registers a server (its state file per port).
@@ -14,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from specdoctor.cli.main import _say_left_running
 from specdoctor.launch import LaunchSpec, ServerHandle, save_handle
 from tests.conftest import run_cli
 
@@ -74,24 +74,13 @@ def test_down_all_stops_every_server(home):
     assert r.stdout.count("stopped ") == 2 and not any(_alive(p) for p in pids)
 
 
-def test_bare_specdoctor_names_the_server_it_left_running(capsys):
-    spec = LaunchSpec(argv=("x",), port=8765, label="draft_model k=4")
-    h = ServerHandle(spec, 4242, Path("log"), 0.0)
-    _say_left_running([h], before=set())
-    err = capsys.readouterr().err
-    assert "started and left running: http://127.0.0.1:8765" in err
-    assert "stop it: specdoctor lab down --port 8765" in err
-    _say_left_running([h], before={8765})
-    assert "left running (it was already up)" in capsys.readouterr().err
-    _say_left_running([], before=set())
-    assert capsys.readouterr().err == ""
-
-
-def test_bare_specdoctor_says_so_even_when_the_measurement_fails(home):
-    # the registered "server" answers no HTTP: measure fails, the note still names it
+def test_bare_specdoctor_starts_nothing_and_names_what_to_run(home):
+    # a lab server is registered: bare specdoctor names it, starts no other, measures nothing
     h, pids = home
     pids.append(_fake_server(h, 45991))
-    r = run_cli(env={"SPECDOCTOR_HOME": str(h)}, timeout=120)
-    assert r.returncode == 3 and "cannot reach http://127.0.0.1:45991" in r.stderr
-    assert ("lab server left running (it was already up): http://127.0.0.1:45991" in r.stderr
-            and "stop it: specdoctor lab down --port 45991" in r.stderr)
+    r = run_cli(env={"SPECDOCTOR_HOME": str(h)}, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "specdoctor diagnose --url" in r.stdout and "specdoctor lab up" in r.stdout
+    assert "lab server running: http://127.0.0.1:45991" in r.stderr
+    assert "stop it: specdoctor lab down --port 45991" in r.stderr
+    assert len(list((h / "lab" / "servers").glob("*.json"))) == 1  # no second server registered

@@ -8,6 +8,7 @@ is a note; a break anywhere else saves the partial investigation and raises a cl
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -134,3 +135,27 @@ def test_a_diagnose_command_ended_by_sigterm_stops_its_server_and_its_workers(tm
         for p in pids or ():
             if p > 0 and _pid_alive(p):
                 os.kill(p, signal.SIGKILL)
+
+
+def test_diagnose_ready_timeout_bounds_each_server_it_starts(tmp_path):
+    # a real process that never serves: `diagnose --ready-timeout 2` gives up on it after 2 s
+    # (the default is 900 s), stops it, and says so; the rest of the diagnosis goes on
+    out = tmp_path / "out"
+    cmd = "sh -c 'echo pid $$; exec sleep 300'"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(orchestrator.__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "specdoctor", "diagnose", "--launch", cmd, "--sampling", "greedy",
+         "--suite", "code", "--num-prompts", "2", "--max-tokens", "4", "--no-store", "--json",
+         "--ready-timeout", "2", "--out", str(out)],
+        env=env, capture_output=True, text=True, timeout=240)
+    took = time.monotonic() - t0
+    log = (out / "server-baseline.log").read_text()
+    pid = int(log.split("pid ", 1)[1].split()[0])
+    assert not _pid_alive(pid), f"left running: {pid}"
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    notes = " ".join(json.loads(proc.stdout)["notes"])
+    assert "the server was not ready after 2 s" in notes, notes
+    assert "--ready-timeout" in notes   # the fix names the option that raises the limit
+    assert took < 200

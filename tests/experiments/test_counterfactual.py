@@ -72,6 +72,24 @@ def test_the_rope_is_compared_as_a_whole_whatever_its_spelling():
     assert [x for x in leads(old, TARGET, "eagle3") if x.field.startswith("rope")] == []
 
 
+def test_a_top_level_partial_rotary_factor_is_read_as_part_of_the_rope(tmp_path):
+    # the older spelling: partial_rotary_factor beside the config's other top-level keys
+    old = {k: v for k, v in TARGET.items() if k != "rope_parameters"}
+    half = {**old, "rope_theta": 10000.0, "partial_rotary_factor": 0.5}
+    (lead,) = leads(half, TARGET, "draft_model")
+    assert (lead.field, lead.draft_value, lead.value) == ("partial_rotary_factor", 0.5, _ABSENT)
+    # the same factor in the other spelling, or the neutral 1.0 spelled out, is no lead
+    nested = _draft(rope_parameters={"rope_theta": 10000.0, "rope_type": "default",
+                                     "partial_rotary_factor": 0.5})
+    assert leads(half, nested, "draft_model") == []
+    assert leads({**old, "rope_theta": 10000.0, "partial_rotary_factor": 1.0}, TARGET, "x") == []
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "config.json").write_text(json.dumps(half))
+    new = json.loads((patched_copy(src, lead, tmp_path / "w", 0) / "config.json").read_text())
+    assert "partial_rotary_factor" not in new and rope_view(new) == rope_view(TARGET)
+
+
 def test_the_rope_counterfactual_gives_the_drafter_the_targets_rope_keys(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
@@ -175,3 +193,32 @@ def test_what_no_reference_could_check_stays_open_and_is_listed_in_the_finding()
     assert f.unchecked == ("foo_scale = 3: no reference",)
     assert f.to_json()["unchecked"] == ["foo_scale = 3: no reference"]
     assert mask.verdict is Verdict.EXCLUDED and mask.unchecked == ()
+
+
+def test_leads_left_in_the_context_become_counterfactual_leads_once():
+    """A rope theta the probes or the engine's own functions saw defaulted (a field the
+    drafter's file does not hold) is tried; a field the counterfactual already found is not
+    tried twice; a lead that removes a field removes it."""
+    from specdoctor.experiments import counterfactual as cf
+    from specdoctor.experiments.base import Lead
+
+    draft = {"architectures": ["DFlashDraftModel"], "model_type": "qwen3",
+             "dflash_config": {"use_swa": True}, "layer_types": ["sliding_attention"]}
+    target = {"model_type": "qwen3", "rope_theta": 10000.0}
+    own = cf.leads(draft, target, "dflash")
+    assert {"dflash_config.use_swa", "layer_types"} <= {x.field for x in own}
+    ctx_leads = [Lead("draft-config-mismatch", "rope_theta", 10000.0, "defaulted", "probes"),
+                 Lead("attention-mask", "dflash_config.use_swa", False, "window", "masks"),
+                 Lead("attention-mask", "layer_types", None, "sliding", "masks", remove=True)]
+    got = cf.from_context(ctx_leads, draft, {x.field for x in own})
+    by = {x.field: x for x in got}
+    assert "dflash_config.use_swa" not in by and "layer_types" not in by   # found already
+    assert by["rope_theta"].value == 10000.0 and by["rope_theta"].draft_value is cf._ABSENT
+    assert by["rope_theta"].hypothesis == "draft-config-mismatch"
+    assert "(probes)" in by["rope_theta"].why
+    patched = cf.put(draft, "rope_theta", by["rope_theta"].value)
+    assert patched["rope_theta"] == 10000.0
+    got = cf.from_context(ctx_leads, draft, set())
+    (gone,) = [x for x in got if x.field == "layer_types"]
+    assert gone.value is cf._ABSENT
+    assert "layer_types" not in cf.put(draft, "layer_types", gone.value)

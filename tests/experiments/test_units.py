@@ -81,6 +81,22 @@ def test_patched_copy_has_a_neutral_name_and_one_change(tmp_path):
     assert (out / "model.safetensors").read_bytes() == b"w"
 
 
+def _unconditional(conditional: list[float]) -> list[float]:
+    out, p = [], 1.0
+    for c in conditional:
+        p *= c
+        out.append(p)
+    return out
+
+
+def test_trained_depth_decides_at_nine_tenths_of_the_trained_rate():
+    # conditional 0.8 at the trained position; past it 85% of that decays, 95% holds up
+    decays = decide(4, 1, 2, _unconditional([0.8, 0.8, 0.8 * 0.85, 0.8 * 0.85]))
+    holds = decide(4, 1, 2, _unconditional([0.8, 0.8, 0.8 * 0.95, 0.8 * 0.95]))
+    assert decays.verdict is Verdict.CONFIRMED and "decay" in decays.evidence
+    assert holds.verdict is Verdict.EXCLUDED and "hold up" in holds.evidence
+
+
 def test_trained_depth_on_the_recorded_mtp_profiles():
     assert trained_depth("mtp", None, {"num_nextn_predict_layers": 1}) == (1, 2)
     assert trained_depth("dflash", {"block_size": 4}, None) == (3, 3)
@@ -97,12 +113,31 @@ def test_the_oracle_runs_for_every_method_it_covers_and_mtp_needs_no_drafter_dir
     from specdoctor.experiments.base import Context
     from specdoctor.experiments.oracle_gap import oracle_unavailable
 
-    def why(method, draft):
+    def why(method, draft, k=4):
         return oracle_unavailable(Context(workdir=tmp_path, method=method, target_dir=tmp_path,
-                                          draft_dir=draft, prompts=["def f():"]))
+                                          draft_dir=draft, prompts=["def f():"], k=k))
 
     assert why("mtp", None) is None  # its layers are in the target's checkpoint
     assert why("ngram", None) is None
     assert why("eagle3", tmp_path) is None and why("dflash", tmp_path) is None
     assert "drafter's directory" in why("eagle3", None)
     assert "no oracle for method 'suffix'" in why("suffix", None)
+    # what stays unknown is named with the flag that gives it; k is never assumed
+    assert "--k" in why("ngram", None, k=None) and "--method" in why(None, None)
+
+
+def test_the_review_also_carries_the_leads_other_experiments_left(tmp_path):
+    from specdoctor.experiments.base import Context, Lead
+
+    d, t = tmp_path / "d", tmp_path / "t"
+    for p, cfg in ((d, {**LLAMA, "hidden_size": 64, "num_hidden_layers": 1}), (t, LLAMA)):
+        p.mkdir()
+        (p / "config.json").write_text(json.dumps({**cfg, "architectures": ["LlamaForCausalLM"],
+                                                   "model_type": "llama"}))
+    seen = Lead("draft-config-mismatch", "rope_theta", 500000.0, "the live engine's", "probes")
+    ctx = Context(workdir=tmp_path, method="draft_model", target_dir=t, draft_dir=d,
+                  leads=[seen])
+    (lead,) = review_for(ctx).leads
+    assert (lead.field, lead.value, lead.hypothesis) == ("rope_theta", 500000.0,
+                                                         "draft-config-mismatch")
+    assert "(probes)" in lead.why

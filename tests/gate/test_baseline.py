@@ -89,6 +89,10 @@ def test_not_json_and_missing_file(tmp_path: Path):
         bl.load_file(bad)
     with pytest.raises(InputError, match="cannot read the baseline"):
         bl.load_file(tmp_path / "absent.json")
+    binary = tmp_path / "b.json"
+    binary.write_bytes(bytes(range(256)))
+    with pytest.raises(InputError, match="not a baseline file"):
+        bl.load_file(binary)
 
 
 def test_other_prompts_than_the_baseline_are_refused():

@@ -117,7 +117,9 @@ def test_a_runtime_patch_is_on_the_path_named_by_content_and_its_lines_go_to_the
     digest = patches.content_hash("attn-shard")
     assert d.parent.name == digest and len(digest) == 16
     config = json.loads((d / "pack.json").read_text())
-    assert config["name"] == digest and [p["name"] for p in config["probes"]] == [digest]
-    assert config["probes"][0]["replace"] == "attn_shard.py:forward"  # the patch is really on
+    assert config["name"] == digest and {p["name"] for p in config["probes"]} == {digest}
+    # the patch is really on: it learns the draft's layers from the proposer, then edits them
+    assert [p.get("handler") or p.get("replace") for p in config["probes"]] == \
+        ["attn_shard.py:proposer_loaded", "attn_shard.py:forward"]
     sink = Path(sick.env[config["sink_env"]])
     assert sink.parent == d.parent  # the lab's file, not the server's log

@@ -35,7 +35,7 @@ def test_report_html_renders_its_plots_in_chromium(tmp_path: Path):
     with running("--k", "3", "--pattern", "3,1,0,2") as url:
         proc = run_cli("bench", "--url", url, "-n", "4", "--max-tokens", "16", "--suite", "code",
                        "--sampling", "greedy", "-c", "1", "--json",
-                       "--report-dir", str(tmp_path / "rep"), timeout=120)
+                       "-o", str(tmp_path / "rep"), timeout=120)
     assert proc.returncode == 0, proc.stderr
     page = Path(json.loads(proc.stdout)["report"]["html"])
     text = page.read_text()

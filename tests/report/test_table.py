@@ -50,6 +50,43 @@ def test_a_note_prints_once_and_brackets_survive():
     assert out.count("k unknown [pass --drafter]") == 1 and out.count("note:") == 2
 
 
+EVIDENCE = ("the counterfactual with rms_norm_eps 1e-06 recovers 3.60 of 4 accepted draft tokens "
+            "per step (0.36 before): the field is the cause; to see it again run specdoctor "
+            "ledger show 12 --json and read /tmp/specdoctor-diagnose-abc123/report.md")
+
+
+def _evidence_column(text: str) -> list[str]:
+    """The evidence cells of a rendered ledger table, row by row, lines joined."""
+    rows: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("│"):
+            cells = line.split("│")[1:-1]
+            if cells[1].strip():  # a row's first line holds its cost
+                rows.append([])
+            rows[-1].append(cells[-1].strip())
+    return [" ".join(r) for r in rows]
+
+
+def test_ledger_evidence_wraps_whole_in_80_columns():
+    from specdoctor.report.table import ledger_table
+
+    rows = [{"id": "draft-config-mismatch", "experiment": "relaunch-counterfactual",
+             "cost": {"cpu_min": 1.5, "gpu_min": 0, "restarts": 0}, "verdict": "confirmed",
+             "evidence": ["an earlier note", EVIDENCE]},
+            {"id": "k-beyond-training", "experiment": "trained-depth",
+             "cost": {"cpu_min": 0.1, "gpu_min": 0, "restarts": 0}, "verdict": "inconclusive",
+             "evidence": ["k=2 is within the trained depth 1"]}]
+    con = Console(width=80, record=True, file=io.StringIO())
+    con.print(ledger_table(rows))
+    text = con.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    first, second = _evidence_column(text)
+    assert "".join(first.split()) == "".join(EVIDENCE.split())  # nothing cut, nothing added
+    assert "specdoctor ledger show 12 --json" in first  # the suggested command, words whole
+    assert second == "k=2 is within the trained depth 1"
+    assert "…" not in text  # nothing ellipsized, an experiment's name neither
+
+
 def test_an_unprinted_draft_count_shows_the_range_the_counts_allow():
     """llama-server's older request line (118 accepted / 144 generated, no mean): drafts from 1
     to 144, so accepted per draft from 118/144 to 118: the table says so, never a value."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from specdoctor.bench.client import Outcome, Request
-from specdoctor.bench.prompts import SUITES
+from specdoctor.bench.prompts import SUITES, check_concurrency, check_count
 from specdoctor.errors import InputError
 
 BUILTIN = ("code", "essay", "long")
@@ -74,9 +74,11 @@ def check(p: MatrixParams) -> None:
     for m in p.sampling:
         if m not in SAMPLING:
             raise InputError(f"unknown sampling {m!r}", f"choose from: {', '.join(SAMPLING)}")
-    if any(c < 1 for c in p.concurrency) or p.num_prompts < 1 or p.max_tokens < 1:
-        raise InputError("--concurrency, --num-prompts and --max-tokens must be at least 1",
-                         "e.g. --concurrency 1,8 --num-prompts 16 --max-tokens 64")
+    if p.max_tokens < 1:
+        raise InputError("--max-tokens must be at least 1", "e.g. --max-tokens 64")
+    check_count(p.num_prompts)
+    for c in p.concurrency:
+        check_concurrency(c)
     if p.endpoint not in ("completions", "chat"):
         raise InputError(f"unknown endpoint {p.endpoint!r}", "use --endpoint completions or chat")
     known = set(BUILTIN) | set(dataset_categories(p.dataset) if p.dataset else ())
@@ -106,12 +108,19 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
         except ImportError:
             raise InputError(f"{path} is parquet and pyarrow is not installed",
                              "pip install pyarrow, or convert the file to JSONL") from None
-        return pq.read_table(path).to_pylist()
+        try:
+            return pq.read_table(path).to_pylist()
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            raise InputError(f"{path} is not a readable parquet file: {exc}",
+                             "check --dataset") from exc
     rows = []
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot read the dataset {path}: {exc.strerror}", "check --dataset") from exc
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is not UTF-8 text (a binary file?)",
+                         "pass a JSONL file of {\"category\": …, \"turns\": […]} objects") from None
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue

@@ -51,11 +51,12 @@ class MeasureParams:
 
     def check(self) -> None:
         """Refuse settings the protocol cannot run, naming the fix (before any request)."""
-        from specdoctor.bench.prompts import SUITES
+        from specdoctor.bench.prompts import SUITES, check_concurrency, check_count
 
-        if self.num_prompts < 1 or self.concurrency < 1 or self.max_tokens < 1:
-            raise InputError("--num-prompts, --concurrency and --max-tokens must be at least 1",
-                             "e.g. -n 16 --concurrency 1 --max-tokens 64")
+        if self.max_tokens < 1:
+            raise InputError("--max-tokens must be at least 1", "e.g. --max-tokens 64")
+        check_count(self.num_prompts)
+        check_concurrency(self.concurrency)
         if self.temperature < 0 or not 0 < self.top_p <= 1:
             raise InputError(f"--temperature {self.temperature} / --top-p {self.top_p} is out "
                              "of range", "use --temperature >= 0 and 0 < --top-p <= 1")
@@ -207,16 +208,47 @@ def load_run(db_path: Path, run_id: int) -> StoredRun:
                      rows, row.launch_spec)
 
 
-def served_model(url: str) -> str:
+@dataclass(frozen=True)
+class ModelCard:
+    """One entry of ``/v1/models``: the name requests use, and what vLLM adds (0.32,
+    vllm/entrypoints/openai/models/serving.py): ``root``, the model as the server was started
+    with it (``--model``: a local path or a hub id), and its maximum length."""
+
+    id: str
+    root: str | None = None
+    max_model_len: int | None = None
+
+
+def model_cards(body: str) -> list[ModelCard]:
+    """The models a ``/v1/models`` body lists (a pure function); ValueError when it is not a
+    model list."""
     import json
 
-    body = http.get_text(url.rstrip("/") + "/v1/models")
     try:
         data = json.loads(body)["data"]
-        return str(data[0]["id"])
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        cards = [ModelCard(str(d["id"]),
+                           d.get("root") if isinstance(d.get("root"), str) else None,
+                           d.get("max_model_len") if type(d.get("max_model_len")) is int else None)
+                 for d in data]
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError("not a model list") from exc
+    if not cards:
+        raise ValueError("an empty model list")
+    return cards
+
+
+def served_models(url: str) -> list[ModelCard]:
+    """What ``GET /v1/models`` lists (TargetError when the server does not answer with one)."""
+    body = http.get_text(url.rstrip("/") + "/v1/models")
+    try:
+        return model_cards(body)
+    except ValueError as exc:
         raise TargetError(f"{url}/v1/models did not list a model",
                           "pass --model NAME, or check that this is an OpenAI-compatible server") from exc
+
+
+def served_model(url: str) -> str:
+    return served_models(url)[0].id
 
 
 def scrape(url: str, phase: str) -> Scrape:

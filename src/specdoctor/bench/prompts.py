@@ -8,6 +8,12 @@ from __future__ import annotations
 
 from specdoctor.errors import InputError
 
+# The most requests one run sends: a day of requests at about one a second. A count past it
+# would build its list of prompts before the first request and run out of memory first.
+MAX_PROMPTS = 100_000
+# The most requests in flight at once (one client thread each).
+MAX_CONCURRENCY = 1024
+
 SUITES: dict[str, tuple[str, ...]] = {
     "code": (
         "def parse_args(argv):\n    parser = argparse.ArgumentParser(",
@@ -48,9 +54,19 @@ def suite(name: str) -> tuple[str, ...]:
                          f"choose one of: {', '.join(sorted(SUITES))}") from None
 
 
+def check_count(n: int, flag: str = "--num-prompts") -> None:
+    """Refuse a prompt count the protocol cannot send, naming the limit."""
+    if not 1 <= n <= MAX_PROMPTS:
+        raise InputError(f"{flag} {n}: must be from 1 to {MAX_PROMPTS:,}", f"e.g. {flag} 16")
+
+
+def check_concurrency(c: int, flag: str = "--concurrency") -> None:
+    if not 1 <= c <= MAX_CONCURRENCY:
+        raise InputError(f"{flag} {c}: must be from 1 to {MAX_CONCURRENCY}", f"e.g. {flag} 8")
+
+
 def take(name: str, n: int) -> list[str]:
     """The first n prompts of a suite, cycling if n is larger than the suite."""
     prompts = suite(name)
-    if n < 1:
-        raise InputError(f"--num-prompts must be at least 1, got {n}", "pass --num-prompts 16")
+    check_count(n)
     return [prompts[i % len(prompts)] for i in range(n)]

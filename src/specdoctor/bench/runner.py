@@ -30,6 +30,11 @@ from specdoctor.launch.spec import LaunchSpec
 from specdoctor.store.bench import BenchStore
 
 
+# Seconds a launched server may take to answer before it is stopped (a cold vLLM boot with
+# compilation on 2 cores takes minutes).
+READY_TIMEOUT_S = 900.0
+
+
 @dataclass(frozen=True)
 class Config:
     label: str
@@ -55,7 +60,7 @@ class Plan:
     configs: list[Config]
     repeat: int = 1
     devices: list[str] = field(default_factory=list)  # one entry per concurrent launch
-    ready_timeout_s: float = 900.0
+    ready_timeout_s: float = READY_TIMEOUT_S
     log_dir: Path | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -85,7 +90,7 @@ def load_plan(store: BenchStore, run_id: int, log_dir: Path | None = None) -> Pl
     r = store.run(run_id)
     return Plan(r.kind, MatrixParams.from_json(r.params["matrix"]),
                 [Config.from_json(c) for c in r.configs], int(r.params.get("repeat", 1)),
-                list(r.params.get("devices") or []), float(r.params.get("ready_timeout_s", 900)),
+                list(r.params.get("devices") or []), float(r.params.get("ready_timeout_s", READY_TIMEOUT_S)),
                 log_dir)
 
 

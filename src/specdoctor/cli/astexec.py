@@ -18,11 +18,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from specdoctor.experiments.astexec.run import astexec as run_astexec
+from specdoctor.cli.options import example, json_option
 from specdoctor.experiments.astexec.sandbox import SandboxLimits
 from specdoctor.report.console import err_console
 
 
-@click.command()
+L = SandboxLimits()  # the defaults shown here are the sandbox's own
+
+
+@click.command(epilog=example(
+    "specdoctor astexec vllm.model_executor.models.qwen3_dflash _resolve_layer_attention "
+    "--config drafter/config.json --call '_resolve_layer_attention(config, 0)'"))
 @click.argument("file")
 @click.argument("names", nargs=-1, required=True)
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -30,12 +36,16 @@ from specdoctor.report.console import err_console
 @click.option("--config-class", default=None,
               help="Build `config` with this class (e.g. transformers.Qwen3Config) instead of "
                    "plain attributes; it is imported inside the sandbox.")
-@click.option("--call", "calls", multiple=True, help="Python expression to evaluate; repeatable.")
+@click.option("--call", "calls", multiple=True,
+              help="Python expression to evaluate; repeat the flag for more (an expression is "
+                   "never split at its commas).")
 @click.option("--stub", "stubs", multiple=True,
-              help="NAME=raise (any use raises) or NAME=EXPRESSION; repeatable.")
-@click.option("--timeout", type=float, default=60.0, show_default=True, help="Wall-clock seconds.")
-@click.option("--memory-mb", type=int, default=4096, show_default=True, help="Address-space limit.")
-@click.option("--json", "as_json", is_flag=True)
+              help="NAME=raise (any use raises) or NAME=EXPRESSION; repeat the flag for more.")
+@click.option("--timeout", type=float, default=L.timeout_s, show_default=True,
+              help="Wall-clock seconds of the sandboxed run.")
+@click.option("--memory-mb", type=int, default=L.memory_mb, show_default=True,
+              help="Address-space limit of the sandboxed run.")
+@json_option
 def astexec(file: str, names: tuple[str, ...], config_path: Path | None, config_class: str | None,
             calls: tuple[str, ...], stubs: tuple[str, ...], timeout: float, memory_mb: int,
             as_json: bool) -> None:

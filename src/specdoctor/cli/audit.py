@@ -12,26 +12,33 @@ from pathlib import Path
 
 import click
 
+from specdoctor.cli.options import example, json_option, list_option
 from specdoctor.errors import InputError
+from specdoctor.methods import SPECULATIVE_METHODS
 from specdoctor.experiments.config_audit import lints as lintmod
 from specdoctor.experiments.config_audit import models as modelmod
 from specdoctor.report.console import err_console
+from specdoctor.textfile import read_text
 
 _DIR = click.Path(exists=True, file_okay=False, path_type=Path)
 
 
-@click.group()
+@click.group(epilog=example(
+    "specdoctor audit models target/ drafter/ --method dflash"))
 def audit() -> None:
-    """Draft-vs-target configuration audits (no server needed)."""
+    """Draft-vs-target configuration audits (no server needed).
+    """
 
 
-@audit.command()
+@audit.command(epilog=example(
+    "specdoctor audit parallel --model target/ --json"))
 @click.option("--model", "model_dir", type=_DIR, default=None,
               help="The target's model directory: needed to run each method's own proposer "
                    "code (vLLM validates the layout against the model).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@json_option
 def parallel(model_dir: Path | None, as_json: bool) -> None:
-    """Fields of ParallelConfig the draft does not inherit, per target layout and method."""
+    """Fields of ParallelConfig the draft does not inherit, per target layout and method.
+    """
     from specdoctor.experiments.config_audit import parallel as par
 
     _need_vllm()
@@ -63,14 +70,16 @@ def parallel(model_dir: Path | None, as_json: bool) -> None:
                 click.echo(f"    {d.field}: target {d.target}, draft {d.draft}")
 
 
-@audit.command()
+@audit.command(epilog=example(
+    "specdoctor audit models target/ drafter/ --method eagle3"))
 @click.argument("target_dir", type=_DIR)
 @click.argument("draft_dir", type=_DIR)
-@click.option("--method", type=click.Choice(modelmod.METHODS), default="draft_model",
+@click.option("--method", type=click.Choice(modelmod.METHODS), default=modelmod.DEFAULT_METHOD,
               show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@json_option
 def models(target_dir: Path, draft_dir: Path, method: str, as_json: bool) -> None:
-    """Compare a drafter with its target by what METHOD needs (suspects, not verdicts)."""
+    """Compare a drafter with its target by what METHOD needs (suspects, not verdicts).
+    """
     res = modelmod.audit_models(target_dir, draft_dir, method)
     if as_json:
         click.echo(json.dumps(res.to_json(), default=str))
@@ -82,11 +91,13 @@ def models(target_dir: Path, draft_dir: Path, method: str, as_json: bool) -> Non
     click.echo(f"worst: {res.worst()}")
 
 
-@audit.command()
-@click.option("--k", type=int, required=True, help="num_speculative_tokens.")
-@click.option("--method", default="dflash", show_default=True)
-@click.option("--cudagraph-sizes", default=None, metavar="N,N,…",
-              help="cudagraph_capture_sizes of the launch.")
+@audit.command(epilog=example(
+    "specdoctor audit launch --k 4 --method mtp --max-cudagraph 4 --log server.log"))
+@click.option("--k", type=click.IntRange(1, 64), required=True, help="num_speculative_tokens.")
+@click.option("--method", type=click.Choice(SPECULATIVE_METHODS), default=lintmod.BLOCK_METHOD,
+              show_default=True, help="The launch's speculative method.")
+@list_option("--cudagraph-sizes", kind=int, metavar="N,N,…",
+             help="cudagraph_capture_sizes of the launch.")
 @click.option("--max-cudagraph", type=int, default=None, help="max_cudagraph_capture_size.")
 @click.option("--max-num-seqs", type=int, default=None)
 @click.option("--block-size", type=int, default=None,
@@ -95,28 +106,19 @@ def models(target_dir: Path, draft_dir: Path, method: str, as_json: bool) -> Non
               help="Drafter directory (its config's block_size).")
 @click.option("--log", "log_path", type=click.Path(path_type=Path), default=None,
               help="A start-up log to scan for feature-disabling warnings.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def launch(k: int, method: str, cudagraph_sizes: str | None, max_cudagraph: int | None,
+@json_option
+def launch(k: int, method: str, cudagraph_sizes: tuple[int, ...], max_cudagraph: int | None,
            max_num_seqs: int | None, block_size: int | None, draft_dir: Path | None,
            log_path: Path | None, as_json: bool) -> None:
-    """Launch lints: cudagraph sizes vs k+1, k vs the trained block, start-up warnings."""
-    if k < 1:
-        raise InputError(f"--k {k}", "k is at least 1")
-    sizes = None
-    if cudagraph_sizes:
-        try:
-            sizes = [int(x) for x in cudagraph_sizes.split(",") if x.strip()]
-        except ValueError:
-            raise InputError(f"--cudagraph-sizes {cudagraph_sizes!r}", "write N,N,…") from None
+    """Launch lints: cudagraph sizes vs k+1, k vs the trained block, start-up warnings.
+    """
+    sizes = list(cudagraph_sizes) or None
     if block_size is None and draft_dir is not None:
         block_size = modelmod.read_config(draft_dir).get("block_size")
     found = lintmod.lint_cudagraph(k, sizes, max_cudagraph, max_num_seqs)
     found += lintmod.lint_block_size(k, block_size, method)
     if log_path is not None:
-        try:
-            found += lintmod.lint_log(log_path.read_bytes().decode("utf-8", "replace"))
-        except OSError as exc:
-            raise InputError(f"cannot read {log_path}: {exc.strerror}", "pass the log file") from exc
+        found += lintmod.lint_log(read_text(log_path, "start-up log"))
     if as_json:
         click.echo(json.dumps({"lints": [x.to_json() for x in found]}))
         return

@@ -16,7 +16,20 @@ import click
 
 from specdoctor.bench import runner
 from specdoctor.bench.matrix import MatrixParams, check
+from specdoctor.cli.options import (
+    Seconds,
+    db_option,
+    env_option,
+    example,
+    json_option,
+    list_option,
+    out_option,
+    parse_env,
+    ready_timeout_option,
+)
 from specdoctor.errors import InputError
+from specdoctor.lab.lab import DEFAULT_K, LabRequest
+from specdoctor.lab.lab import METHODS as LAB_METHODS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -24,66 +37,54 @@ F = TypeVar("F", bound=Callable[..., Any])
 LAB_CHAT_TEMPLATE = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
 
 
-def _csv(kind: type) -> Callable[[click.Context, click.Parameter, tuple[str, ...]], tuple]:
-    def parse(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple:
-        out = []
-        for v in values:
-            for part in v.replace(" ", ",").split(","):
-                if part.strip():
-                    try:
-                        out.append(kind(part.strip()))
-                    except ValueError:
-                        raise click.BadParameter(f"{part!r} is not a {kind.__name__}",
-                                                 ctx=ctx, param=param) from None
-        return tuple(out)
-    return parse
+M = MatrixParams()  # the defaults shown here are the matrix's own
 
 
 def matrix_options(f: F) -> F:
     """The cells of the matrix and how each is run (shared by bench and sweep)."""
     opts = [
-        click.option("--suite", "suites", multiple=True, callback=_csv(str),
-                     help="Prompt sets, comma-separated: essay, code, long, or a --dataset "
-                          "category. Default: essay,code."),
-        click.option("--sampling", multiple=True, callback=_csv(str),
-                     help="greedy (temperature 0) and/or official (temperature/top_p below). "
-                          "Default: greedy,official."),
-        click.option("--concurrency", "-c", multiple=True, callback=_csv(int),
-                     help="Concurrent streams, comma-separated. Default: 1,8."),
-        click.option("--num-prompts", "-n", type=int, default=16, show_default=True,
+        list_option("--suite", "suites",
+                    help=f"Prompt sets: essay, code, long, or a --dataset category. Default: "
+                         f"{','.join(M.suites)}."),
+        list_option("--sampling",
+                    help=f"greedy (temperature 0) and/or official (temperature/top_p below). "
+                         f"Default: {','.join(M.sampling)}."),
+        list_option("--concurrency", "-c", kind=int,
+                    help=f"Concurrent streams. Default: {','.join(map(str, M.concurrency))}."),
+        click.option("--num-prompts", "-n", type=int, default=M.num_prompts, show_default=True,
                      help="Requests per cell (after one warm-up request)."),
-        click.option("--max-tokens", type=int, default=64, show_default=True),
-        click.option("--endpoint", type=click.Choice(["completions", "chat"]), default="completions",
+        click.option("--max-tokens", type=int, default=M.max_tokens, show_default=True),
+        click.option("--endpoint", type=click.Choice(["completions", "chat"]), default=M.endpoint,
                      show_default=True),
         click.option("--dataset", type=click.Path(dir_okay=False), default=None,
                      help="Spec-Bench / SPEED-Bench question file (JSONL or parquet, with "
                           "'category' and 'turns'): each category becomes a row of the matrix."),
-        click.option("--temperature", type=float, default=1.0, show_default=True,
-                     help="Temperature of the 'official' sampling."),
-        click.option("--top-p", type=float, default=0.95, show_default=True,
+        click.option("--temperature", type=float, default=M.official_temperature,
+                     show_default=True, help="Temperature of the 'official' sampling."),
+        click.option("--top-p", type=float, default=M.official_top_p, show_default=True,
                      help="top_p of the 'official' sampling."),
-        click.option("--long-chars", type=int, default=2400, show_default=True,
+        click.option("--long-chars", type=click.IntRange(1, 1 << 20), default=M.long_chars,
+                     show_default=True,
                      help="Prompt length (characters) of the 'long' suite: fill the context the "
                           "model allows before decoding."),
-        click.option("--seed", type=int, default=0, show_default=True,
+        click.option("--seed", type=int, default=M.seed, show_default=True,
                      help="Base seed: request i is sent seed + i."),
-        click.option("--model", default=None, help="Model name to request (default: the first listed)."),
-        click.option("--request-timeout", type=float, default=300.0, show_default=True,
+        click.option("--model", default=M.model,
+                     help="Model name to request (default: the first listed)."),
+        click.option("--request-timeout", type=Seconds(),
+                     default=M.timeout_s, show_default=True,
                      help="Seconds before one request counts as a timeout."),
-        click.option("--repeat", type=int, default=1, show_default=True,
+        click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True,
                      help="Run the matrix this many times, configurations interleaved (A B A B); "
                           "differences within the spread are reported as not significant."),
-        click.option("--ready-timeout", type=float, default=900.0, show_default=True,
-                     help="Seconds a launched server may take to become ready; then it is "
-                          "stopped and its log tail shown."),
+        ready_timeout_option(runner.READY_TIMEOUT_S),
         click.option("--resume", "resume_id", type=int, default=None, metavar="RUN_ID",
                      help="Finish a recorded run: only cells not recorded as ok are run."),
-        click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-                     help="Where the report goes (default: reports/bench-RUN_ID next to the store)."),
+        out_option("Where the report goes (default: reports/bench-RUN_ID next to the store).",
+                   hidden=("--report-dir",), default=None),
         click.option("--no-report", is_flag=True, help="Skip writing the report."),
-        click.option("--db", type=click.Path(path_type=Path), default=None,
-                     help="SQLite store (default $SPECDOCTOR_DB or ~/.cache/specdoctor/specdoctor.db)."),
-        click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
+        db_option,
+        json_option,
     ]
     for o in reversed(opts):
         f = o(f)
@@ -92,8 +93,8 @@ def matrix_options(f: F) -> F:
 
 def params_from(o: dict[str, Any]) -> MatrixParams:
     p = MatrixParams(
-        suites=o["suites"] or ("essay", "code"), sampling=o["sampling"] or ("greedy", "official"),
-        concurrency=o["concurrency"] or (1, 8), num_prompts=o["num_prompts"],
+        suites=o["suites"] or M.suites, sampling=o["sampling"] or M.sampling,
+        concurrency=o["concurrency"] or M.concurrency, num_prompts=o["num_prompts"],
         max_tokens=o["max_tokens"], endpoint=o["endpoint"], official_temperature=o["temperature"],
         official_top_p=o["top_p"], seed=o["seed"], long_chars=o["long_chars"],
         dataset=str(Path(o["dataset"]).resolve()) if o["dataset"] else None, model=o["model"],
@@ -102,8 +103,6 @@ def params_from(o: dict[str, Any]) -> MatrixParams:
         from specdoctor.bench.matrix import dataset_categories
 
         p = MatrixParams(**{**p.__dict__, "suites": tuple(dataset_categories(p.dataset))})
-    if o["repeat"] < 1:
-        raise InputError("--repeat must be at least 1", "e.g. --repeat 3")
     check(p)
     return p
 
@@ -121,27 +120,19 @@ def lab_base(method: str, k: int, endpoint: str):  # -> LaunchSpec
     return spec.with_label(f"{method}:k={k}")
 
 
-def parse_env(values: tuple[str, ...]) -> dict[str, str]:
-    env = {}
-    for v in values:
-        if "=" not in v:
-            raise InputError(f"--env {v!r} is not NAME=VALUE", "e.g. --env HF_HOME=/data/hf")
-        k, _, val = v.partition("=")
-        env[k] = val
-    return env
-
-
-@click.command()
+@click.command(epilog=example(
+    "specdoctor bench --lab --method ngram --baseline --suite code,essay -c 1,8 --repeat 3"))
 @click.option("--url", default=None, help="A running server's base URL (http://HOST:PORT).")
 @click.option("--launch", "launch_cmd", default=None, metavar="COMMAND",
               help="The server command as you run it (vllm serve …, python -m "
                    "vllm.entrypoints.openai.api_server …, python -m sglang.launch_server …): "
                    "specdoctor starts it on a free port, benchmarks it and stops it.")
-@click.option("--env", "env_kv", multiple=True, metavar="NAME=VALUE",
-              help="Environment for --launch (repeatable).")
+@env_option("Environment for --launch.")
 @click.option("--lab", is_flag=True, help="Launch the lab (real vLLM on tiny models).")
-@click.option("--method", default="draft_model", show_default=True, help="--lab: speculative method.")
-@click.option("--k", type=int, default=4, show_default=True, help="--lab: draft tokens per step.")
+@click.option("--method", type=click.Choice(LAB_METHODS), default=LabRequest.method,
+              show_default=True, help="--lab: speculative method.")
+@click.option("--k", type=click.IntRange(1, 64), default=DEFAULT_K, show_default=True,
+              help="--lab: draft tokens per step.")
 @click.option("--baseline", is_flag=True,
               help="--launch/--lab: also run the same server with speculation off; every cell "
                    "then reports its speedup.")
@@ -152,7 +143,8 @@ def parse_env(values: tuple[str, ...]) -> dict[str, str]:
 def bench(url: str | None, launch_cmd: str | None, env_kv: tuple[str, ...], lab: bool,
           method: str, k: int, baseline: bool, devices: tuple[str, ...], **o: Any) -> None:
     """Benchmark a server over a matrix of cells: acceptance with 95% intervals, tok/s per stream
-    and aggregate, TTFT/ITL/TPOT percentiles, accepted-per-step histogram, failures per cell."""
+    and aggregate, TTFT/ITL/TPOT percentiles, accepted-per-step histogram, failures per cell.
+    """
     if o["resume_id"] is not None:
         return resume("bench", o)
     modes = sum(x is not None and x is not False for x in (url, launch_cmd, lab or None))
@@ -225,7 +217,7 @@ def run_plan(plan: runner.Plan, o: dict[str, Any], run_id: int | None = None) ->
         if not o["no_report"]:
             from specdoctor.report.bench import write_report
 
-            out_dir = o["report_dir"] or Path(store.path).parent / "reports" / f"bench-{run_id}"
+            out_dir = o["out_dir"] or Path(store.path).parent / "reports" / f"bench-{run_id}"
             report_paths = {k: str(v) for k, v in write_report(store, run_id, out_dir).items()}
     finally:
         store.close()

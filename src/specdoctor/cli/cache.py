@@ -13,24 +13,30 @@ from pathlib import Path
 
 import click
 
+from specdoctor.cli.options import example, json_option, list_option, ready_timeout_option
 from specdoctor.errors import InputError
+from specdoctor.lab.lab import METHODS as LAB_METHODS
 from specdoctor.experiments.compile_cache import ab as abmod
 from specdoctor.experiments.compile_cache import scan as scanmod
 from specdoctor.report.console import err_console
 
 
-@click.group()
+@click.group(epilog=example(
+    "specdoctor cache scan ~/.cache/vllm --log server.log"))
 def cache() -> None:
-    """vLLM's compile cache: what is in it, and does a fresh one change acceptance?"""
+    """vLLM's compile cache: what is in it, and does a fresh one change acceptance?
+    """
 
 
-@cache.command()
+@cache.command(epilog=example(
+    "specdoctor cache scan --log server-k4.log,server-k6.log --json"))
 @click.argument("root", type=click.Path(path_type=Path), required=False)
-@click.option("--log", "logs", multiple=True, type=click.Path(exists=True, path_type=Path),
-              help="A server start-up log (repeatable): which launch saved or loaded what.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@list_option("--log", "logs", kind=Path, files=True, metavar="FILE",
+             help="Server start-up logs: which launch saved or loaded what.")
+@json_option
 def scan(root: Path | None, logs: tuple[Path, ...], as_json: bool) -> None:
-    """Every compile-cache entry under ROOT (default $VLLM_CACHE_ROOT or ~/.cache/vllm)."""
+    """Every compile-cache entry under ROOT (default $VLLM_CACHE_ROOT or ~/.cache/vllm).
+    """
     root = root or scanmod.default_root()
     if not root.exists():
         raise InputError(f"no cache at {root}", "pass the VLLM_CACHE_ROOT the server used")
@@ -56,25 +62,29 @@ def scan(root: Path | None, logs: tuple[Path, ...], as_json: bool) -> None:
                             "(another root, or deleted)")
 
 
-@cache.command("ab", context_settings={"ignore_unknown_options": True})
+@cache.command("ab", context_settings={"ignore_unknown_options": True}, epilog=example(
+    "specdoctor cache ab --port 8000 -- vllm serve MODEL --port 8000 "
+    "--speculative-config '{...}'"))
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-@click.option("--port", type=int, default=None, help="The port COMMAND serves on.")
-@click.option("--lab", "lab_method", default=None, metavar="METHOD",
+@click.option("--port", type=click.IntRange(1, 65535), default=None,
+              help="The port COMMAND serves on.")
+@click.option("--lab", "lab_method", type=click.Choice(LAB_METHODS), default=None,
               help="Instead of COMMAND: a lab server of this method (see specdoctor lab up).")
 @click.option("--control", default=None, help="With --lab: a control drafter.")
 @click.option("--fault", default=None, help="With --lab: a fault of the catalogue.")
-@click.option("-n", "--num-prompts", type=int, default=8, show_default=True)
-@click.option("--max-tokens", type=int, default=32, show_default=True)
-@click.option("--timeout", "timeout_s", type=float, default=900.0, show_default=True)
+@click.option("-n", "--num-prompts", type=int, default=abmod.AB_PROMPTS, show_default=True)
+@click.option("--max-tokens", type=int, default=abmod.AB_MAX_TOKENS, show_default=True)
+@ready_timeout_option(abmod.READY_TIMEOUT_S, hidden=("--timeout",))
 @click.option("--keep", is_flag=True, help="Keep the isolated cache root afterwards.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@json_option
 def ab_(command: tuple[str, ...], port: int | None, lab_method: str | None,
         control: str | None, fault: str | None, num_prompts: int, max_tokens: int,
-        timeout_s: float, keep: bool, as_json: bool) -> None:
-    """The same launch with the cache as found and with a fresh isolated cache; verdict."""
+        ready_timeout: float, keep: bool, as_json: bool) -> None:
+    """The same launch with the cache as found and with a fresh isolated cache; verdict.
+    """
     spec = _spec(command, port, lab_method, control, fault)
     err = err_console()
-    res = abmod.ab(spec, abmod.protocol_measure(num_prompts, max_tokens), timeout_s=timeout_s,
+    res = abmod.ab(spec, abmod.protocol_measure(num_prompts, max_tokens), timeout_s=ready_timeout,
                    keep_isolated=keep, on_progress=lambda m: err.print(f"cache ab: {m}"))
     if as_json:
         click.echo(json.dumps(res.to_json()))

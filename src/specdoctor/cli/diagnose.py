@@ -1,9 +1,10 @@
 """`specdoctor diagnose`: why acceptance is low — signature, ledger, verdict experiments, report.
 
 Targets: `--launch 'COMMAND'` (specdoctor starts the server and changes one thing per
-experiment), `--url URL` (measure and classify, no restart), `--logs FILE…` (signature and the
-static experiments). With none, the embedded lab's launch command is used: this is the only
-place that knows the lab; the diagnosis itself never imports it.
+experiment), `--url URL` (measure, classify, the oracle and the static experiments, no restart;
+`--logs` beside it gives the server's start-up log), `--logs FILE…` (signature and the static
+experiments). With none, the embedded lab's launch command is used: this is the only place that
+knows the lab; the diagnosis itself never imports it.
 """
 
 from __future__ import annotations
@@ -16,10 +17,51 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
-from specdoctor.bench.prompts import SUITES
+from specdoctor.bench.prompts import SUITES, check_count
+from specdoctor.cli.options import (
+    LIST_HINT,
+    db_option,
+    env_option,
+    example,
+    json_option,
+    list_option,
+    out_option,
+    parse_env,
+    ready_timeout_option,
+)
+from specdoctor.diagnose.orchestrator import Options
 from specdoctor.errors import InputError
+from specdoctor.lab.lab import DEFAULT_METHOD as LAB_DEFAULT_METHOD
+from specdoctor.lab.lab import METHODS as LAB_METHODS
+from specdoctor.methods import SPECULATIVE_METHODS
+
+
+def sampling_items(values: tuple[str, ...]) -> list[str]:
+    """The --sampling values as items: repeated or comma-separated, a ``T,top_p`` pair kept
+    together (``greedy,1.0,0.95`` is greedy and T=1.0, top_p=0.95)."""
+    items: list[str] = []
+    for v in values:
+        parts = [p.strip() for p in v.split(",") if p.strip()]
+        i = 0
+        while i < len(parts):
+            if _number(parts[i]) and i + 1 < len(parts) and _number(parts[i + 1]):
+                items.append(f"{parts[i]},{parts[i + 1]}")
+                i += 2
+            else:
+                items.append(parts[i])
+                i += 1
+    return items
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+from specdoctor.sources.registry import ENGINES
 
 
 def parse_sampling(values: tuple[str, ...]) -> tuple[bool, tuple[float, float] | None]:
@@ -27,7 +69,7 @@ def parse_sampling(values: tuple[str, ...]) -> tuple[bool, tuple[float, float] |
     from specdoctor.diagnose.orchestrator import OFFICIAL
 
     greedy, sampled = False, None
-    for v in values or ("greedy", "official"):
+    for v in sampling_items(values) or ("greedy", "official"):
         if v == "greedy":
             greedy = True
             continue
@@ -39,7 +81,7 @@ def parse_sampling(values: tuple[str, ...]) -> tuple[bool, tuple[float, float] |
             except ValueError as exc:
                 raise InputError(f"--sampling {v!r} is not greedy, official or T,top_p",
                                  "e.g. --sampling greedy --sampling 1.0,0.95") from exc
-            if t <= 0 or not 0 < p <= 1:
+            if not 0 < t <= 100 or not 0 < p <= 1:
                 raise InputError(f"--sampling {v}: need T > 0 and 0 < top_p <= 1",
                                  "use greedy for T=0")
             pair = (t, p)
@@ -52,16 +94,6 @@ def parse_sampling(values: tuple[str, ...]) -> tuple[bool, tuple[float, float] |
     return greedy, sampled
 
 
-def parse_env(values: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for v in values:
-        if "=" not in v or not v.split("=", 1)[0]:
-            raise InputError(f"--env {v!r} is not K=V", "e.g. --env VLLM_CACHE_ROOT=/tmp/c")
-        k, val = v.split("=", 1)
-        out[k] = val
-    return out
-
-
 def lab_launch(method: str) -> Any:
     """The lab's launch command as a plain ``LaunchSpec``: the diagnosis sees a command, no
     more."""
@@ -72,67 +104,111 @@ def lab_launch(method: str) -> Any:
     return labmod.lab_spec(method, k=None, port=free_port())
 
 
-@click.command()
+O = Options()  # the defaults shown here are the diagnosis's own
+
+
+@click.command(epilog=example(
+    "specdoctor diagnose --logs server.log,server.1.log --method eagle3 --k 3"))
 @click.option("--launch", "launch_cmd", default=None,
               help="The server command exactly as you run it; specdoctor starts it and changes "
                    "one argument or variable per experiment.")
-@click.option("--env", "env", multiple=True, help="K=V added to the launch environment (repeat).")
-@click.option("--url", default=None, help="A running server: measure and classify, no restart.")
-@click.option("--logs", "logs", multiple=True, type=click.Path(path_type=Path),
-              help="Server log file(s): signature and static experiments (repeat).")
-@click.option("--sampling", multiple=True,
-              help="greedy | official (T=1.0, top_p=0.95) | T,top_p (repeat; default greedy and "
-                   "official).")
-@click.option("--suite", "suites", multiple=True, type=click.Choice(sorted(SUITES)),
-              help="Prompt suites (repeat; default code and essay).")
-@click.option("--num-prompts", type=int, default=8, show_default=True, help="Prompts per suite.")
-@click.option("--max-tokens", type=int, default=64, show_default=True)
-@click.option("--budget", type=float, default=10.0, show_default=True,
+@env_option("Added to the launch environment.", dest="env")
+@click.option("--url", default=None,
+              help="A running server: measure, classify, run the oracle and the static "
+                   "experiments, no restart (the served setup from --target/--draft, else from "
+                   "/v1/models and the start-up log in --logs).")
+@list_option("--logs", "logs", kind=Path, files=True, metavar="FILE|-",
+             help="Server log files, - for stdin, or a pipe: signature and static experiments; "
+                  "beside --url, the server's start-up log.")
+@click.option("--engine", type=click.Choice(ENGINES), default=None,
+              help="Engine that wrote the logs (default: detected from the metrics lines).")
+@click.option("--target", "target_dir", default=None,
+              type=click.Path(exists=True, file_okay=False, resolve_path=True, path_type=Path),
+              help="With --url or --logs: the served model's directory (default: the path "
+                   "/v1/models or the start-up log names, when it is one here).")
+@click.option("--draft", "draft_dir", default=None,
+              type=click.Path(exists=True, file_okay=False, resolve_path=True, path_type=Path),
+              help="With --url or --logs: the drafter's directory (default: the start-up log's).")
+@click.option("--tokenizer", "tokenizer_dir", default=None,
+              type=click.Path(exists=True, file_okay=False, resolve_path=True, path_type=Path),
+              help="With --url or --logs: the tokenizer's directory, when it is not the "
+                   "target's.")
+@click.option("--sampling", multiple=True, metavar="greedy|official|T,top_p",
+              help="greedy, official (T=1.0, top_p=0.95) or a T,top_p pair; at most one "
+                   "sampled setting. Default: greedy,official. " + LIST_HINT)
+@list_option("--suite", "suites", choices=sorted(SUITES),
+             help=f"Prompt suites. Default: {','.join(O.suites)}.")
+@click.option("--num-prompts", type=int, default=O.prompts_per_suite, show_default=True,
+              help="Prompts per suite.")
+@click.option("--max-tokens", type=int, default=O.max_tokens, show_default=True)
+@click.option("--budget", type=float, default=O.budget_min, show_default=True,
               help="Minutes for the verdict experiments (after the measurement); those past it "
                    "stay pending.")
 @click.option("--reference", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help='A reference profile JSON: {"per_position": [...]} (unconditional).')
-@click.option("--method", "spec_method", default=None,
-              help="With --logs or --url: the speculative method the server runs (draft_model, "
-                   "ngram, eagle3, mtp, dflash, ...) where its logs do not say; picks the "
-                   "published reference.")
+@click.option("--method", "spec_method", type=click.Choice(SPECULATIVE_METHODS), default=None,
+              help="With --logs or --url: the speculative method the server runs, where its "
+                   "logs do not say; picks the published reference.")
 @click.option("--k", "spec_k", type=click.IntRange(1, 64), default=None,
               help="With --logs or --url: draft tokens per step, where the logs do not say.")
 @click.option("--load", "load_ab", is_flag=True, help="Also measure greedy at concurrency 8.")
-@click.option("--spec-off/--no-spec-off", "spec_off", default=True, show_default=True,
+@click.option("--spec-off/--no-spec-off", "spec_off", default=O.spec_off, show_default=True,
               help="With --launch (or the lab), when acceptance looks healthy: compare tok/s "
                    "with speculation off (one more server start).")
-@click.option("--lab-method", default="draft_model", show_default=True,
-              help="With no target: which lab server to diagnose.")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Folder for report.md, report.html and server logs (default: a new temp one).")
-@click.option("--db", type=click.Path(path_type=Path), default=None, help="SQLite store.")
+@click.option("--lab-method", type=click.Choice(LAB_METHODS), default=LAB_DEFAULT_METHOD,
+              show_default=True, help="With no target: which lab server to diagnose.")
+@ready_timeout_option(O.ready_timeout_s)
+@out_option("Folder for report.md, report.html and server logs (default: a new temp one).",
+            default=None)
+@db_option
 @click.option("--no-store", is_flag=True, help="Do not record the investigation.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@json_option
 def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
-             logs: tuple[Path, ...], sampling: tuple[str, ...], suites: tuple[str, ...],
+             logs: tuple[Path, ...], engine: str | None, target_dir: Path | None,
+             draft_dir: Path | None, tokenizer_dir: Path | None, sampling: tuple[str, ...],
+             suites: tuple[str, ...],
              num_prompts: int, max_tokens: int, budget: float, reference: Path | None,
              spec_method: str | None, spec_k: int | None, load_ab: bool, spec_off: bool,
-             lab_method: str, out_dir: Path | None, db: Path | None,
+             lab_method: str, ready_timeout: float, out_dir: Path | None, db: Path | None,
              no_store: bool, as_json: bool) -> None:
     """Measure, classify the symptom, rank hypotheses by the cost of deciding them, run the
-    experiments cheapest first within --budget, and report the root cause with its evidence."""
-    from specdoctor.diagnose.orchestrator import Options, Target, diagnose as run
+    experiments cheapest first within --budget, and report the root cause with its evidence.
+    With no target it diagnoses the embedded lab.
+    """
+    from specdoctor.diagnose.orchestrator import Target, diagnose as run
     from specdoctor.launch import parse_command, stopping_started_on_exit
     from specdoctor.report.console import err_console
+    from specdoctor.sources.logs import saved_inputs
 
-    if sum(x is not None and x != () for x in (launch_cmd, url, logs or None)) > 1:
-        raise InputError("give one target: --launch, --url or --logs", "pick one")
-    if num_prompts < 2 or max_tokens < 1 or budget <= 0:
-        raise InputError("--num-prompts must be >= 2, --max-tokens >= 1, --budget > 0",
+    if launch_cmd is not None and (url is not None or logs):
+        raise InputError("give one target: --launch, or --url (with the server's logs in "
+                         "--logs, if you have them), or --logs", "pick one")
+    if num_prompts < 2 or max_tokens < 1 or not 0 < budget <= 24 * 60:
+        raise InputError("--num-prompts must be >= 2, --max-tokens >= 1, 0 < --budget <= 1440",
                          "e.g. --num-prompts 8 --max-tokens 64 --budget 10")
-    for p in logs:
-        if not p.is_file():
-            raise InputError(f"{p}: no such log file", "check the path")
-    if (spec_method is not None or spec_k is not None) and (launch_cmd is not None or
-                                                             not (url or logs)):
-        raise InputError("--method and --k are read from the server command",
-                         "drop them, or use them with --logs or --url")
+    check_count(num_prompts)
+    stated = (spec_method, spec_k, target_dir, draft_dir, tokenizer_dir)
+    if any(x is not None for x in stated) and (launch_cmd is not None or not (url or logs)):
+        raise InputError("--method, --k, --target, --draft and --tokenizer are read from the "
+                         "server command", "drop them, or use them with --logs or --url")
+    if engine is not None and not logs:
+        raise InputError("--engine names the engine of the logs", "drop it, or add --logs")
+    if reference is not None:
+        from specdoctor.diagnose.references import load_user_reference
+
+        load_user_reference(reference)
+    workdir = out_dir or Path(tempfile.mkdtemp(prefix="specdoctor-diagnose-"))
+    # a stream (- or a pipe) is read once: kept as a file beside the report, as often read
+    logs = tuple(saved_inputs([str(p) for p in logs], workdir / "logs"))
+    if logs and url is None:  # the target: refused as `logs` refuses it (exit 2), before any
+        from specdoctor.errors import SpeculationOff  # work: binary, empty, no metrics
+        from specdoctor.sources.logs import read_logs
+
+        try:
+            read_logs([str(p) for p in logs], keep_windows=False, last_windows=1, by_file=True,
+                      k=spec_k)
+        except SpeculationOff:
+            pass  # no bad input: the diagnosis says speculation was off
     greedy, sampled = parse_sampling(sampling)
     launch = None
     if launch_cmd is not None:
@@ -141,11 +217,12 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
         raise InputError("--env only applies to --launch", "drop --env, or add --launch")
     elif url is None and not logs:
         launch = lab_launch(lab_method)
-    workdir = out_dir or Path(tempfile.mkdtemp(prefix="specdoctor-diagnose-"))
-    opts = Options(greedy=greedy, sampled=sampled, suites=suites or ("code", "essay"),
+    opts = Options(greedy=greedy, sampled=sampled, suites=suites or O.suites,
                    prompts_per_suite=num_prompts, max_tokens=max_tokens, budget_min=budget,
                    reference_file=reference, concurrency8=load_ab, spec_off=spec_off,
-                   workdir=workdir, method=spec_method, k=spec_k)
+                   workdir=workdir, method=spec_method, k=spec_k,
+                   ready_timeout_s=ready_timeout, target_dir=target_dir,
+                   draft_dir=draft_dir, tokenizer_dir=tokenizer_dir, engine=engine)
     store = None
     if not no_store:
         from specdoctor.store.ledger import open_ledger_store
@@ -171,17 +248,19 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
 
 
 def _print(d: Any) -> None:
+    from specdoctor.report.table import ledger_table
+
     out = Console()
-    out.print(f"[bold]signature: {d.signature.cls}[/bold] — {d.signature.evidence}")
-    t = Table(header_style="bold")
-    for col in ("hypothesis", "cost (cpu/gpu min, restarts)", "verdict", "evidence"):
-        t.add_column(col)
-    for e in d.ledger.entries:
-        t.add_row(e.hypothesis, f"{e.cost.cpu_min:g}/{e.cost.gpu_min:g}, {e.cost.restarts}",
-                  e.verdict.value, (e.evidence[-1] if e.evidence else "")[:140])
-    out.print(t)
+    out.print(f"[bold]signature: {d.signature.cls}[/bold] — {escape(d.signature.evidence)}")
+    out.print(ledger_table(d.ledger.to_json()))
     out.print(f"root cause: [bold]{d.root_cause or 'none'}[/bold]"
+              + (f" (basis: {d.root_cause_basis})" if d.root_cause_basis else "")
               + (f" (also: {', '.join(d.other_causes)})" if d.other_causes else ""))
+    from specdoctor.diagnose.report import root_cause_lines
+
+    for line in root_cause_lines(d):
+        if line:
+            out.print(line, markup=False)
     for n in d.notes:
         out.print(f"note: {n}")
     if d.report:

@@ -1,7 +1,8 @@
 """`specdoctor gate`: is a candidate server worse than a baseline, beyond noise? Exit 0 (no
 significant regression), 1 (a significant regression beyond --max-drop), 2 (bad input), 3 (the
-candidate could not be measured). Also stores (`--save`), exports (`--export`) and lists
-(`--list`) named baselines. The work is in ``specdoctor.gate``; this parses and prints.
+candidate could not be measured), as README's exit status table says for every command. Also
+stores (`--save`), exports (`--export`) and lists (`--list`) named baselines. The work and its
+defaults are in ``specdoctor.gate``; this parses and prints.
 """
 
 from __future__ import annotations
@@ -12,9 +13,21 @@ from typing import Any
 
 import click
 
-from specdoctor.cli.bench import _csv
+from specdoctor.cli.options import (
+    Seconds,
+    db_option,
+    env_option,
+    example,
+    json_option,
+    list_option,
+    ready_timeout_option,
+)
 from specdoctor.errors import InputError
-from specdoctor.gate.compare import ALPHA
+from specdoctor.gate.run import GateOptions
+from specdoctor.lab.lab import DEFAULT_K, LabRequest
+from specdoctor.lab.lab import METHODS as LAB_METHODS
+
+G = GateOptions()  # the defaults shown here are the gate's own
 
 
 def parse_drop(text: str) -> float:
@@ -30,7 +43,10 @@ def parse_drop(text: str) -> float:
     return value
 
 
-@click.command()
+@click.command(epilog=example(
+    "specdoctor gate --baseline prod --url http://127.0.0.1:8000 --suite code,essay -c 1,8",
+    "specdoctor gate --save prod 12",
+    "specdoctor gate --export prod baseline.json"))
 @click.option("--baseline", "baseline_ref", metavar="RUN_ID|NAME|FILE", default=None,
               help="What to compare against: a bench run id, a baseline saved with --save, or "
                    "a file written by --export.")
@@ -38,33 +54,30 @@ def parse_drop(text: str) -> float:
 @click.option("--launch", "launch_cmd", default=None, metavar="COMMAND",
               help="The candidate: the server command as you run it; specdoctor starts it on a "
                    "free port (and its spec-off twin when the baseline has one), measures, stops.")
-@click.option("--env", "env_kv", multiple=True, metavar="NAME=VALUE",
-              help="Environment for --launch (repeatable).")
+@env_option("Environment for --launch.")
 @click.option("--lab", is_flag=True, help="The candidate: the lab (real vLLM on tiny models).")
-@click.option("--method", default="draft_model", show_default=True,
-              help="--lab: speculative method.")
-@click.option("--k", type=int, default=4, show_default=True, help="--lab: draft tokens per step.")
-@click.option("--suite", "suites", multiple=True, callback=_csv(str),
-              help="Only these prompt sets of the baseline (default: all of its cells).")
-@click.option("--sampling", multiple=True, callback=_csv(str),
-              help="Only these samplings of the baseline (greedy, official).")
-@click.option("--concurrency", "-c", multiple=True, callback=_csv(int),
-              help="Only these concurrencies of the baseline.")
+@click.option("--method", type=click.Choice(LAB_METHODS), default=LabRequest.method,
+              show_default=True, help="--lab: speculative method.")
+@click.option("--k", type=click.IntRange(1, 64), default=DEFAULT_K, show_default=True,
+              help="--lab: draft tokens per step.")
+@list_option("--suite", "suites",
+             help="Only these prompt sets of the baseline (default: all of its cells).")
+@list_option("--sampling", help="Only these samplings of the baseline (greedy, official).")
+@list_option("--concurrency", "-c", kind=int, help="Only these concurrencies of the baseline.")
 @click.option("--seed", type=int, default=None,
               help="Base seed of the sampled cells (default: the baseline's, so a server that "
                    "did not change replays its streams); another draws fresh samples.")
 @click.option("--model", default=None, help="Model name to request (default: the first listed).")
-@click.option("--max-drop", "max_drop", default="5%", show_default=True,
+@click.option("--max-drop", "max_drop", default=f"{G.max_drop:.0%}", show_default=True,
               help="The largest drop (relative to the baseline) that passes even when significant.")
-@click.option("--alpha", type=float, default=ALPHA, show_default=True,
+@click.option("--alpha", type=float, default=G.alpha, show_default=True,
               help="Family-wise false-alarm rate of the whole gate (Holm over every test).")
 @click.option("--diagnose", "run_diagnose", is_flag=True,
               help="On a failing gate, run `specdoctor diagnose` on the candidate and print its "
                    "root cause.")
-@click.option("--request-timeout", type=float, default=None,
+@click.option("--request-timeout", type=Seconds(), default=None,
               help="Seconds before one request counts as a timeout (default: the baseline's).")
-@click.option("--ready-timeout", type=float, default=900.0, show_default=True,
-              help="Seconds a launched server may take to become ready.")
+@ready_timeout_option(G.ready_timeout_s)
 @click.option("--save", "save_name", default=None, metavar="NAME",
               help="Store bench run RUN_ID (default: the latest) as the baseline NAME.")
 @click.option("--config", "config_label", default=None, metavar="LABEL",
@@ -73,9 +86,8 @@ def parse_drop(text: str) -> float:
               help="Write baseline NAME (or a RUN_ID) as one JSON file to commit beside your "
                    "deployment config.")
 @click.option("--list", "list_saved", is_flag=True, help="List the saved baselines.")
-@click.option("--db", type=click.Path(path_type=Path), default=None,
-              help="SQLite store (default $SPECDOCTOR_DB or ~/.cache/specdoctor/specdoctor.db).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@db_option
+@json_option
 @click.argument("run_id", type=int, required=False)
 def gate(baseline_ref: str | None, url: str | None, launch_cmd: str | None,
          env_kv: tuple[str, ...], lab: bool, method: str, k: int, suites: tuple[str, ...],
@@ -86,7 +98,8 @@ def gate(baseline_ref: str | None, url: str | None, launch_cmd: str | None,
          db: Path | None, as_json: bool, run_id: int | None) -> None:
     """Gate a candidate server against a baseline: the baseline's cells, prompts, sampling,
     concurrency and max tokens, every figure tested two-sided with the family-wise false-alarm
-    rate held at --alpha."""
+    rate held at --alpha.
+    """
     from specdoctor.gate import run as gaterun
 
     if run_id is not None and save_name is None:
@@ -113,13 +126,14 @@ def gate(baseline_ref: str | None, url: str | None, launch_cmd: str | None,
     if list_saved:
         return _list(db, as_json)
     assert baseline_ref is not None
-    candidate = _candidate(url, launch_cmd, env_kv, lab, method, k)
-    opts = gaterun.GateOptions(suites=suites, sampling=sampling, concurrency=concurrency,
-                               seed=seed, model=model, alpha=alpha, max_drop=parse_drop(max_drop),
-                               request_timeout_s=request_timeout, ready_timeout_s=ready_timeout,
-                               diagnose=run_diagnose, db=db)
     if not 0 < alpha < 1:
         raise InputError(f"--alpha {alpha} is not a probability", "e.g. --alpha 0.05")
+    drop = parse_drop(max_drop)
+    candidate = _candidate(url, launch_cmd, env_kv, lab, method, k)
+    opts = gaterun.GateOptions(suites=suites, sampling=sampling, concurrency=concurrency,
+                               seed=seed, model=model, alpha=alpha, max_drop=drop,
+                               request_timeout_s=request_timeout, ready_timeout_s=ready_timeout,
+                               diagnose=run_diagnose, db=db)
     res = _run(baseline_ref, candidate, opts, as_json)
     if as_json:
         click.echo(json.dumps(res.to_json()))
@@ -159,7 +173,7 @@ def _candidate(url: str | None, launch_cmd: str | None, env_kv: tuple[str, ...],
     if url is not None:
         return Candidate(f"--url {shlex.quote(url)}", url=url.rstrip("/"))
     if launch_cmd is not None:
-        from specdoctor.cli.bench import parse_env
+        from specdoctor.cli.options import parse_env
         from specdoctor.launch import parse_command
 
         flags = f"--launch {shlex.quote(launch_cmd)}" + "".join(

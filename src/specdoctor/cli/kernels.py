@@ -22,7 +22,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from specdoctor.errors import InputError
-from specdoctor.experiments.kernels.cases import DTYPES, SUITES, TOLERANCES
+from specdoctor.cli.options import example, json_option, list_option
+from specdoctor.experiments.kernels.cases import (
+    DEFAULT_DEVICE,
+    DEFAULT_SUITE,
+    DEVICES,
+    DTYPES,
+    IMPLS,
+    SUITES,
+    TOLERANCES,
+)
 from specdoctor.report.console import err_console
 
 
@@ -41,30 +50,35 @@ def _tolerances(items: tuple[str, ...]) -> dict[str, float]:
     return out
 
 
-@click.group()
+@click.group(epilog=example(
+    "specdoctor kernels check --impl sdpa,flex --suite smoke"))
 def kernels() -> None:
-    """Kernel equivalence: attention implementations against an fp64 reference, paged KV."""
+    """Kernel equivalence: attention implementations against an fp64 reference, paged KV.
+    """
 
 
-@kernels.command()
-@click.option("--suite", default="default", show_default=True,
+@kernels.command(epilog=example(
+    "specdoctor kernels check --suite long --impl sdpa,mypkg.attn:paged --tol bfloat16=3e-2"))
+@click.option("--suite", default=DEFAULT_SUITE, show_default=True,
               help=f"Built-in ({', '.join(SUITES)}) or a JSON file of cases.")
-@click.option("--impl", "impls", default="sdpa,flex,vllm-cpu,flash-attn", show_default=True,
-              help="Comma-separated built-ins and/or MODULE:FUNCTION user adapters.")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-@click.option("--tol", "tols", multiple=True,
-              help="Override a tolerance on max |out - ref|: DTYPE=VALUE (defaults: "
-                   + ", ".join(f"{k} {v:g}" for k, v in TOLERANCES.items()) + ").")
-@click.option("--json", "as_json", is_flag=True)
-def check(suite: str, impls: str, device: str, tols: tuple[str, ...], as_json: bool) -> None:
-    """Run every case through every implementation; the negative control must be caught."""
+@list_option("--impl", "impls", default=IMPLS, show_default=",".join(IMPLS),
+             help="Built-ins and/or MODULE:FUNCTION user adapters.")
+@click.option("--device", type=click.Choice(DEVICES), default=DEFAULT_DEVICE, show_default=True)
+@list_option("--tol", "tols", metavar="DTYPE=VALUE",
+             help="Override a tolerance on max |out - ref| (defaults: "
+                  + ", ".join(f"{k} {v:g}" for k, v in TOLERANCES.items()) + ").")
+@json_option
+def check(suite: str, impls: tuple[str, ...], device: str, tols: tuple[str, ...],
+          as_json: bool) -> None:
+    """Run every case through every implementation; the negative control must be caught.
+    """
     from specdoctor.experiments.kernels.adapters import load
     from specdoctor.experiments.kernels.cases import load_suite
     from specdoctor.experiments.kernels.run import check as run_check
 
     tolerances = _tolerances(tols)
     cases = load_suite(suite)
-    names = [n.strip() for n in impls.split(",") if n.strip()]
+    names = list(impls)
     if not names or len(names) != len(set(names)):
         raise InputError("--impl is empty or names an implementation twice", "list each once")
     if device == "cuda":
@@ -130,7 +144,16 @@ def _print(r: Any) -> None:
         if not x.ok:
             why = x.error or (f"max abs {x.max_abs:.3g} > {x.tol:g} (rel {x.max_rel:.3g}) at "
                               + ", ".join(f"{k} {v}" for k, v in (x.worst or {}).items()))
+            if x.cause:
+                why += f"; matches {x.cause.split(':', 1)[0]}"
             con.print(f"[red]FAIL[/red] {escape(x.impl)} on {escape(x.case)}: {escape(why)}", highlight=False)
+    for a in r.ran:
+        failed = [x for x in r.results if x.impl == a.name and not x.ok]
+        causes = {x.cause for x in failed if x.cause}
+        for cause in sorted(causes):
+            n = sum(x.cause == cause for x in failed)
+            con.print(f"[red]cause[/red] {escape(a.name)}: {n} of its {len(failed)} failing "
+                      f"case(s) match the reference of {escape(cause)}", highlight=False)
     for a in r.adapters:
         if a.unavailable:
             con.print(f"[yellow]SKIPPED[/yellow] {escape(a.name)}: {escape(a.unavailable)}", highlight=False)

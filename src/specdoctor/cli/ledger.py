@@ -8,26 +8,30 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from specdoctor.cli.options import db_option, example, json_option
+from specdoctor.report.table import ledger_table
+from specdoctor.store.db import LIST_LIMIT
 from specdoctor.store.ledger import Investigation, open_ledger_store
 
-_DB = click.option("--db", type=click.Path(path_type=Path), default=None,
-                   help="SQLite store (default $SPECDOCTOR_DB or ~/.cache/specdoctor/specdoctor.db).")
-_JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-
-
-@click.group()
+@click.group(epilog=example(
+    "specdoctor ledger list && specdoctor ledger show 3"))
 def ledger() -> None:
-    """Hypothesis ledgers of past diagnoses: candidates, costs, verdicts with evidence."""
+    """Hypothesis ledgers of past diagnoses: candidates, costs, verdicts with evidence.
+    """
 
 
-@ledger.command("list")
-@_DB
-@click.option("--limit", type=int, default=20, show_default=True)
-@_JSON
+@ledger.command("list", epilog=example(
+    "specdoctor ledger list --limit 5"))
+@db_option
+@click.option("--limit", type=click.IntRange(min=1), default=LIST_LIMIT, show_default=True,
+              help="How many of the latest investigations to list.")
+@json_option
 def list_(db: Path | None, limit: int, as_json: bool) -> None:
-    """The latest investigations."""
+    """The latest investigations.
+    """
     store = open_ledger_store(db)
     try:
         invs = store.list(limit)
@@ -42,16 +46,18 @@ def list_(db: Path | None, limit: int, as_json: bool) -> None:
     for i in invs:
         s = _summary(i)
         t.add_row(str(i.id), time.strftime("%Y-%m-%d %H:%M", time.localtime(i.created_at)),
-                  i.status, s["signature"] or "—", s["root_cause"] or "—", i.target[:60])
+                  i.status, s["signature"] or "—", s["root_cause"] or "—", escape(i.target))
     Console().print(t)
 
 
-@ledger.command("show")
+@ledger.command("show", epilog=example(
+    "specdoctor ledger show 3 --json"))
 @click.argument("investigation_id", type=int)
-@_DB
-@_JSON
+@db_option
+@json_option
 def show(investigation_id: int, db: Path | None, as_json: bool) -> None:
-    """One investigation's signature and ledger, in verdict-cost order."""
+    """One investigation's signature and ledger, in verdict-cost order.
+    """
     store = open_ledger_store(db)
     try:
         inv = store.get(investigation_id)
@@ -64,15 +70,9 @@ def show(investigation_id: int, db: Path | None, as_json: bool) -> None:
     out = Console()
     sig = inv.signature or {}
     out.print(f"[bold]investigation {inv.id}[/bold] ({inv.status}) · {inv.target}")
-    out.print(f"signature: [bold]{sig.get('class', '—')}[/bold] — {sig.get('evidence', '')}")
-    t = Table(header_style="bold")
-    for col in ("hypothesis", "experiment", "cost (cpu/gpu min, restarts)", "verdict", "evidence"):
-        t.add_column(col)
-    for e in inv.ledger:
-        c = e["cost"]
-        t.add_row(e["id"], e["experiment"], f"{c['cpu_min']:g}/{c['gpu_min']:g}, {c['restarts']}",
-                  e["verdict"], (e["evidence"][-1] if e["evidence"] else "")[:160])
-    out.print(t)
+    out.print(f"signature: [bold]{sig.get('class', '—')}[/bold] — "
+              f"{escape(str(sig.get('evidence', '')))}")
+    out.print(ledger_table(inv.ledger))
     s = _summary(inv)
     out.print(f"root cause: [bold]{s['root_cause'] or 'none'}[/bold]"
               + (f" (also: {', '.join(s['other_causes'])})" if s["other_causes"] else ""))

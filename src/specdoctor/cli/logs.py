@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import json
+import sys
 from contextlib import nullcontext
 from pathlib import Path
 
 import click
 
-from specdoctor.cli.options import plot_option, record, store_options
+from specdoctor.cli.options import example, json_option, plot_option, record, store_options
+from specdoctor.sources.base import DRAFTERS, LAST_WINDOWS, ReadOptions
 from specdoctor.sources.registry import ENGINES
 
 
-@click.command()
+@click.command(epilog=example(
+    "specdoctor logs server.log server.1.log --windows 5"))
 @click.argument("files", nargs=-1)
 @click.option("--engine", type=click.Choice(ENGINES), default=None,
               help="Engine that wrote the logs (default: detected from the metrics lines).")
-@click.option("--drafter", type=click.Choice(["auto", "fixed", "variable"]), default="auto",
+@click.option("--drafter", type=click.Choice(DRAFTERS), default=ReadOptions.drafter,
               show_default=True,
               help="vLLM only: whether drafts have a fixed length k (draft_model, EAGLE, MTP, "
                    "DFlash) or vary (ngram). Decides the draft count of windows that accepted "
@@ -24,11 +27,12 @@ from specdoctor.sources.registry import ENGINES
 @click.option("--by-file", is_flag=True,
               help="Report each file apart (needed when the servers' speculative configs "
                    "differ: method or k).")
-@click.option("--windows", "show_windows", type=int, default=20, show_default=True,
-              help="How many of the last windows the table shows.")
+@click.option("--windows", "show_windows", type=click.IntRange(min=0), default=LAST_WINDOWS,
+              show_default=True,
+              help="How many of the last windows the table shows (0: none).")
 @store_options
 @plot_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@json_option
 def logs(files: tuple[str, ...], engine: str | None, drafter: str, by_file: bool,
          show_windows: int, db: Path | None, no_store: bool, plot: Path | None,
          as_json: bool) -> None:
@@ -36,7 +40,8 @@ def logs(files: tuple[str, ...], engine: str | None, drafter: str, by_file: bool
     (docker logs c 2>&1 | specdoctor logs -), or a pipe such as <(kubectl logs pod). Each
     file is read on its own (its own method and k) and its windows are labelled with it; the
     total adds the windows' counts — never averages their averages — and does not depend on
-    the order of the files. Malformed metrics lines are skipped and counted."""
+    the order of the files. Malformed metrics lines are skipped and counted.
+    """
     # imported here, not at the top: `logs --help` and the command list stay fast
     from rich.console import Console
 
@@ -47,7 +52,8 @@ def logs(files: tuple[str, ...], engine: str | None, drafter: str, by_file: bool
     console = err_console()
     with console.status(f"reading {len(files)} log file(s)…") if console.is_terminal else nullcontext():
         res = read_logs(list(files), engine, drafter, keep_windows=as_json,
-                        last_windows=show_windows, by_file=by_file)
+                        last_windows=min(show_windows, sys.maxsize),  # 10**30: all of them
+                        by_file=by_file)
     r = res.reading
     summary = {"engine": r.engine, "total": res.total.to_json(), "window_count": res.window_count,
                "skipped_lines": r.skipped.to_json(), "notes": r.notes,

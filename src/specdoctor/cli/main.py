@@ -8,12 +8,15 @@ without torch or vLLM.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Any
 
 import click
 
 from specdoctor import __version__
+from specdoctor import errors
+from specdoctor.cli.options import example
 from specdoctor.errors import SpecdoctorError
 
 # command name -> (module, attribute, one-line help shown by --help)
@@ -67,36 +70,41 @@ def _listing_help(ctx: click.Context) -> bool:
     return ctx.invoked_subcommand is None and "--help" in sys.argv[1:2]
 
 
-@click.group(cls=LazyGroup, invoke_without_command=True)
+@click.group(cls=LazyGroup, invoke_without_command=True, epilog=example(
+    "specdoctor diagnose --url http://127.0.0.1:8000"))
 @click.version_option(__version__, prog_name="specdoctor")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """Find out why speculative decoding accepts fewer draft tokens than it should.
 
-    With no command, specdoctor measures its own lab: it starts real vLLM with
-    speculative decoding on tiny offline-built models (if no lab server is
-    running), runs the measurement protocol and prints the acceptance profile.
+    The main command is `diagnose`: it measures a server (your URL, your logs, a command it
+    starts, or the embedded lab), classifies the symptom and runs the experiments that decide
+    its cause. With no command, specdoctor starts nothing: it says what it can do.
     """
     if ctx.invoked_subcommand is None:
-        from specdoctor.cli.measure import measure
-        from specdoctor.lab import lab as labmod
-
-        before = {h.spec.port for h in labmod.running()}
-        try:
-            ctx.invoke(measure, url=None)
-        finally:
-            _say_left_running(labmod.running(), before)
+        click.echo(WHAT_TO_RUN)
+        _say_running()
 
 
-def _say_left_running(after: list[Any], before: set[int]) -> None:
-    """Bare `specdoctor` leaves its lab server up for the next run: say which, and how to stop it."""
-    if not after:
-        return
-    started = [h for h in after if h.spec.port not in before]
-    h = (started or after)[0]  # measure used the server it started, else the first running
-    how = "started and left running" if started else "left running (it was already up)"
-    click.echo(f"lab server {how}: {h.spec.url} ({h.spec.label}, pid {h.pid}); "
-               f"stop it: specdoctor lab down --port {h.spec.port}", err=True)
+WHAT_TO_RUN = """\
+specdoctor finds out why speculative decoding accepts fewer draft tokens than it should.
+Given no command, it starts nothing. To diagnose:
+
+  specdoctor diagnose --url http://HOST:PORT    a running server (no restart)
+  specdoctor diagnose --logs server.log         a server's logs
+  specdoctor diagnose --launch 'vllm serve …'   a command it starts, changing one thing per experiment
+  specdoctor diagnose                           the embedded lab (starts and stops a vLLM server)
+
+Or start the lab and keep it up: specdoctor lab up. Every command: specdoctor --help."""
+
+
+def _say_running() -> None:
+    """Lab servers already up, with the command that stops each (nothing is started here)."""
+    from specdoctor.lab import lab as labmod
+
+    for h in labmod.running():
+        click.echo(f"lab server running: {h.spec.url} ({h.spec.label}, pid {h.pid}); "
+                   f"stop it: specdoctor lab down --port {h.spec.port}", err=True)
 
 
 def main(argv: list[str] | None = None) -> Any:
@@ -114,4 +122,12 @@ def main(argv: list[str] | None = None) -> Any:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+    except Exception as exc:  # a bug, never the user's input: one line, the traceback on request
+        if os.environ.get("SPECDOCTOR_TRACEBACK"):
+            raise
+        what = f"{type(exc).__name__}: {exc}"
+        click.echo(f"internal error: {what[:500]} — a bug in specdoctor, not a problem with your "
+                   "input: please report it with the command line (SPECDOCTOR_TRACEBACK=1 "
+                   "shows where it broke)", err=True)
+        sys.exit(errors.INTERNAL)
     sys.exit(rc if isinstance(rc, int) else 0)

@@ -18,10 +18,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from specdoctor.cli.options import example, json_option, list_option
 from specdoctor.errors import InputError
 from specdoctor.experiments.masks.backends import BACKENDS, Resolved, parse_convention, resolve
 from specdoctor.experiments.masks.cite import CodeRoot
-from specdoctor.experiments.masks.diff import MaskDiff, diff_masks
+from specdoctor.experiments.masks.diff import CTX, QUERIES, MaskDiff, check_size, diff_masks
 from specdoctor.experiments.masks.model import MaskSpec, mask_rows, render
 from specdoctor.report.console import err_console
 
@@ -36,31 +37,33 @@ def _ctx_range(text: str) -> tuple[int, int]:
     return lo, hi
 
 
-def _models(impls: str, window: int | None, causal: bool, code: Path | None,
+def _models(impls: tuple[str, ...], window: int | None, causal: bool, code: Path | None,
             conventions: tuple[str, ...]) -> tuple[MaskSpec, list[Resolved], CodeRoot]:
     if window is not None and window < 1:
         raise InputError("--window must be >= 1", "omit it for full attention")
     spec = MaskSpec(window, causal)
     root = CodeRoot(code)
     overrides = dict(parse_convention(c) for c in conventions)
-    names = [i.strip() for i in impls.split(",") if i.strip()]
+    names = list(impls)
     if len(names) != len(set(names)):
         raise InputError("an implementation is named twice in --impl", "list each once")
     return spec, [resolve(i, spec, root, overrides.get(i)) for i in names], root
 
 
 _common = [
-    click.option("--impl", "impls", default=",".join(BACKENDS), show_default=True,
-                 help="Comma-separated: " + ", ".join(BACKENDS)),
+    list_option("--impl", "impls", default=tuple(BACKENDS),
+                show_default=",".join(BACKENDS), help="The backends to model."),
     click.option("--window", type=int, default=None, help="The model's sliding window W (omit: full)."),
     click.option("--causal", type=click.BOOL, default=False, show_default=True),
-    click.option("--q", "n", type=int, default=8, show_default=True, help="Query tokens per step."),
+    click.option("--q", "n", type=int, default=QUERIES, show_default=True,
+                 help="Query tokens per step."),
     click.option("--code", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
                  help="A recon snapshot or site-packages to read the engine code from "
                       "(default: the installed packages)."),
     click.option("--convention", "conventions", multiple=True,
-                 help="Override: IMPL=W|W-1,one-sided|symmetric|left-only,<|<=[,bottom-right|top-left]"),
-    click.option("--json", "as_json", is_flag=True),
+                 help="Override: IMPL=W|W-1,one-sided|symmetric|left-only,<|<=[,bottom-right|top-left]; "
+                      "repeat the flag for more (one convention holds commas)."),
+    json_option,
 ]
 
 
@@ -70,20 +73,26 @@ def common(f: Any) -> Any:
     return f
 
 
-@click.group()
+@click.group(epilog=example(
+    "specdoctor masks diff --impl fa2,flex --window 4 --causal false --ctx 0..16"))
 def masks() -> None:
-    """Model the mask each attention backend applies and diff them bit by bit."""
+    """Model the mask each attention backend applies and diff them bit by bit.
+    """
 
 
-@masks.command()
+@masks.command(epilog=example(
+    "specdoctor masks diff --code snap-028 --convention 'fa2=W,symmetric,<=' --check"))
 @common
-@click.option("--ctx", "ctx", default="0..16", show_default=True, help="Context lengths A..B.")
+@click.option("--ctx", "ctx", default=f"{CTX[0]}..{CTX[1]}", show_default=True,
+              help="Context lengths A..B.")
 @click.option("--check", is_flag=True,
               help="Also run the real ops that work here (flex, sdpa, cpu) and compare bits.")
-def diff(impls: str, window: int | None, causal: bool, n: int, code: Path | None,
+def diff(impls: tuple[str, ...], window: int | None, causal: bool, n: int, code: Path | None,
          conventions: tuple[str, ...], as_json: bool, ctx: str, check: bool) -> None:
-    """Where the masks of the backends differ, for queries ctx+i over keys [0, ctx+q)."""
+    """Where the masks of the backends differ, for queries ctx+i over keys [0, ctx+q).
+    """
     lo, hi = _ctx_range(ctx)
+    check_size(lo, hi, n)  # before the code is read
     spec, models, root = _models(impls, window, causal, code, conventions)
     result = diff_masks(models, spec, lo, hi, n)
     checks = []
@@ -98,12 +107,16 @@ def diff(impls: str, window: int | None, causal: bool, n: int, code: Path | None
     _print(result, root, checks)
 
 
-@masks.command()
+@masks.command(epilog=example(
+    "specdoctor masks show --impl fa2,sdpa --window 4 --causal true --ctx 6 --q 4"))
 @common
-@click.option("--ctx", "ctx", type=int, default=0, show_default=True, help="One context length.")
-def show(impls: str, window: int | None, causal: bool, n: int, code: Path | None,
+@click.option("--ctx", "ctx", type=int, default=CTX[0], show_default=True,
+              help="One context length.")
+def show(impls: tuple[str, ...], window: int | None, causal: bool, n: int, code: Path | None,
          conventions: tuple[str, ...], as_json: bool, ctx: int) -> None:
-    """Print each backend's mask for one context length: 1 visible, . masked."""
+    """Print each backend's mask for one context length: 1 visible, . masked.
+    """
+    check_size(ctx, ctx, n)
     spec, models, _ = _models(impls, window, causal, code, conventions)
     rows = {m.impl: render(mask_rows(m.convention, spec, ctx, n)) for m in models}
     if as_json:

@@ -14,13 +14,14 @@ from specdoctor.bench.prompts import SUITES
 from specdoctor.report.console import err_console, progress_waiter
 from specdoctor.report.plot import write_plot
 from specdoctor.report.table import print_notes, profile_table
-from specdoctor.cli.options import plot_option, record, store_options
+from specdoctor.cli.options import example, json_option, plot_option, record, store_options
 
 
 D = proto.MeasureParams()  # the defaults shown here are the protocol's
 
 
-@click.command()
+@click.command(epilog=example(
+    "specdoctor measure --url http://127.0.0.1:8000 -n 16 --temperature 1.0 --top-p 0.95"))
 @click.option("--url", default=None, help="Server base URL, e.g. http://127.0.0.1:8000. "
               "Default: the lab (started if none is running).")
 @click.option("--model", default=D.model,
@@ -42,14 +43,15 @@ D = proto.MeasureParams()  # the defaults shown here are the protocol's
                    "request (concurrency 1 only), or auto (responses if present, else scrapes).")
 @store_options
 @plot_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@json_option
 def measure(url: str | None, model: str | None, num_prompts: int, concurrency: int,
             max_tokens: int, suite: str, temperature: float, top_p: float, seed: int,
             per_request: str, db: Path | None, no_store: bool, plot: Path | None,
             as_json: bool) -> None:
     """One warm-up request, then N fixed prompts (greedy unless --temperature) at concurrency C;
     /metrics is scraped before and after so the figures cover this run only. Prints the
-    acceptance profile with 95% intervals (per-request bootstrap) and the output tokens/s."""
+    acceptance profile with 95% intervals (per-request bootstrap) and the output tokens/s.
+    """
     params = proto.MeasureParams(num_prompts=num_prompts, concurrency=concurrency,
                                  max_tokens=max_tokens, suite=suite, model=model,
                                  temperature=temperature, top_p=top_p, seed=seed,

@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 
 from specdoctor.acceptance.profile import AcceptanceProfile
-from specdoctor.cli.options import plot_option, record, store_options
+from specdoctor.cli.options import example, json_option, plot_option, record, store_options
 from specdoctor.errors import InputError
 from specdoctor.report.plot import write_plot
 from specdoctor.report.table import profile_table
@@ -18,19 +18,21 @@ from specdoctor.sources.base import printable
 from specdoctor.sources.registry import ENGINES, engine_of_metrics
 
 
-@click.command()
+@click.command(epilog=example(
+    "specdoctor metrics http://127.0.0.1:8000 --json"))
 @click.argument("source")
 @click.option("--engine", type=click.Choice(ENGINES), default=None,
               help="Engine that serves the metrics (default: detected from the metric names).")
 @store_options
 @plot_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@json_option
 def metrics(source: str, engine: str | None, db: Path | None, no_store: bool, plot: Path | None,
             as_json: bool) -> None:
     """Read one Prometheus exposition: a file, - for stdin, or a server URL (its /metrics is
     fetched).
     The counters are cumulative since the server started; for one run's figures use
-    `specdoctor measure`, which takes the delta of two scrapes."""
+    `specdoctor measure`, which takes the delta of two scrapes.
+    """
     import time
 
     text = _read(source)

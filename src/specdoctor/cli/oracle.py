@@ -12,13 +12,17 @@ from rich.console import Console
 from rich.table import Table
 
 from specdoctor.bench.prompts import SUITES
-from specdoctor.cli.options import record, store_options
-from specdoctor.oracle.session import default
+from specdoctor.cli.options import example, json_option, record, store_options
+from specdoctor.oracle.session import Asked, default
 from specdoctor.report.console import err_console
 from specdoctor.report.table import print_notes, profile_table
 
 
-@click.command()
+A = Asked()  # the defaults shown here are the library's
+
+
+@click.command(epilog=example(
+    "specdoctor oracle --target models/target --draft models/eagle3 --method eagle3 --k 3"))
 @click.option("--target", type=click.Path(path_type=Path, exists=True, file_okay=False),
               default=None, help="Target model directory (Hugging Face format).")
 @click.option("--draft", type=click.Path(path_type=Path, exists=True, file_okay=False),
@@ -30,8 +34,8 @@ from specdoctor.report.table import print_notes, profile_table
                    "--draft, or the recorded run's.")
 @click.option("--k", type=int, default=None,
               help=f"Draft tokens per step. [default: {default('k')}]")
-@click.option("--suite", type=click.Choice(sorted(SUITES)), default="code", show_default=True)
-@click.option("--num-prompts", "-n", type=int, default=16, show_default=True)
+@click.option("--suite", type=click.Choice(sorted(SUITES)), default=A.suite, show_default=True)
+@click.option("--num-prompts", "-n", type=int, default=A.num_prompts, show_default=True)
 @click.option("--max-tokens", type=int, default=None,
               help=f"Tokens per request. [default: {default('max_tokens')}]")
 @click.option("--sampling", default=None,
@@ -70,7 +74,7 @@ from specdoctor.report.table import print_notes, profile_table
 @click.option("--compare", "compare_run", type=int, default=None, metavar="RUN_ID",
               help="Compare with a recorded `measure` run; settings default to that run's.")
 @store_options
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@json_option
 def oracle(target: Path | None, draft: Path | None, method: str | None, k: int | None,
            suite: str, num_prompts: int, max_tokens: int | None, sampling: str | None,
            draft_sampling: str | None, samples: int | None, seed: int | None,
@@ -84,7 +88,8 @@ def oracle(target: Path | None, draft: Path | None, method: str | None, k: int |
     (standard speculative sampling, argmax or sampled drafts) or prompt lookup; for a draft
     model, EAGLE3, MTP and DFlash drafters. Prints an acceptance profile labelled `oracle` with
     95% intervals over prompts; with --compare, the per-position gap to a measured run and
-    whether it is significant."""
+    whether it is significant.
+    """
     from specdoctor.oracle import session
     from specdoctor.oracle.runner import estimate_seconds
 

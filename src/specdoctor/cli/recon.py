@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING
 
 import click
 
+from specdoctor.cli.options import example, json_option, list_option, out_option
 from specdoctor.errors import InputError
 from specdoctor.recon.extract import extract as run_extract
 from specdoctor.recon.manifest import Snapshot, is_snapshot, load_snapshot
-from specdoctor.recon.presets import PRESETS
+from specdoctor.recon.diff import CONTEXT
+from specdoctor.recon.presets import DEFAULT_PICKS, PRESETS
 from specdoctor.recon.writer import Limits
 
 if TYPE_CHECKING:
@@ -43,6 +45,17 @@ def _status(text: str) -> Iterator[Callable[[str], None]]:
         yield status.update
 
 
+def _human(n: int) -> str:
+    """Bytes as ``_size`` reads them back: the largest exact unit (2048 MiB -> 2G)."""
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+L = Limits()  # the defaults shown here are the extractor's own
+
+
 def _size(text: str) -> int:
     m = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)i?[bB]?\s*", text)
     if not m:
@@ -50,30 +63,33 @@ def _size(text: str) -> int:
     return int(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
 
 
-@click.group()
+@click.group(epilog=example(
+    "specdoctor recon extract pip:vllm==0.28.0 --pick vllm -o snap-028"))
 def recon() -> None:
-    """Static reconnaissance: engine source out of images, wheels and environments, no GPU."""
+    """Static reconnaissance: engine source out of images, wheels and environments, no GPU.
+    """
 
 
-@recon.command()
+@recon.command(epilog=example(
+    "specdoctor recon extract image.tar --pick vllm,vllm:attention -o snap-image"))
 @click.argument("source")
-@click.option("--pick", "picks", multiple=True, default=("vllm",), show_default=True,
-              help="Preset (vllm, vllm:attention, sglang, …) or package-path glob; repeatable.")
-@click.option("-o", "--out", "outdir", type=click.Path(path_type=Path), required=True,
-              help="Snapshot directory (new, empty, or an earlier snapshot to replace).")
+@list_option("--pick", "picks", default=DEFAULT_PICKS, show_default=",".join(DEFAULT_PICKS),
+             help="Presets (vllm, vllm:attention, sglang, …) or package-path globs.")
+@out_option("Snapshot directory (new, empty, or an earlier snapshot to replace).", required=True)
 @click.option("--root", default=None,
               help="Package root inside the source when the package exists in several places.")
 @click.option("--image", default=None, help="Image name when the archive holds several.")
 @click.option("--platform", default=None, help="OS/ARCH when an OCI index holds several.")
-@click.option("--max-files", type=int, default=Limits.max_files, show_default=True)
-@click.option("--max-file-size", default="256M", show_default=True)
-@click.option("--max-total-size", default="2G", show_default=True)
-@click.option("--max-members", type=int, default=Limits.max_members, show_default=True,
+@click.option("--max-files", type=click.IntRange(min=1), default=L.max_files, show_default=True)
+@click.option("--max-file-size", default=_human(L.max_file_bytes), show_default=True)
+@click.option("--max-total-size", default=_human(L.max_total_bytes), show_default=True)
+@click.option("--max-members", type=click.IntRange(min=1), default=L.max_members,
+              show_default=True,
               help="Entries read across all layers before the source is refused (header floods).")
-@click.option("--max-scanned-size", default="512G", show_default=True,
+@click.option("--max-scanned-size", default=_human(L.max_scanned_bytes), show_default=True,
               help="Expanded layer data read before the source is refused (decompression bombs).")
-@click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
-def extract(source: str, picks: tuple[str, ...], outdir: Path, root: str | None,
+@json_option
+def extract(source: str, picks: tuple[str, ...], out_dir: Path, root: str | None,
             image: str | None, platform: str | None, max_files: int, max_file_size: str,
             max_total_size: str, max_members: int, max_scanned_size: str,
             as_json: bool) -> None:
@@ -84,6 +100,7 @@ def extract(source: str, picks: tuple[str, ...], outdir: Path, root: str | None,
     site-packages or checkout directory, or docker://IMAGE (needs a running
     Docker engine; the container is created and removed, never started).
     """
+    outdir = out_dir
     limits = Limits(max_files=max_files, max_file_bytes=_size(max_file_size),
                     max_total_bytes=_size(max_total_size), max_members=max_members,
                     max_scanned_bytes=_size(max_scanned_size))
@@ -113,16 +130,21 @@ def extract(source: str, picks: tuple[str, ...], outdir: Path, root: str | None,
               f"{stats.layers} layer(s) read in {stats.seconds:.1f} s)")
 
 
-@recon.command()
+@recon.command(epilog=example(
+    "specdoctor recon diff snap-image pip:vllm==0.28.0 --stat"))
 @click.argument("a")
 @click.argument("b")
-@click.option("--context", type=int, default=3, show_default=True, help="Lines of context.")
+@click.option("--context", type=click.IntRange(0, 10_000), default=CONTEXT, show_default=True,
+              help="Lines of context.")
 @click.option("--stat", "stat_only", is_flag=True, help="Only the list of changed files.")
-@click.option("--save", type=click.Path(path_type=Path), default=None,
-              help="Where to keep the snapshot made when A or B is a SOURCE.")
-@click.option("--json", "as_json", is_flag=True)
-def diff(a: str, b: str, context: int, stat_only: bool, save: Path | None, as_json: bool) -> None:
-    """Chain files that changed between snapshots A and B (either may be a SOURCE)."""
+@out_option("Where to keep the snapshot made when A or B is a SOURCE (default: a temporary "
+            "folder, removed).", hidden=("--save",), default=None)
+@json_option
+def diff(a: str, b: str, context: int, stat_only: bool, out_dir: Path | None,
+         as_json: bool) -> None:
+    """Chain files that changed between snapshots A and B (either may be a SOURCE).
+    """
+    save = out_dir
     from specdoctor.recon.diff import diff_snapshots
 
     with tempfile.TemporaryDirectory(prefix="specdoctor-diff-") as tmp:
@@ -190,10 +212,12 @@ def _print_diff(d: SnapshotDiff, stat_only: bool) -> None:
             out.print(line, style=style, highlight=False, markup=False, soft_wrap=True)
 
 
-@recon.command()
-@click.option("--json", "as_json", is_flag=True)
+@recon.command(epilog=example(
+    "specdoctor recon presets --json"))
+@json_option
 def presets(as_json: bool) -> None:
-    """The presets --pick accepts and the globs behind them."""
+    """The presets --pick accepts and the globs behind them.
+    """
     if as_json:
         click.echo(json.dumps(PRESETS, indent=1))
         return

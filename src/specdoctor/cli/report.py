@@ -9,20 +9,23 @@ from pathlib import Path
 
 import click
 
+from specdoctor.cli.options import db_option, example, json_option, out_option
 
-@click.command()
+
+@click.command(epilog=example(
+    "specdoctor report --list && specdoctor report 4 -o reports/sweep-4"))
 @click.argument("run_id", type=int, required=False)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Folder for report.md, its figures and report.html "
-                   "(default: reports/bench-RUN_ID next to the store).")
+@out_option("Folder for report.md, its figures and report.html "
+            "(default: reports/bench-RUN_ID next to the store).", default=None)
 @click.option("--list", "list_runs", is_flag=True, help="List the recorded bench and sweep runs.")
-@click.option("--db", type=click.Path(path_type=Path), default=None, help="SQLite store to read.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@db_option
+@json_option
 def report(run_id: int | None, out_dir: Path | None, list_runs: bool, db: Path | None,
            as_json: bool) -> None:
     """Write the report of a benchmark run: the labelled table, verdicts, per-position curves
     with intervals, acceptance length and tok/s against k, speedup against the spec-off
-    baseline, and the exact command of every configuration."""
+    baseline, and the exact command of every configuration.
+    """
     from specdoctor.errors import InputError
     from specdoctor.store.bench import open_bench_store
 

@@ -14,20 +14,21 @@ from rich.table import Table
 
 from specdoctor.acceptance.profile import AcceptanceProfile, Interval
 from specdoctor.report.table import print_notes, profile_table, source_names
-from specdoctor.store.db import RunRow, open_store
+from specdoctor.cli.options import db_option, example, json_option
+from specdoctor.store.db import LIST_LIMIT, RunRow, open_store
 
 
-@click.command()
+@click.command(epilog=example(
+    "specdoctor runs 7 --json"))
 @click.argument("run_id", type=int, required=False)
-@click.option("--db", type=click.Path(path_type=Path), default=None,
-              help="SQLite store to read (default $SPECDOCTOR_DB or "
-                   "~/.cache/specdoctor/specdoctor.db).")
-@click.option("--limit", type=int, default=20, show_default=True,
+@db_option
+@click.option("--limit", type=click.IntRange(min=1), default=LIST_LIMIT, show_default=True,
               help="How many of the latest runs to list.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@json_option
 def runs(run_id: int | None, db: Path | None, limit: int, as_json: bool) -> None:
     """List recorded runs (latest first), or show run ID: what ran, against what, and its
-    acceptance profile."""
+    acceptance profile.
+    """
     store = open_store(db)
     try:
         if run_id is not None:

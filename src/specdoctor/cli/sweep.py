@@ -12,34 +12,28 @@ from typing import Any
 import click
 
 from specdoctor.bench import runner
-from specdoctor.cli.bench import (
-    _csv,
-    lab_base,
-    matrix_options,
-    params_from,
-    parse_env,
-    resume,
-    run_plan,
-    split_devices,
-)
+from specdoctor.cli.bench import lab_base, matrix_options, params_from, resume, run_plan, split_devices
+from specdoctor.cli.options import env_option, example, list_option, parse_env
 from specdoctor.errors import InputError
+from specdoctor.lab.lab import METHODS as LAB_METHODS
+from specdoctor.methods import SPECULATIVE_METHODS
 
 
-@click.command()
+@click.command(epilog=example(
+    "specdoctor sweep --lab --method ngram,draft_model --k 2,4 --repeat 2"))
 @click.option("--launch", "launch_cmd", default=None, metavar="COMMAND",
               help="The server command as you run it (vllm serve …, python -m "
                    "vllm.entrypoints.openai.api_server …, python -m sglang.launch_server …).")
-@click.option("--env", "env_kv", multiple=True, metavar="NAME=VALUE",
-              help="Environment for --launch (repeatable).")
+@env_option("Environment for --launch.")
 @click.option("--lab", is_flag=True, help="Sweep the lab (real vLLM on tiny models).")
-@click.option("--k", "ks", multiple=True, callback=_csv(int),
-              help="Values of k (draft tokens per step), e.g. --k 1,2,4. Default: the command's "
-                   "own k (lab: 2,4).")
-@click.option("--method", "methods", multiple=True, callback=_csv(str),
-              help="Speculative methods, e.g. --method ngram,draft_model. Default: the command's "
-                   "own (lab: draft_model).")
-@click.option("--drafter", "drafters", multiple=True, callback=_csv(str),
-              help="Drafter models (paths or hub ids) for draft-model methods, comma-separated.")
+@list_option("--k", "ks", kind=int,
+             help="Values of k (draft tokens per step), e.g. --k 1,2,4. Default: the command's "
+                  "own k (lab: 2,4).")
+@list_option("--method", "methods", choices=SPECULATIVE_METHODS,
+             help="Speculative methods, e.g. --method ngram,draft_model. Default: the command's "
+                  "own (lab: draft_model).")
+@list_option("--drafter", "drafters",
+             help="Drafter models (paths or hub ids) for draft-model methods.")
 @click.option("--no-baseline", is_flag=True, help="Skip the speculation-off baseline.")
 @click.option("--devices", multiple=True, metavar="IDS",
               help="Device sets, one per concurrent launch: --devices '0,1 2,3' runs two "
@@ -49,7 +43,8 @@ def sweep(launch_cmd: str | None, env_kv: tuple[str, ...], lab: bool, ks: tuple[
           methods: tuple[str, ...], drafters: tuple[str, ...], no_baseline: bool,
           devices: tuple[str, ...], **o: Any) -> None:
     """Benchmark every configuration of the sweep (and the spec-off baseline) over one matrix,
-    in one session, with one ruler; say which configuration wins each workload, and by how much."""
+    in one session, with one ruler; say which configuration wins each workload, and by how much.
+    """
     if o["resume_id"] is not None:
         return resume("sweep", o)
     if (launch_cmd is None) == (not lab):
@@ -66,13 +61,17 @@ def plan_configs(launch_cmd: str | None, env: dict[str, str], lab: bool, ks: tup
                  methods: tuple[str, ...], drafters: tuple[str, ...], baseline: bool,
                  endpoint: str) -> list[runner.Config]:
     """The baseline first, then method × drafter × k, each one edit away from the base command."""
-    if any(k < 1 for k in ks):
-        raise InputError("every --k must be at least 1", "e.g. --k 1,2,4")
+    if any(not 1 <= k <= 64 for k in ks):
+        raise InputError("every --k must be from 1 to 64", "e.g. --k 1,2,4")
     configs: list[runner.Config] = []
     if lab:
         if drafters:
             raise InputError("--drafter does not apply to --lab",
                              "the lab's draft_model drafts with a copy of the target")
+        other = [m for m in methods if m not in LAB_METHODS]
+        if other:
+            raise InputError(f"the lab serves no {', '.join(other)}",
+                             f"sweep the lab's methods: {', '.join(LAB_METHODS)}")
         ms, kk = methods or ("draft_model",), ks or (2, 4)
         specs = [(m, k, lab_base(m, k, endpoint)) for m in ms for k in kk]
         base = specs[0][2]

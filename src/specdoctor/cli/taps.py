@@ -18,21 +18,26 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from specdoctor.cli.options import example, json_option
 from specdoctor.report.console import err_console
 
 STYLE = {"fault": "red", "ok": "green", "note": "dim"}
 
 
-@click.group()
+@click.group(epilog=example(
+    "specdoctor taps case-b /tmp/caseb && specdoctor taps check /tmp/caseb"))
 def taps() -> None:
-    """Tensor taps: dumps from inside a server, recomputed in fp64 and checked across ranks."""
+    """Tensor taps: dumps from inside a server, recomputed in fp64 and checked across ranks.
+    """
 
 
-@taps.command()
+@taps.command(epilog=example(
+    "specdoctor taps check /tmp/taps --json"))
 @click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def check(directory: Path, as_json: bool) -> None:
-    """Recompute every tapped attention in fp64 and compare the ranks before the reduction."""
+    """Recompute every tapped attention in fp64 and compare the ranks before the reduction.
+    """
     from specdoctor.experiments.taps.check import check_dir
 
     with err_console().status(f"reading and recomputing the taps in {directory}"):
@@ -52,12 +57,20 @@ def check(directory: Path, as_json: bool) -> None:
     sys.exit(1 if faults else 0)
 
 
-@taps.command("case-b")
+@taps.command("case-b", epilog=example(
+    "specdoctor taps case-b /tmp/caseb --json"))
 @click.argument("directory", type=click.Path(path_type=Path))
-def case_b(directory: Path) -> None:
-    """Run Case B in miniature (gloo, 4 CPU ranks) and write its taps to DIRECTORY."""
-    from specdoctor.experiments.taps.case_b import run
+@json_option
+def case_b(directory: Path, as_json: bool) -> None:
+    """Run Case B in miniature (gloo, 4 CPU ranks) and write its taps to DIRECTORY.
+    """
+    from specdoctor.experiments.taps.case_b import WORLD, run
 
     with err_console().status("4 ranks: target and draft decode attention over a sharded KV cache"):
         run(directory)
+    files = sorted(p.name for p in directory.glob("*.safetensors"))
+    if as_json:
+        click.echo(json.dumps({"directory": str(directory), "ranks": WORLD, "taps": files,
+                               "check": f"specdoctor taps check {directory}"}))
+        return
     click.echo(f"taps written to {directory}; now: specdoctor taps check {directory}")

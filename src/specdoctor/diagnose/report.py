@@ -1,4 +1,5 @@
-"""The diagnosis report: Markdown and a self-contained HTML page (inline SVG curves).
+"""The diagnosis report: Markdown and a self-contained HTML page (inline SVG curves), each
+built from the diagnosis itself.
 
 Sections: the signature with its evidence, the root cause, the ledger in verdict-cost order,
 each experiment's numbers, and the per-position curve before/after wherever an experiment
@@ -7,11 +8,14 @@ changed one thing and measured again.
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 from typing import Any
 
 from specdoctor.acceptance.profile import AcceptanceProfile
+
+
+CONVENTIONS = ("Conventions: per-position rates are unconditional (accepted at i / drafts); "
+               "accepted per draft does not count the bonus token; mean acceptance length does.")
 
 
 def _pp(p: AcceptanceProfile | None) -> str:
@@ -30,6 +34,7 @@ def markdown(d: Any, target: str) -> str:
               f"**{d.root_cause}**" if d.root_cause else
               ("none: healthy" if sig.cls == "healthy" else
                "none confirmed (see the ledger for what is still open)"), ""]
+    lines += root_cause_lines(d)
     if d.other_causes:
         lines += [f"Other confirmed causes: {', '.join(d.other_causes)}", ""]
     lines += ["## Ledger (verdict-cost order)", "",
@@ -54,25 +59,121 @@ def markdown(d: Any, target: str) -> str:
         lines.append("")
     if d.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in d.notes] + [""]
-    lines += ["Conventions: per-position rates are unconditional (accepted at i / drafts); "
-              "accepted per draft does not count the bonus token; mean acceptance length does.",
-              ""]
+    lines += [CONVENTIONS, ""]
     return "\n".join(lines)
 
 
-def html_page(d: Any, target: str, md: str) -> str:
+def root_cause_lines(d: Any) -> list[str]:
+    """How the root cause was reached (its basis and the deciding evidence) and, where a
+    verdict patch confirmed it, the upstream report, the fix and the stop-gap."""
+    e = d.ledger.entry(d.root_cause) if d.root_cause else None
+    if e is None:
+        return []
+    out = []
+    decisive = [x for x in e.evidence if e.decided_by and x.startswith(f"[{e.decided_by}]")]
+    if e.basis or decisive:
+        out += [f"Reached by {e.basis or 'an experiment'}"
+                + (f" ({e.decided_by})" if e.decided_by else "") + ":"
+                + (f" {decisive[-1]}" if decisive else ""), ""]
+    for fix in patch_fixes(d, d.root_cause):
+        out += ["### Fix", ""]
+        out += [f"- upstream {c['what']}: {c['ref']} ({c['state']}) {c['url']}"
+                if c.get("state") else f"- upstream {c['what']}: {c['ref']} {c['url']}"
+                for c in fix["patch"]["citations"]]
+        out += [f"- the defect: {fix['patch']['defect']}",
+                f"- the fix: {fix['patch']['fix']}; take it with an engine release that "
+                f"includes it",
+                f"- until then, serve with the verdict patch: `{fix['stop_gap']}`", ""]
+    return out
+
+
+def patch_fixes(d: Any, hypothesis: str | None) -> list[dict[str, Any]]:
+    """The verdict patches that confirmed ``hypothesis`` (experiment verdict-patch)."""
+    out = []
+    for r in d.ledger.results:
+        if r.experiment != "verdict-patch":
+            continue
+        confirmed = any(f.hypothesis == hypothesis and f.verdict.value == "confirmed"
+                        for f in r.findings)
+        for num in r.numbers.values():
+            if confirmed and isinstance(num, dict) and "stop_gap" in num \
+                    and num.get("patch", {}).get("hypothesis") == hypothesis:
+                out.append(num)
+    return out
+
+
+# The ledger table wraps its evidence at word boundaries (a path or a command breaks only where
+# it must); each experiment puts its figure beside its findings, below them on a narrow screen.
+CSS = """
+td.evidence{overflow-wrap:anywhere;min-width:16em}
+tr.confirmed td.verdict{color:#080;font-weight:bold}tr.excluded td.verdict{color:#777}
+section.experiment{display:flex;flex-wrap:wrap;gap:1.5em;align-items:flex-start;
+border-top:1px solid #ddd;padding-top:.5em}
+section.experiment .text{flex:1 1 26em;min-width:0}
+section.experiment .figure{flex:0 1 34em;min-width:0}
+section.experiment .figure svg{max-width:100%;height:auto}
+p.conventions{color:#555;font-size:13px}"""
+
+
+def html_page(d: Any, target: str) -> str:
+    """The diagnosis as a self-contained HTML page: headings, the ledger as a table, and each
+    experiment's findings with its before/after curves (inline SVG) beside them."""
+    from specdoctor.report.html import esc, page
+
+    sig = d.signature
+    body = [f"<p>Target: <code>{esc(target)}</code></p>",
+            f"<h2>Signature: {esc(sig.cls)}</h2><p>{esc(sig.evidence)}</p>"]
+    if sig.also:
+        body.append(f"<p>Also: {esc(', '.join(sig.also))}</p>")
+    body.append(f"<h2>Root cause</h2><p>{_root_cause(d)}</p>")
+    body += [f"<p>{esc(line.lstrip('#- '))}</p>" for line in root_cause_lines(d) if line]
+    if d.other_causes:
+        body.append(f"<p>Other confirmed causes: {esc(', '.join(d.other_causes))}</p>")
+    body.append("<h2>Ledger (verdict-cost order)</h2><table id='ledger'><tr><th>hypothesis</th>"
+                "<th>experiment</th><th>cost (CPU min / GPU min / restarts)</th><th>verdict</th>"
+                "<th>evidence</th></tr>")
+    for e in d.ledger.entries:
+        body.append(f"<tr class='{esc(e.verdict.value)}'><td>{esc(e.hypothesis)}</td>"
+                    f"<td>{esc(e.experiment)}</td><td>{e.cost.cpu_min:g} / {e.cost.gpu_min:g} / "
+                    f"{e.cost.restarts}</td><td class='verdict'>{esc(e.verdict.value)}</td>"
+                    f"<td class='evidence'>{esc(e.evidence[-1] if e.evidence else '')}</td></tr>")
+    body.append("</table><h2>Experiments</h2>")
+    body += [_experiment(r) for r in d.ledger.results]
+    if d.notes:
+        body.append("<h2>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in d.notes)
+                    + "</ul>")
+    body.append(f"<p class='conventions'>{esc(CONVENTIONS)}</p>")
+    return page("specdoctor — diagnosis", body, CSS)
+
+
+def _root_cause(d: Any) -> str:
+    from specdoctor.report.html import esc
+
+    if d.root_cause:
+        return f"<b>{esc(d.root_cause)}</b>"
+    return ("none: healthy" if d.signature.cls == "healthy"
+            else "none confirmed (see the ledger for what is still open)")
+
+
+def _experiment(r: Any) -> str:
+    """One experiment: its findings, curves as figures and commands, its plot beside them."""
+    from specdoctor.report.html import esc
     from specdoctor.report.plot import per_position_svg
 
-    svgs = []
-    for r in d.ledger.results:
-        curves = {k: v for k, v in r.curves.items() if v is not None and v.per_position}
-        if len(curves) >= 2:
-            svgs.append(f"<h3>{html.escape(r.experiment)}</h3>"
-                        + per_position_svg(curves, r.experiment))
-    return ("<!doctype html><meta charset='utf-8'><title>specdoctor diagnosis</title>"
-            "<style>body{font-family:sans-serif;max-width:70em;margin:auto}"
-            "pre{white-space:pre-wrap}</style>"
-            f"<pre>{html.escape(md)}</pre>" + "".join(svgs))
+    text = [f"<h3>{esc(r.experiment)} ({r.wall_s:.1f} s)</h3>"]
+    if r.error:
+        text.append(f"<p class='failed'>Error: {esc(r.error)}</p>")
+    items = [f"<li>{esc(f.hypothesis)}: <b>{esc(f.verdict.value)}</b> — {esc(f.evidence)}</li>"
+             for f in r.findings]
+    items += [f"<li>{esc(name)}: {esc(_pp(prof))}</li>" for name, prof in r.curves.items()]
+    items += [f"<li>command: <code>{esc(c)}</code></li>" for c in r.commands]
+    if items:
+        text.append("<ul>" + "".join(items) + "</ul>")
+    curves = {k: v for k, v in r.curves.items() if v is not None and v.per_position}
+    figure = (f"<div class='figure'>{per_position_svg(curves, r.experiment)}</div>"
+              if len(curves) >= 2 else "")
+    return (f"<section class='experiment' id='{esc(r.experiment)}'>"
+            f"<div class='text'>{''.join(text)}</div>{figure}</section>")
 
 
 def write_report(d: Any, folder: Path, target: str) -> Path | None:
@@ -81,7 +182,7 @@ def write_report(d: Any, folder: Path, target: str) -> Path | None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "report.md").write_text(md)
-        (folder / "report.html").write_text(html_page(d, target, md))
+        (folder / "report.html").write_text(html_page(d, target))
     except OSError:
         return None
     return folder / "report.md"

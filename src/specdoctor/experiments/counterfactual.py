@@ -10,7 +10,10 @@ reads for the served method, found in vLLM's own source, compared with every ref
 (the target's config, vLLM's default for the key, the tokenizer for a token id, the target's
 range and the fc's width for layer ids, the checkpoint's tensors for a flag that drops them,
 training metadata in the checkpoint). A key vLLM never reads, or rewrites itself, is no lead
-whatever its value; a size the checkpoint's tensors pin is none either.
+whatever its value; a size the checkpoint's tensors pin is none either. The leads other
+experiments left in ``ctx.leads`` (``from_context``: a rope theta the live engine or the
+engine's own functions default where the target's differs, a mask field the masks experiment
+names) are tried too, a field once.
 
 How each lead is tried:
 - through the oracle (no restart) where the engine reaches the oracle of the served files, for
@@ -196,8 +199,10 @@ def review_for(ctx: Context) -> Review:
         review = cmp.review(contract, x)
     except (OSError, ValueError, SyntaxError) as exc:
         return Review([], error=f"the contract could not be read: {type(exc).__name__}: {exc}")
-    found = [lead_of(s, contract) for s in review.suspects]
-    return Review([x for x in found if x is not None], review, contract)
+    own_leads = [x for x in (lead_of(s, contract) for s in review.suspects) if x is not None]
+    others = [replace(x, oracle_reads=contract.oracle_reads(x.field))
+              for x in from_context(ctx.leads, d, {x.field for x in own_leads})]
+    return Review(own_leads + others, review, contract)
 
 
 def _inputs(ctx: Context, method: str, own: Path, d: dict[str, Any], t: dict[str, Any]
@@ -218,6 +223,19 @@ def _inputs(ctx: Context, method: str, own: Path, d: dict[str, Any], t: dict[str
                     counts[v] = n
     return cmp.Inputs(method, d, t, tensor_shapes(own), facts, cmp.training_metadata(own),
                       counts)
+
+
+def from_context(found: list[Any], draft: dict[str, Any], known: set[str]) -> list[Lead]:
+    """The leads other experiments left in the context (``base.Lead``: the probes' live view,
+    the engine's own config functions, the masks), as counterfactual leads, a field once."""
+    out: list[Lead] = []
+    for x in found:
+        if x.field in known:
+            continue
+        known.add(x.field)
+        out.append(Lead(x.field, get(draft, x.field), _ABSENT if x.remove else x.value,
+                        x.hypothesis, f"{x.why} ({x.source})"))
+    return out
 
 
 Trial = tuple[Finding, Any, dict[str, float]]   # finding, the curve after (or None), numbers

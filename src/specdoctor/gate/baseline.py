@@ -205,6 +205,9 @@ def load_file(path: Path) -> Baseline:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot read the baseline {path}: {exc.strerror}", EXPORT_FIX) from exc
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is not a baseline file (binary, not UTF-8 JSON)",
+                         EXPORT_FIX) from None
     try:
         doc = json.loads(text)
     except ValueError as exc:

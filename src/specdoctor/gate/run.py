@@ -59,7 +59,7 @@ class GateOptions:
     alpha: float = ALPHA
     max_drop: float = MAX_DROP
     request_timeout_s: float | None = None  # None: the baseline's
-    ready_timeout_s: float = 900.0
+    ready_timeout_s: float = runner.READY_TIMEOUT_S  # the bench runner starts the servers
     diagnose: bool = False
     db: Path | None = None
 

@@ -139,15 +139,19 @@ FAULTS: dict[str, Fault] = {f.id: f for f in (
           why="raising k far past what the drafter was trained for (Case A: num_spec 5 = 7 for a "
               "block-8 drafter): the layer is fed its own outputs five times over",
           k=6),
-    Fault("draft-heads-lost", "draft_model", "draft-attention-partial",
-          changes="a runtime patch of vLLM's CPU attention, on the draft's layers only: past the "
-                  "first quarter of each sequence, 3 of every 4 heads of the draft's attention "
-                  "output are zeros (the target's attention is untouched)",
-          why="Case B: the draft's parallel config lost decode_context_parallel_size, so its "
-              "attention read one rank's quarter of a sharded KV cache as the whole context; "
-              "on three of four ranks the heads came out all zeros and the next all-reduce hid "
-              "it. Nothing errors; acceptance falls",
-          runtime_patch="attn-shard"),
+    *(Fault(fault_id, method, "draft-attention-partial",
+            changes=f"a runtime patch of vLLM's CPU attention, on the {what}'s attention layers "
+                    "only (as its proposer names them): past the first quarter of each sequence, "
+                    "3 of every 4 heads of the draft's attention output are zeros (the target's "
+                    "attention is untouched)",
+            why="Case B: the draft's parallel config lost decode_context_parallel_size, so its "
+                "attention read one rank's quarter of a sharded KV cache as the whole context; "
+                "on three of four ranks the heads came out all zeros and the next all-reduce "
+                "hid it. Nothing errors; acceptance falls",
+            runtime_patch="attn-shard")
+      for fault_id, method, what in (("draft-heads-lost", "draft_model", "draft model"),
+                                     ("eagle3-heads-lost", "eagle3", "EAGLE3 drafter"),
+                                     ("dflash-heads-lost", "dflash", "DFlash drafter"))),
 )}
 
 

@@ -38,6 +38,7 @@ DRAFTER_METHODS = ("eagle3", "dflash", "mtp")
 DEFAULT_METHOD = "draft_model"
 DEFAULT_K = 4
 DEFAULT_PORT = 8765
+READY_TIMEOUT_S = 600.0  # boot takes ~100 s on 2 idle cores
 # Short stats interval: every few seconds a SpecDecoding line, so logs resolve runs finely.
 STATS_INTERVAL_S = "2"
 
@@ -285,7 +286,7 @@ def ensure_up(on_tick: Callable[[float, str], None] | None = None) -> ServerHand
     return up(lab_spec(), on_tick=on_tick)
 
 
-def up(spec: LaunchSpec, timeout_s: float = 600.0,
+def up(spec: LaunchSpec, timeout_s: float = READY_TIMEOUT_S,
        on_tick: Callable[[float, str], None] | None = None) -> ServerHandle:
     """Start a lab server and wait for it; reuse one already serving the same spec."""
     check_installed()

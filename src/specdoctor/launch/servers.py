@@ -190,7 +190,7 @@ def wait_ready(
             stop(handle)
             raise LabError(
                 f"the server was not ready after {timeout_s:.0f} s; last log lines:\n{tail(handle.log_path, 15)}",
-                f"read the whole log: {handle.log_path}, or raise --timeout",
+                f"read the whole log: {handle.log_path}, or raise --ready-timeout",
             )
         time.sleep(poll_s)
 
@@ -223,6 +223,9 @@ def running(spec: LaunchSpec, log_path: Path, timeout_s: float = 600.0, *,
         stop(handle)
 
 
+READY_TIMEOUT_S = 900.0  # what Servers gives each server it starts to become ready
+
+
 class Servers:
     """Starts servers and keeps each one until it is stopped, so that the command that owns
     them stops every one on its way out (``stop_all``), whatever ended it. Its servers die with
@@ -231,7 +234,7 @@ class Servers:
     This is the launcher ``diagnose`` hands its experiments: ``start(spec, log)`` returns a
     ready ``ServerHandle`` (``.url``, ``.log_path``), ``stop(handle)`` stops it."""
 
-    def __init__(self, timeout_s: float = 900.0, die_with_parent: bool = True) -> None:
+    def __init__(self, timeout_s: float = READY_TIMEOUT_S, die_with_parent: bool = True) -> None:
         self.timeout_s = timeout_s
         self.die_with_parent = die_with_parent
         self.live: list[ServerHandle] = []

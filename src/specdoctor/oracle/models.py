@@ -56,13 +56,44 @@ def param_count(model_dir: Path) -> int:
                          "the oracle loads safetensors checkpoints; convert with save_pretrained")
     total = 0
     for f in files:
-        with open(f, "rb") as fh:
-            (n,) = struct.unpack("<Q", fh.read(8))
-            header = json.loads(fh.read(n))
-        for name, meta in header.items():
+        for name, meta in safetensors_header(f).items():
             if name != "__metadata__":
                 total += int(np.prod(meta["shape"], dtype=np.int64))
     return total
+
+
+# The safetensors format caps its JSON header at 100 MB.
+MAX_HEADER_BYTES = 100_000_000
+
+
+def safetensors_header(path: Path) -> dict[str, Any]:
+    """A safetensors file's header (tensor names, dtypes, shapes), checked before it is read:
+    a length past the file or the format's cap, or a header that is no tensor table, is
+    refused naming the file."""
+    bad = InputError(f"{path} is not a safetensors file", "re-save the weights with "
+                     "save_pretrained(..., safe_serialization=True)")
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                raise bad
+            (n,) = struct.unpack("<Q", head)
+            if n > min(size - 8, MAX_HEADER_BYTES):
+                raise InputError(f"{path}: its header claims {n:,} bytes in a file of {size:,}",
+                                 bad.fix)
+            header = json.loads(fh.read(n))
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}", "check the model directory") from exc
+    except ValueError as exc:  # not UTF-8, not JSON
+        raise bad from exc
+    ok = isinstance(header, dict) and all(
+        k == "__metadata__" or (isinstance(v, dict) and isinstance(v.get("shape"), list)
+                                and all(isinstance(d, int) and d >= 0 for d in v["shape"]))
+        for k, v in header.items())
+    if not ok:
+        raise bad
+    return header
 
 
 def available_bytes(device: str) -> int:
@@ -174,16 +205,54 @@ def load_model(model_dir: Path, device: str, dtype: str) -> Any:
     import torch
     from transformers import AutoModelForCausalLM
 
+    check_hf_config(model_dir)
     # Eager attention: the plainest math, the reference the engine's kernels should match.
-    model = AutoModelForCausalLM.from_pretrained(
-        str(model_dir), dtype=getattr(torch, dtype), attn_implementation="eager")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            str(model_dir), dtype=getattr(torch, dtype), attn_implementation="eager")
+    except Exception as exc:  # noqa: BLE001 - transformers' own error names what is wrong
+        raise InputError(f"transformers cannot load the model in {model_dir}: "
+                         f"{type(exc).__name__}: {_first_line(exc)}",
+                         "check its config.json and weights (they load with "
+                         "AutoModelForCausalLM.from_pretrained)") from exc
     return model.to(device).eval()
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
 def load_tokenizer(model_dir: Path) -> Any:
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(model_dir))
+    if not any((model_dir / f).is_file() for f in TOKENIZER_FILES):
+        raise InputError(f"{model_dir} has no tokenizer ({', '.join(TOKENIZER_FILES)})",
+                         "pass --tokenizer DIR, the directory the server's --tokenizer names")
+    if (model_dir / "config.json").is_file():
+        check_hf_config(model_dir)  # AutoTokenizer reads it too: name it as the culprit
+    try:
+        return AutoTokenizer.from_pretrained(str(model_dir))
+    except Exception as exc:  # noqa: BLE001 - transformers' own error names what is wrong
+        raise InputError(f"transformers cannot load the tokenizer in {model_dir}: "
+                         f"{type(exc).__name__}: {_first_line(exc)}",
+                         "pass --tokenizer DIR, the directory the server's --tokenizer names"
+                         ) from exc
+
+
+def check_hf_config(model_dir: Path) -> None:
+    """Refuse a config.json that transformers cannot read, naming its own complaint."""
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(str(model_dir))
+    except Exception as exc:  # noqa: BLE001 - transformers' own error names the field
+        raise InputError(f"transformers cannot read {model_dir / 'config.json'}: "
+                         f"{type(exc).__name__}: {_first_line(exc)}",
+                         "fix that field of config.json (rope_scaling / rope_parameters, "
+                         "model_type, …)") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:300]
 
 
 class CachedLM:

@@ -44,6 +44,15 @@ LABEL = "oracle"
 # in benchmarks/oracle_speed.py on 2 cores), and the arithmetic rate on top of it.
 FORWARD_OVERHEAD_S = 0.0035
 CPU_FLOPS = 2.0e10
+# Bounds past which a run cannot end in any reasonable time or fit in memory, refused before
+# anything is loaded: k (vLLM serves at most a few dozen), tokens per request (with the
+# context, as --max-model-len), sampled trajectories, a batch, CPU threads, seeds (torch's).
+MAX_K = 64
+MAX_TOKENS = 1 << 17
+MAX_SAMPLES = 10_000
+MAX_BATCH = 1024
+MAX_THREADS = 1024
+MAX_SEED = 2 ** 32 - 1
 
 
 @dataclass(frozen=True)
@@ -185,6 +194,20 @@ def validate(config: OracleConfig) -> None:
     if config.k < 1 or config.max_tokens < 1 or config.samples < 1 or not config.prompts:
         raise InputError("--k, --max-tokens, --samples and the prompt count must be at least 1",
                          "e.g. --k 4 --max-tokens 64")
+    for flag, value, most, e_g in (
+            ("--k", config.k, MAX_K, 4), ("--max-tokens", config.max_tokens, MAX_TOKENS, 64),
+            ("--samples", config.samples, MAX_SAMPLES, 4), ("--batch", config.batch, MAX_BATCH, 8),
+            ("--threads", config.threads or 1, MAX_THREADS, 1),
+            ("--prompt-lookup-min", config.prompt_lookup_min, MAX_K, 2),
+            ("--prompt-lookup-max", config.prompt_lookup_max, MAX_K, 4),
+            ("--max-model-len", config.max_model_len or 1, MAX_TOKENS, 2048)):
+        if not 1 <= value <= most:  # past these the run would never end, or not fit
+            raise InputError(f"{flag} {value}: must be from 1 to {most:,}", f"e.g. {flag} {e_g}")
+    if config.prompt_lookup_min > config.prompt_lookup_max:
+        raise InputError(f"--prompt-lookup-min {config.prompt_lookup_min} is above "
+                         f"--prompt-lookup-max {config.prompt_lookup_max}", "e.g. 2 and 4")
+    if not 0 <= config.seed <= MAX_SEED:
+        raise InputError(f"--seed {config.seed}: must be from 0 to {MAX_SEED}", "e.g. --seed 0")
     if config.sampling.draft not in DRAFT_MODES:
         raise InputError(f"unknown draft sampling {config.sampling.draft!r}",
                          f"choose one of: {', '.join(DRAFT_MODES)}")
@@ -218,7 +241,8 @@ def run_oracle(config: OracleConfig,
 
 
 # Below this many parameters a forward pass is dominated by per-op overhead, and a second
-# thread only adds synchronisation (on a shared 2-core machine it made each pass 3-7x slower).
+# thread only adds synchronisation (on a shared 2-core machine it made each pass 11-31x slower:
+# benchmarks/results/threads.json).
 SMALL_MODEL_PARAMS = 100_000_000
 
 

@@ -9,8 +9,13 @@ fp8, and reads back where each digit landed. `canonical_pages` then returns the 
 as (num_blocks, block_size, H_kv, D), the layout `taps check` recomputes from.
 
 `tap_forward` is what a probe calls after `CPUAttentionBackendImpl.forward`: it taps q,
-both page tensors (only the blocks the requests read, the table renumbered), block table, seq lens, query start locations, the output, fp8 scales
-and the metadata that fixes the mask (causal, window, scale).
+both page tensors (only the blocks the requests read, the table renumbered), block table, seq
+lens, query start locations, the output, fp8 scales and what fixes the mask as the engine
+resolved it for this layer: the causal flag the kernel was given (``attn_metadata.causal``;
+per-sequence ``dynamic_causal`` offsets as a tensor), the layer's window (``impl.sliding_window``,
+built from the layer's own ``per_layer_sliding_window``), the scale, and whether the kernel
+also applied sinks, ALiBi or a soft cap (which the fp64 recomputation does not model, so it
+refuses such a record rather than mis-judge it).
 """
 
 from __future__ import annotations
@@ -118,7 +123,13 @@ def tap_forward(impl: Any, layer: Any, query: Any, kv_cache: Any, attn_metadata:
     if kv_dtype.startswith("fp8"):
         tensors["k_scale"] = torch.tensor(float(layer._k_scale_float))
         tensors["v_scale"] = torch.tensor(float(layer._v_scale_float))
-    window = impl.sliding_window if impl.sliding_window != -1 else None
+    dynamic = getattr(attn_metadata, "dynamic_causal", None)
+    if dynamic is not None:
+        tensors["dynamic_causal"] = dynamic
+    window = impl.sliding_window if impl.sliding_window not in (-1, None) else None
     tap(name, tensors, layer=layer_name or getattr(layer, "layer_name", "0"),
         meta={"causal": bool(attn_metadata.causal), "window": window, "scale": impl.scale,
-              "backend": "vllm-cpu", **(meta or {})})
+              "backend": "vllm-cpu", "attn_type": str(getattr(impl, "attn_type", "decoder")),
+              "sinks": getattr(impl, "sinks", None) is not None,
+              "alibi": getattr(impl, "alibi_slopes", None) is not None,
+              "softcap": float(getattr(impl, "logits_soft_cap", 0.0) or 0.0), **(meta or {})})

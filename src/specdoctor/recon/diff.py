@@ -18,6 +18,8 @@ from pathlib import Path
 
 from specdoctor.recon.manifest import FileRecord, Snapshot
 
+CONTEXT = 3  # lines of context around a change, as diff -u
+
 STATUSES = ("changed", "added", "removed", "moved", "same")
 
 
@@ -65,7 +67,7 @@ class SnapshotDiff:
 
 
 def diff_snapshots(a: Snapshot, a_dir: Path, b: Snapshot, b_dir: Path,
-                   context: int = 3, include_same: bool = False) -> SnapshotDiff:
+                   context: int = CONTEXT, include_same: bool = False) -> SnapshotDiff:
     out = SnapshotDiff(a, b)
     a_files = _as_now(a, a_dir, "a", out.edited)
     b_files = _as_now(b, b_dir, "b", out.edited)

@@ -11,6 +11,8 @@ its package version.
 
 from __future__ import annotations
 
+DEFAULT_PICKS = ("vllm",)  # what `recon extract` takes when no --pick is given
+
 PRESETS: dict[str, dict[str, tuple[str, ...]]] = {
     "vllm": {
         "metrics": (

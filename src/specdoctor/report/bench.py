@@ -26,6 +26,7 @@ from specdoctor.bench import summary
 from specdoctor.bench.summary import Row, Winner
 from specdoctor.errors import InputError
 from specdoctor.report.bench_rows import grouped_errors, table
+from specdoctor.report.html import page
 from specdoctor.report.plot import COLOURS, draw_per_position, new_figure
 from specdoctor.store.bench import BenchRun, BenchStore
 
@@ -265,18 +266,12 @@ def markdown(c: Content) -> str:
     return "\n".join(lines)
 
 
-CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
-table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}
-th{background:#f3f3f3}td{text-align:right}td:nth-child(-n+3){text-align:left}
-pre{background:#f6f6f6;padding:8px;white-space:pre-wrap;word-break:break-all}
-img{max-width:100%;border:1px solid #eee}.failed{color:#b00}"""
+CSS = "td{text-align:right}td:nth-child(-n+3){text-align:left}"  # numbers right, labels left
 
 
 def html_page(c: Content) -> str:
     e = html.escape
-    parts = [(f"<!doctype html><html><head><meta charset='utf-8'><title>{e(c.title)}</title>"
-             f"<style>{CSS}</style></head><body><h1>{e(c.title)}</h1><ul>")]
-    parts += [f"<li>{e(m)}</li>" for m in c.meta] + ["</ul>"]
+    parts = ["<ul>"] + [f"<li>{e(m)}</li>" for m in c.meta] + ["</ul>"]
     if c.verdicts:
         parts.append("<h2>Verdicts</h2><ul>")
         for v in c.verdicts:
@@ -303,8 +298,7 @@ def html_page(c: Content) -> str:
     parts.append("<h2>Exact commands</h2>")
     for label, cmd, _ in c.commands:
         parts.append(f"<h3>{e(label)}</h3><pre>{e(cmd)}</pre>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    return page(c.title, parts, CSS)
 
 
 def write_report(store: BenchStore, run_id: int, out_dir: Path) -> dict[str, Path]:
@@ -320,5 +314,5 @@ def write_report(store: BenchStore, run_id: int, out_dir: Path) -> dict[str, Pat
         page.write_text(html_page(c))
     except OSError as exc:
         raise InputError(f"cannot write the report into {out_dir}: {exc.strerror}",
-                         "pass --report-dir to a writable folder") from exc
+                         "pass --out to a writable folder") from exc
     return {"markdown": md, "html": page}

@@ -117,3 +117,25 @@ def print_notes(console: Console, notes: Sequence[str]) -> None:
     """Each note once, in first-seen order (a window's note repeated by its total is one note)."""
     for n in dict.fromkeys(notes):
         console.print(f"[yellow]note:[/yellow] {escape(n)}", highlight=False)
+
+
+def ledger_table(entries: Sequence[dict]) -> Table:
+    """A ledger (``Ledger.to_json()``, as stored) as a table: each hypothesis with the experiment
+    that decides it, its cost, its verdict and its last evidence in full. The evidence wraps at
+    word boundaries and nothing is cut, so a command it suggests stays whole in 80 columns."""
+    t = Table(header_style="bold", caption="cost: CPU/GPU minutes, server restarts",
+              caption_justify="left")
+    t.add_column("hypothesis (experiment)", overflow="fold")  # a long name folds, never cut
+    t.add_column("cost", no_wrap=True)
+    t.add_column("verdict", no_wrap=True)
+    t.add_column("evidence", ratio=1, overflow="fold")
+    for e in entries:
+        c = e.get("cost") or {}
+        cost = f"{c.get('cpu_min', 0):g}/{c.get('gpu_min', 0):g}, {c.get('restarts', 0)}"
+        evidence = e.get("evidence") or []
+        name = escape(str(e.get("id", "")))
+        if e.get("experiment"):
+            name += f"\n[dim]({escape(str(e['experiment']))})[/dim]"
+        t.add_row(name, cost, escape(str(e.get("verdict", ""))),
+                  escape(evidence[-1]) if evidence else "")
+    return t

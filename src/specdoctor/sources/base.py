@@ -117,11 +117,16 @@ class LogReading:
 WindowSink = Callable[[list[Window]], None]
 
 
+# vLLM: drafts of a fixed length k, of varying length (ngram), or read from the start-up lines
+DRAFTERS = ("auto", "fixed", "variable")
+LAST_WINDOWS = 20  # windows a reading keeps (and a table shows) unless asked for more
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     """What a user may tell a reader that the log does not say."""
 
-    drafter: str = "auto"  # vLLM: "fixed", "variable" or "auto" (from the start-up lines)
+    drafter: str = "auto"  # one of DRAFTERS
     k: int | None = None  # SGLang: draft tokens per step when no server_args line is logged
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from specdoctor.errors import InputError
+from specdoctor.store.db import row_key, row_limit
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS bench_runs (
@@ -94,7 +95,7 @@ class BenchStore:
 
     def run(self, run_id: int) -> BenchRun:
         r = self._conn.execute("SELECT id, created_at, kind, status, params, configs FROM bench_runs"
-                               " WHERE id = ?", (run_id,)).fetchone()
+                               " WHERE id = ?", (row_key(run_id),)).fetchone()
         if r is None:
             raise InputError(f"no benchmark run {run_id} in {self.path}",
                              "list them with: specdoctor report --list")
@@ -102,7 +103,7 @@ class BenchStore:
 
     def runs(self, limit: int = 50) -> list[BenchRun]:
         rows = self._conn.execute("SELECT id, created_at, kind, status, params, configs FROM bench_runs"
-                                  " ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+                                  " ORDER BY id DESC LIMIT ?", (row_limit(limit),)).fetchall()
         return [BenchRun(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5])) for r in rows]
 
     def put_cell(self, run_id: int, key: str, *, config: str, suite: str, sampling: str,

@@ -19,6 +19,21 @@ from typing import Any
 
 from specdoctor.errors import InputError
 
+SQLITE_INT_MAX = 2 ** 63 - 1
+LIST_LIMIT = 20  # rows a listing shows unless told otherwise (`runs`, `ledger list`)  # SQLite integers are 64-bit; Python's are not
+
+
+def row_key(n: int) -> int:
+    """N as a row id to look up: an id past SQLite's 64-bit range matches no row, as an unknown
+    id does (so the caller says "no run N", never overflows)."""
+    return n if -SQLITE_INT_MAX - 1 <= n <= SQLITE_INT_MAX else -1
+
+
+def row_limit(n: int) -> int:
+    """N as a LIMIT: at most SQLite's largest integer, never negative (SQLite reads -1 as none)."""
+    return max(0, min(n, SQLITE_INT_MAX))
+
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id          INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -136,16 +151,16 @@ class Store:
             )
         return run_id
 
-    def runs(self, limit: int = 50) -> list[RunRow]:
+    def runs(self, limit: int = LIST_LIMIT) -> list[RunRow]:
         rows = self._conn.execute(
             "SELECT id, created_at, kind, engine, target, status, error, result, launch_spec"
-            " FROM runs ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+            " FROM runs ORDER BY id DESC LIMIT ?", (row_limit(limit),)).fetchall()
         return [_row(r) for r in rows]
 
     def run(self, run_id: int) -> RunRow:
         r = self._conn.execute(
             "SELECT id, created_at, kind, engine, target, status, error, result, launch_spec"
-            " FROM runs WHERE id = ?", (run_id,)).fetchone()
+            " FROM runs WHERE id = ?", (row_key(run_id),)).fetchone()
         if r is None:
             raise InputError(f"no run {run_id} in {self.path}", "list runs with: specdoctor runs")
         return _row(r)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from specdoctor.errors import InputError
+from specdoctor.store.db import LIST_LIMIT, row_key, row_limit
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS investigations (
@@ -102,7 +103,7 @@ class LedgerStore:
     def get(self, inv_id: int) -> Investigation:
         r = self._conn.execute(
             "SELECT id, created_at, updated_at, target, status, signature, result"
-            " FROM investigations WHERE id=?", (inv_id,)).fetchone()
+            " FROM investigations WHERE id=?", (row_key(inv_id),)).fetchone()
         if r is None:
             raise InputError(f"no investigation {inv_id} in {self.path}",
                              "list them with: specdoctor ledger list")
@@ -114,9 +115,9 @@ class LedgerStore:
             (inv_id,))]
         return Investigation(r[0], r[1], r[2], r[3], r[4], _load(r[5]), _load(r[6]), ledger, exps)
 
-    def list(self, limit: int = 20) -> list[Investigation]:
+    def list(self, limit: int = LIST_LIMIT) -> list[Investigation]:
         ids = [r[0] for r in self._conn.execute(
-            "SELECT id FROM investigations ORDER BY id DESC LIMIT ?", (limit,))]
+            "SELECT id FROM investigations ORDER BY id DESC LIMIT ?", (row_limit(limit),))]
         return [self.get(i) for i in ids]
 
 

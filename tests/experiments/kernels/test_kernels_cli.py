@@ -42,6 +42,23 @@ def test_pass_json_then_user_adapter_fails_with_position(tmp_path):
     assert "q_pos" in r.stdout and "negative control caught" in r.stdout
 
 
+def test_a_top_left_user_kernel_fails_with_the_cause_named():
+    here = os.path.dirname(os.path.abspath(__file__))  # paged_kernels.py
+    r = run("--suite", "smoke", "--impl", "paged_kernels:top_left,paged_kernels:bottom_right",
+            "--json", path=here)
+    assert r.returncode == 1, r.stderr
+    d = json.loads(r.stdout)
+    res = {(x["impl"], x["case"]): x for x in d["results"]}
+    assert all(res[("paged_kernels:bottom_right", c["name"])]["ok"] for c in d["cases"])
+    bad = res[("paged_kernels:top_left", "smoke/causal/edge")]
+    assert not bad["ok"] and bad["cause"].startswith("top-left causal")
+    assert res[("paged_kernels:top_left", "smoke/noncausal-swa/edge")]["ok"]
+    r = run("--suite", "smoke", "--impl", "paged_kernels:top_left", path=here)
+    out = " ".join(r.stdout.split())
+    assert r.returncode == 1 and "cause paged_kernels:top_left: 2 of its 2 failing case(s) " \
+        "match the reference of top-left causal" in out, r.stdout
+
+
 @pytest.mark.parametrize("args,message", [
     (("--tol", "bf16=1"), "cannot read --tol"),
     (("--suite", "nope"), "no suite 'nope'"),

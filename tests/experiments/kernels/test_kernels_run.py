@@ -18,9 +18,9 @@ HAS_VLLM = importlib.util.find_spec("vllm") is not None
 
 
 def _user(name, fn, conv="sdpa"):
-    from specdoctor.experiments.kernels.adapters import EXPLICIT_MASK
+    from specdoctor.experiments.kernels.adapters import MODEL_MASK
 
-    return Adapter(name, conv, "test", fn, convention=EXPLICIT_MASK if conv == "sdpa" else None)
+    return Adapter(name, conv, "test", fn, convention=MODEL_MASK if conv == "sdpa" else None)
 
 
 @pytest.fixture(scope="module")
@@ -99,3 +99,79 @@ def test_flex_with_transcribed_mask_mods_as_on_a_gpu_without_vllm():
 
     r = check(load_suite("smoke"), [Adapter("flex-own", "flex", "test", flex_paged)], "cpu")
     assert r.ok and len(r.results) == 4
+
+
+# --- user kernels: tests/experiments/kernels/paged_kernels.py, written without specdoctor ------
+
+USER = ("bottom_right", "bottom_right_w", "top_left", "window_wide", "no_block_table", "gqa",
+        "chunk_positions", "stale_key")
+
+
+@pytest.fixture(scope="module")
+def user_report():
+    return check(load_suite("default"), load([f"paged_kernels:{n}" for n in USER], "cpu"), "cpu",
+                 "default")
+
+
+def _failed(report, name):
+    return {x.case: x for x in report.results if x.impl == f"paged_kernels:{name}" and not x.ok}
+
+
+def test_a_correct_user_kernel_passes_every_default_case_in_either_window_form(user_report):
+    for name in ("bottom_right", "bottom_right_w"):
+        assert _failed(user_report, name) == {}, name
+    assert len({x.case for x in user_report.results}) == 29
+    assert user_report.control_caught
+
+
+def test_a_top_left_user_kernel_fails_every_causal_case_and_is_named_top_left(user_report):
+    failed = _failed(user_report, "top_left")
+    # every default causal case has a sequence with a cached context, where top-left differs
+    assert set(failed) == {c.name for c in user_report.cases if c.causal}
+    assert len(failed) == 19
+    assert all(x.cause and x.cause.startswith("top-left causal") for x in failed.values())
+
+
+@pytest.mark.parametrize("bug,cases,cause", [
+    ("window_wide", "window", "window one key wider"),
+    ("no_block_table", "all", None),
+    ("gqa", "grouped", None),
+    ("chunk_positions", "several queries", None),
+    ("stale_key", "non-causal", None),
+])
+def test_each_planted_bug_is_caught_and_never_blamed_on_the_wrong_mask(user_report, bug, cases,
+                                                                       cause):
+    failed = _failed(user_report, bug)
+    by_name = {c.name: c for c in user_report.cases}
+    expect = {"window": lambda c: c.window is not None,
+              "all": lambda c: True,
+              "grouped": lambda c: c.heads_q != c.heads_kv,
+              "several queries": lambda c: any(n > 1 for _, n in c.seqs),
+              "non-causal": lambda c: not c.causal}[cases]
+    assert failed and all(expect(by_name[name]) for name in failed)
+    assert {x.cause.split(":")[0] if x.cause else None for x in failed.values()} == {cause}
+
+
+def test_the_declared_convention_only_changes_how_the_window_is_passed():
+    from specdoctor.experiments.kernels.adapters import MODEL_MASK, window_param
+
+    for name in ("bottom_right", "top_left"):
+        (a,) = load([f"paged_kernels:{name}"], "cpu")
+        assert a.convention == MODEL_MASK and a.mask_convention == "model"
+    assert load(["paged_kernels:bottom_right"], "cpu")[0].window_form == "fa2"
+    assert load(["paged_kernels:top_left"], "cpu")[0].window_form == "sdpa"
+    assert window_param("fa2", 64, True) == (63, 0) and window_param("fa2", 64, False) == (63, 63)
+    assert window_param("fa2", None, True) == (-1, -1) == window_param("triton", None, False)
+    assert window_param("cpu", None, True) == -1 and window_param("cpu", 8, False) == 8
+    assert window_param("sdpa", None, True) is None and window_param("flex", 8, True) == 8
+
+
+def test_a_convention_that_names_no_window_form_is_one_message(monkeypatch):
+    import paged_kernels
+
+    from specdoctor.errors import InputError
+
+    monkeypatch.setattr(paged_kernels.top_left, "mask_convention", "top-left", raising=False)
+    with pytest.raises(InputError, match="not a window convention") as exc:
+        load(["paged_kernels:top_left"], "cpu")
+    assert "fa2" in exc.value.fix

@@ -99,3 +99,16 @@ def test_reference_mask_is_the_resolved_model():
     spec = MaskSpec(3, False)
     got = reference_mask("fa2", spec, 5, 4)
     assert (got == mask_array(Convention("W-1", "symmetric", "<="), spec, 5, 4)).all()
+
+
+def test_sizes_that_cannot_be_built_are_refused_before_any_mask():
+    from specdoctor.errors import InputError
+    from specdoctor.experiments.masks.diff import MAX_DIFF_CELLS, MAX_MASK_CELLS, check_size
+
+    check_size(0, 16, 8)  # the default range
+    with pytest.raises(InputError, match=f"past the limit of {MAX_MASK_CELLS:,}"):
+        check_size(10 ** 8, 10 ** 8, 8)  # one mask of 800M cells
+    with pytest.raises(InputError, match=f"past the limit of {MAX_DIFF_CELLS:,}"):
+        check_size(0, 20_000, 8)  # each mask small, together 1.6G cells
+    with pytest.raises(InputError, match="need 0 <= A <= B"):
+        check_size(5, 2, 8)

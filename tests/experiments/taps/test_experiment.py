@@ -120,19 +120,63 @@ def test_findings_from_real_taps_and_a_record_that_cannot_be_compared():
     assert f.verdict is Verdict.INCONCLUSIVE and "none comparable" in f.evidence
 
 
+DRAFTERS = Path(__file__).with_name("fixtures") / "drafters"
+
+
+def _drafter(kind: str):
+    from specdoctor.experiments.taps.records import load_dir
+
+    return load_dir(DRAFTERS / kind)
+
+
+def test_eagle3_taps_with_heads_lost_confirm_it_with_the_pattern():
+    f, nums, skipped = hook.findings_from_taps(_drafter("eagle3-heads-lost"))
+    assert f.verdict is Verdict.CONFIRMED and not skipped, f.evidence
+    assert nums["heads_off"] == [1, 2, 3] and nums["cells_zero"] == nums["cells_off"]
+    # a causal prefill: rows past the first quarter lose heads, the rows inside it keep them
+    assert nums["off_rows_position"][0] >= 0.25 and nums["matching_rows_position"][1] < 0.25
+
+
+def test_dflash_taps_are_recomputed_non_causal_and_within_the_window():
+    """A healthy DFlash block is non-causal: judged with its own mask it matches fp64 to float32
+    rounding; judged causal it would be off. The windowed drafter matches only with its window
+    of 4 on both sides."""
+    from specdoctor.experiments.taps.attention import recompute
+
+    for kind, window in (("dflash", None), ("dflash-window", 4)):
+        (rec,) = _drafter(kind)
+        assert rec.meta["causal"] is False and rec.meta["layer_causal"] is False
+        assert rec.meta["window"] == window
+        f, nums, _ = hook.findings_from_taps([rec])
+        assert f.verdict is Verdict.EXCLUDED, f.evidence
+        assert max(nums["max_rel_err_per_head"]) < 8 * 2.0 ** -23
+        rec.meta.update(causal=True, layer_causal=True)
+        assert not recompute(rec).trusted, kind  # a causal reference would call it wrong
+        rec.meta.update(causal=False, layer_causal=False)
+        if window is not None:
+            for other in (None, window + 1, window - 1):
+                rec.meta["window"] = other
+                assert not recompute(rec).trusted, other
+
+
+def test_dflash_taps_with_heads_lost_confirm_it():
+    f, nums, _ = hook.findings_from_taps(_drafter("dflash-heads-lost"))
+    assert f.verdict is Verdict.CONFIRMED, f.evidence
+    assert nums["heads_off"] == [1, 2, 3] and nums["cells_off"] == 3 * 4  # 4 rows x 3 heads
+
+
 # -- the launch, and why nothing was tapped --------------------------------------------------
 
 def test_tapped_launch_keeps_the_users_pythonpath_first(tmp_path):
     launch = LaunchSpec(("vllm", "serve", "m"), {"PYTHONPATH": "/user/patch:/user/lib", "A": "1"})
-    out = hook.tapped_launch(launch, tmp_path / "pack", tmp_path / "taps", "draft_model.",
-                             extra_path="/src")
+    out = hook.tapped_launch(launch, tmp_path / "pack", tmp_path / "taps", extra_path="/src")
     assert out.env["PYTHONPATH"].split(os.pathsep) == ["/user/patch", "/user/lib",
                                                        str(tmp_path / "pack"), "/src"]
     assert out.env["SPECDOCTOR_TAPS"] == str(tmp_path / "taps") and out.env["A"] == "1"
-    assert out.env["SPECDOCTOR_TAPS_PREFIX"] == "draft_model."
+    assert "SPECDOCTOR_TAPS_PREFIX" not in out.env  # the draft's layers come from the proposer
     assert out.argv == launch.argv
     # no PYTHONPATH in the launch: the one the server inherits is kept, in front
-    bare = hook.tapped_launch(LaunchSpec(("x",)), tmp_path / "p", tmp_path / "t", "d.",
+    bare = hook.tapped_launch(LaunchSpec(("x",)), tmp_path / "p", tmp_path / "t",
                               base_pythonpath="/inherited")
     assert bare.env["PYTHONPATH"].split(os.pathsep) == ["/inherited", str(tmp_path / "p")]
 
@@ -141,6 +185,14 @@ def test_no_taps_reasons(tmp_path):
     assert "reported: cannot wrap" in hook.no_taps_reason([{"error": "cannot wrap X"}], "", "draft_model")
     live = hook.no_taps_reason([{"live": "model.layers.0.self_attn.attn"}], "", "eagle3")
     assert "model.layers.0.self_attn.attn" in live and "eagle3" in live
+    assert "never reported" in live and "load_model" in live
+    named = hook.no_taps_reason([{"draft_layers": ["model.layers.2.self_attn.attn"],
+                                  "proposer": "EagleProposer"},
+                                 {"live": "model.layers.0.self_attn.attn", "draft_layers": []}],
+                                "", "eagle3")
+    assert "model.layers.2.self_attn.attn" in named and "none of them ran" in named
+    none = hook.no_taps_reason([{"draft_layers": [], "proposer": "EagleProposer"}], "", "eagle3")
+    assert "named no attention layer" in none
     plain = tmp_path / "plain"
     plain.mkdir()
     (plain / "sitecustomize.py").write_text("print('mine')\n")
@@ -169,8 +221,11 @@ def test_the_hook_is_wired_and_says_what_it_cannot_reach(tmp_path):
     ctx = Context(workdir=tmp_path, launch=LaunchSpec(("x",)), launcher=object(), prompts=("a",),
                   method="draft_model")
     assert exp.unavailable(ctx) is None
-    ctx.method = "eagle3"
-    assert "draft_model" in exp.unavailable(ctx)
+    for method in ("eagle3", "dflash", "mtp", "eagle"):  # the proposer names their layers
+        ctx.method = method
+        assert exp.unavailable(ctx) is None, method
+    ctx.method = "medusa"
+    assert "no draft attention" in exp.unavailable(ctx)
     ctx.method = "ngram"
     assert "no draft attention" in exp.unavailable(ctx)
     ctx.method, ctx.launch = "draft_model", None

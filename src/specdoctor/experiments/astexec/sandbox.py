@@ -30,6 +30,10 @@ CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 
 
+MAX_TIMEOUT_S = 24 * 3600.0
+MEMORY_MB = (64, 1 << 20)  # below 64 MiB Python itself cannot start; 1 TiB is past any machine
+
+
 @dataclass(frozen=True)
 class SandboxLimits:
     timeout_s: float = 60.0
@@ -37,18 +41,33 @@ class SandboxLimits:
     file_mb: int = 64
     open_files: int = 1024
 
+    def __post_init__(self) -> None:
+        # refused here, in words, rather than by setrlimit inside the child
+        if not 0 < self.timeout_s <= MAX_TIMEOUT_S:
+            raise InputError(f"timeout {self.timeout_s} s is out of range",
+                             f"give --timeout in seconds, above 0 and at most {MAX_TIMEOUT_S:g}")
+        if not MEMORY_MB[0] <= self.memory_mb <= MEMORY_MB[1]:
+            raise InputError(f"memory limit {self.memory_mb} MiB is out of range",
+                             f"give --memory-mb from {MEMORY_MB[0]} to {MEMORY_MB[1]}")
+
+
+def _limit(which: int, value: int) -> None:
+    """Set a limit, never above the one this process already runs under (raising a hard
+    limit needs privileges: under `ulimit -v 2000000` the sandbox gets 2 GB, not an error)."""
+    _, hard = resource.getrlimit(which)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(which, (value, value))
+
 
 def _preexec(limits: SandboxLimits, isolation_fd: int) -> None:
     """In the child, before exec: its own process group, limits, a network namespace."""
     os.setsid()
-    cpu = int(limits.timeout_s) + 1
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
-    mem = limits.memory_mb << 20
-    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-    size = limits.file_mb << 20
-    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _limit(resource.RLIMIT_CPU, int(limits.timeout_s) + 1)
+    _limit(resource.RLIMIT_AS, limits.memory_mb << 20)
+    _limit(resource.RLIMIT_FSIZE, limits.file_mb << 20)
+    _limit(resource.RLIMIT_NOFILE, limits.open_files)
+    _limit(resource.RLIMIT_CORE, 0)
     how = b"audit-hook"
     try:
         libc = ctypes.CDLL(None, use_errno=True)

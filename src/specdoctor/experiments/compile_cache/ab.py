@@ -104,8 +104,14 @@ def decide(found: AcceptanceProfile | None, isolated: AcceptanceProfile | None
     return "inconclusive", ev + ["a difference too small to call"]
 
 
+# One arm's measurement (greedy, code prompts) and how long each server may take to boot.
+AB_PROMPTS = 8
+AB_MAX_TOKENS = 32
+READY_TIMEOUT_S = 900.0
+
+
 def ab(spec: LaunchSpec, measure_fn: MeasureFn, *, workdir: Path | None = None,
-       timeout_s: float = 900.0, keep_isolated: bool = False,
+       timeout_s: float = READY_TIMEOUT_S, keep_isolated: bool = False,
        on_progress: Callable[[str], None] | None = None) -> ABResult:
     """Run ``spec`` as found, then with an isolated cache root; ``measure_fn(url)`` measures
     each arm the same way. Never raises for an arm that fails: the verdict says so."""
@@ -149,9 +155,14 @@ def _arm(name: str, spec: LaunchSpec, env: dict[str, str], workdir: Path,
     return arm
 
 
-def protocol_measure(num_prompts: int = 8, max_tokens: int = 32, suite: str = "code"
-                     ) -> MeasureFn:
+def protocol_measure(num_prompts: int = AB_PROMPTS, max_tokens: int = AB_MAX_TOKENS,
+                     suite: str = "code") -> MeasureFn:
     """A ``measure_fn`` running specdoctor's measurement protocol (greedy, one warm-up)."""
+    from specdoctor.bench import measure as proto
+
+    # refused now, before either server starts
+    proto.MeasureParams(num_prompts=num_prompts, max_tokens=max_tokens, suite=suite).check()
+
     def measure(url: str) -> AcceptanceProfile:
         from specdoctor.bench import measure as proto
         from specdoctor.bench.prompts import take

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specdoctor.textfile import read_text
+
 CACHE_DIR = "torch_compile_cache"
 AOT_DIR = "torch_aot_compile"
 _RANK = re.compile(r"^rank_(\d+)_(\d+)$")
@@ -162,10 +164,7 @@ def scan(root: Path, logs: Sequence[Path] = ()) -> CacheScan:
         by_path[os.path.normpath(e.path)] = e
     unmatched: list[Use] = []
     for log in logs:
-        try:
-            text = log.read_bytes().decode("utf-8", "replace")
-        except OSError:
-            continue
+        text = read_text(log, "start-up log")  # an unreadable or binary log is refused, not skipped
         for path, use in log_uses(text, str(log)):
             e = by_path.get(os.path.normpath(path))
             if e is None and use.action == "using":

@@ -67,7 +67,10 @@ def lint_cudagraph(k: int, sizes: Sequence[int] | None, max_size: int | None,
     return out
 
 
-def lint_block_size(k: int, block_size: int | None, method: str = "dflash") -> list[Lint]:
+BLOCK_METHOD = "dflash"  # the method whose drafters are trained on a block of k+1 positions
+
+
+def lint_block_size(k: int, block_size: int | None, method: str = BLOCK_METHOD) -> list[Lint]:
     """k against the block the drafter was trained for (DFlash: 1 + k query positions)."""
     if not block_size:
         return []

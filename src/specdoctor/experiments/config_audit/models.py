@@ -29,6 +29,7 @@ from specdoctor.errors import InputError
 
 HIDDEN_FED = ("eagle", "eagle3", "mtp", "dflash")
 METHODS = ("draft_model", *HIDDEN_FED)
+DEFAULT_METHOD = "draft_model"
 LEVELS = ("ok", "info", "suspect", "problem")
 # Where configs spell the rotary embedding; later containers win, as in transformers' loading.
 ROPE_CONTAINERS = ("rope_scaling", "rope_parameters")
@@ -187,7 +188,7 @@ def _tokenizer(d: Path) -> tuple[dict[str, int] | None, dict[str, Any]]:
     return vocab, special
 
 
-def audit_models(target_dir: Path, draft_dir: Path, method: str = "draft_model") -> ModelAudit:
+def audit_models(target_dir: Path, draft_dir: Path, method: str = DEFAULT_METHOD) -> ModelAudit:
     if method not in METHODS:
         raise InputError(f"unknown method {method!r}", f"choose one of: {', '.join(METHODS)}")
     t, d = read_config(target_dir), read_config(draft_dir)

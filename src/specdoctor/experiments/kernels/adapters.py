@@ -5,10 +5,8 @@ Every adapter has the signature
     fn(q, k_cache, v_cache, *, cu_seqlens_q, seqused_k, block_table, scale, causal, window) -> out
 
 with q (total_q, H_q, D), caches (num_blocks, block_size, H_kv, D), int32 metadata as vLLM
-passes it, `window` the model's sliding window W (None: full) and out (total_q, H_q, D).
-It never gets a mask: it turns (causal, window) into whatever its backend takes (a window
-tuple, -1 for none, a mask_mod), so a convention error shows up as a numeric failure.
-`mask_convention` names the mask model (experiments/masks) the reference uses for it.
+passes it, and out (total_q, H_q, D). It never gets a mask: it turns (causal, window) into
+whatever its backend takes, so a convention error shows up as a numeric failure.
 
     sdpa       torch SDPA per sequence over pages gathered through the block table
     flex       FlexAttention over the whole physical cache, mask_mod mapping physical
@@ -16,8 +14,14 @@ tuple, -1 for none, a mask_mod), so a convention error shows up as a numeric fai
                then vLLM's own logical mask_mods (a transcription where vLLM is absent)
     vllm-cpu   vLLM's CPU paged attention op, called as cpu_attn.py calls it
     flash-attn vllm_flash_attn / flash_attn varlen with block_table (CUDA only)
-    MOD:FN     a user function with the signature above; optional attribute
-               `mask_convention` (default "sdpa")
+    MOD:FN     a user function with the signature above
+
+A built-in gets the model's window W (None: full) and its reference follows its backend's
+mask model (experiments/masks), read from the engine's code. A user function is checked
+against the mask the model needs (``MODEL_MASK``: bottom-right causal, |q - k| < W), whatever
+it declares: its optional attribute ``mask_convention`` only says how ``window`` is passed to
+it (``window_param``: "fa2"/"triton" a (left, right) tuple as vLLM's backends build it, "cpu"
+W or -1, "sdpa"/"flex" or nothing W or None).
 """
 
 from __future__ import annotations
@@ -34,21 +38,40 @@ from specdoctor.experiments.kernels.inputs import gather
 from specdoctor.experiments.masks.backends import BACKENDS
 from specdoctor.experiments.masks.model import Convention
 
-# The sdpa mask model has two branches: is_causal=True (top-left, wrong for a cached
-# context) and the caller's explicit mask. The adapter builds the explicit one.
-EXPLICIT_MASK = Convention("W", "symmetric", "<", "bottom-right")
+# The mask a layer needs from a paged kernel: causal aligned bottom-right (query ctx+i sees
+# keys up to ctx+i; every decode and chunked-prefill kernel must), window |q - k| < W on both
+# sides. The sdpa adapter builds it as SDPA's explicit mask (SDPA's is_causal branch is
+# top-left, wrong for a cached context); user functions are checked against it.
+MODEL_MASK = Convention("W", "symmetric", "<", "bottom-right")
+
+# How a declared mask_convention receives the model's window W (None: full attention), as
+# vLLM's backends pass it: flash_attn.py and triton_attn.py build (W-1, 0), (W-1, W-1) for a
+# non-causal layer, (-1, -1) for none (bounds inclusive); cpu_attn.py passes W, -1 for none.
+WINDOW_FORMS = {"sdpa": "W, None for full", "flex": "W, None for full", "cpu": "W, -1 for full",
+                "fa2": "(W-1, 0) causal, (W-1, W-1) non-causal, (-1, -1) full",
+                "triton": "(W-1, 0) causal, (W-1, W-1) non-causal, (-1, -1) full"}
 
 Fn = Callable[..., Any]
+
+
+def window_param(form: str, window: int | None, causal: bool) -> Any:
+    """The model's window W as an adapter declaring ``form`` (a key of WINDOW_FORMS) takes it."""
+    if form in ("fa2", "triton"):
+        return (-1, -1) if window is None else (window - 1, 0 if causal else window - 1)
+    if form == "cpu":
+        return -1 if window is None else window
+    return window
 
 
 @dataclass
 class Adapter:
     name: str
-    mask_convention: str  # the mask model the reference uses
+    mask_convention: str  # the mask model the reference uses ("model" for MODEL_MASK)
     how: str
     fn: Fn | None = None
     unavailable: str | None = None  # why it cannot run here
-    convention: Convention | None = None  # pins one branch of the mask model (see _sdpa)
+    convention: Convention | None = None  # the reference's convention when fixed, not resolved
+    window_form: str = "sdpa"  # how `window` reaches fn (WINDOW_FORMS); built-ins take W
 
 
 def _positions(seqused_k: Any, cu_seqlens_q: Any, s: int, shift: int = 0) -> tuple[Any, Any]:
@@ -213,7 +236,7 @@ def _has(module: str) -> str | None:
 
 def _sdpa(device: str) -> Adapter:
     return Adapter("sdpa", "sdpa", "torch SDPA per sequence over gathered pages, caller-built bool mask",
-                   sdpa_paged, _has("torch"), EXPLICIT_MASK)
+                   sdpa_paged, _has("torch"), MODEL_MASK)
 
 
 def _flex(device: str) -> Adapter:
@@ -265,11 +288,14 @@ def user_adapter(spec: str) -> Adapter:
                          "put its directory on PYTHONPATH") from exc
     except AttributeError as exc:
         raise InputError(f"--impl {spec}: {module} has no {attr}", "check the function name") from exc
-    conv = getattr(fn, "mask_convention", "sdpa")
-    if conv not in BACKENDS:
-        raise InputError(f"--impl {spec}: mask_convention {conv!r} is not a mask model",
-                         f"set it to one of {', '.join(BACKENDS)}")
-    return Adapter(spec, conv, f"user function (mask model {conv})", fn)
+    form = getattr(fn, "mask_convention", "sdpa")
+    if form not in WINDOW_FORMS:
+        raise InputError(f"--impl {spec}: mask_convention {form!r} is not a window convention",
+                         f"set it to one of {', '.join(WINDOW_FORMS)} (how your function takes "
+                         f"the window: {'; '.join(f'{k} {v}' for k, v in WINDOW_FORMS.items())})")
+    return Adapter(spec, "model", f"user function, checked against the model's mask (bottom-right "
+                   f"causal, |q - k| < W); window passed as {form}: {WINDOW_FORMS[form]}",
+                   fn, convention=MODEL_MASK, window_form=form)
 
 
 def load(names: list[str], device: str) -> list[Adapter]:
@@ -279,4 +305,4 @@ def load(names: list[str], device: str) -> list[Adapter]:
 def control() -> Adapter:
     """The negative control: SDPA with every query position shifted by one."""
     return Adapter("control:shifted-mask", "sdpa", "SDPA with query positions shifted by +1",
-                   partial(sdpa_paged, shift=1), convention=EXPLICIT_MASK)
+                   partial(sdpa_paged, shift=1), convention=MODEL_MASK)

@@ -29,6 +29,10 @@ DTYPES = ("float32", "float16", "bfloat16")
 DATA = ("random", "edge")
 # max |out - ref| allowed per dtype; Case A used 2e-2 against bf16.
 TOLERANCES: dict[str, float] = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 2e-2}
+# The largest case checked: elements of its KV cache (keys and values, every kv head) and of its
+# attention scores (every query head x visible key), each held in fp64 by the reference. 2**27
+# elements are 1 GiB in fp64; the `long` suite's largest case needs 2.1M and 2.1M.
+MAX_ELEMENTS = 1 << 27
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,20 @@ def validate_case(c: Case) -> list[str]:
         out.append(f"dtype {c.dtype!r} is not one of {', '.join(DTYPES)}")
     if c.data not in DATA:
         out.append(f"data {c.data!r} is not one of {', '.join(DATA)}")
+    if not out:
+        out += _too_large(c)
     return out
+
+
+def _too_large(c: Case) -> list[str]:
+    """The limit a case passes, named, before anything is allocated for it."""
+    tokens = sum(ctx + n for ctx, n in c.seqs)
+    cache = 2 * tokens * c.heads_kv * c.head_dim
+    scores = sum(n * (ctx + n) for ctx, n in c.seqs) * c.heads_q
+    big = [f"{what} of {count:,} elements" for what, count in (("a KV cache", cache),
+                                                                ("attention scores", scores))
+           if count > MAX_ELEMENTS]
+    return [f"{' and '.join(big)}: past the limit of {MAX_ELEMENTS:,} (1 GiB in fp64)"] if big else []
 
 
 W = 64  # the window of the built-in suites (short enough for CPU, long enough for edges)
@@ -132,6 +149,11 @@ def _smoke() -> list[Case]:
 
 
 SUITES = {"default": _default, "long": _long, "smoke": _smoke}
+DEFAULT_SUITE = "default"
+# The built-in implementations, in the order `kernels check` runs them (adapters.BUILTIN).
+IMPLS = ("sdpa", "flex", "vllm-cpu", "flash-attn")
+DEVICES = ("cpu", "cuda")
+DEFAULT_DEVICE = "cpu"
 
 
 def load_suite(name: str) -> list[Case]:
@@ -144,7 +166,7 @@ def load_suite(name: str) -> list[Case]:
                          f"use one of {', '.join(SUITES)} or a JSON file of cases")
     try:
         raw = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # unreadable, not UTF-8, or not JSON
         raise InputError(f"cannot read suite {path}: {exc}", "write a JSON list of case objects") from exc
     if not isinstance(raw, list) or not raw:
         raise InputError(f"suite {path} is not a non-empty JSON list", "write [{\"name\": …, \"seqs\": [[ctx, q], …]}, …]")
@@ -162,7 +184,11 @@ def load_suite(name: str) -> list[Case]:
         except (TypeError, ValueError) as exc:
             raise InputError(f"suite {path}: entry {i} seqs {obj['seqs']!r} are not [ctx, n_q] pairs",
                              "write \"seqs\": [[37, 8], [5, 1]]") from exc
-        cases.append(Case(**{"name": f"case{i}", **obj, "seqs": seqs}))
+        try:
+            cases.append(Case(**{"name": f"case{i}", **obj, "seqs": seqs}))
+        except TypeError as exc:  # a field of the wrong type ("heads_q": "8")
+            raise InputError(f"suite {path}: entry {i}: {exc}",
+                             "give numbers as numbers and names as strings (docs/kernels.md)") from exc
     return cases
 
 

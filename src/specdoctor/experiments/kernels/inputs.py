@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specdoctor.errors import InputError
-from specdoctor.experiments.kernels.cases import Case
+from specdoctor.experiments.kernels.cases import DEFAULT_DEVICE, Case
 from specdoctor.experiments.masks.model import Convention, MaskSpec, mask_array
 
 SPARE_BLOCKS = 3  # blocks owned by no sequence, full of stale data
@@ -53,7 +53,7 @@ def torch_dtype(name: str) -> Any:
     return getattr(torch, name)
 
 
-def build(case: Case, device: str = "cpu") -> Paged:
+def build(case: Case, device: str = DEFAULT_DEVICE) -> Paged:
     import torch
 
     gen = torch.Generator().manual_seed(case.seed)

@@ -7,21 +7,46 @@ see a one-key mask error, so nothing else the run says could be trusted.
 Errors: max |out - ref| (the tolerance applies to it), relative = max abs / max |ref|,
 and the worst position (sequence, absolute query position, head, dim). NaN or inf in an
 output is an infinite error: it never passes.
+
+Cause: when a case fails, the output is compared with the references of the usual mask
+mistakes (``SUSPECTS``: causal aligned top-left, the window one key wider or narrower, the
+window ignored, a non-causal layer served causal). One that the output matches within the
+tolerance, where the true reference does not, is named as the cause.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from specdoctor.experiments.kernels.adapters import Adapter, control
+from specdoctor.experiments.kernels.adapters import Adapter, control, window_param
 from specdoctor.experiments.kernels.cases import TOLERANCES, Case
 from specdoctor.experiments.kernels.inputs import Paged, build, validate
 from specdoctor.experiments.kernels.reference import paged_reference
-from specdoctor.experiments.masks.backends import reference_mask
-from specdoctor.experiments.masks.model import Convention, MaskSpec, visible
+from specdoctor.experiments.masks.backends import resolve
+from specdoctor.experiments.masks.cite import CodeRoot
+from specdoctor.experiments.masks.model import Convention, MaskSpec, mask_array, visible
+
+Mask = tuple[Convention, MaskSpec]
+
+# The usual mask mistakes: (name, what it means, the mistaken mask from the true one or None
+# where it is no mistake for this layer).
+SUSPECTS: tuple[tuple[str, str, Callable[[Convention, MaskSpec], Mask | None]], ...] = (
+    ("top-left causal", "the causal mask is aligned top-left (query i of a step sees keys 0..i, "
+     "as SDPA's is_causal) where a cached context needs bottom-right (query ctx+i sees keys up "
+     "to ctx+i): align it to the end of the keys",
+     lambda c, m: (replace(c, causal_align="top-left"), m) if m.causal else None),
+    ("window one key wider", "the window admits one key more on each side than |q - k| < W",
+     lambda c, m: (c, MaskSpec(m.window + 1, m.causal)) if m.window else None),
+    ("window one key narrower", "the window admits one key less on each side than |q - k| < W",
+     lambda c, m: (c, MaskSpec(m.window - 1, m.causal)) if m.window and m.window > 1 else None),
+    ("window ignored", "the layer's sliding window is not applied",
+     lambda c, m: (c, MaskSpec(None, m.causal)) if m.window else None),
+    ("non-causal layer served causal", "keys after the query are hidden from a non-causal layer",
+     lambda c, m: (c, MaskSpec(m.window, True)) if not m.causal else None),
+)
 
 
 @dataclass
@@ -35,6 +60,7 @@ class Result:
     worst: dict[str, int] | None
     seconds: float
     error: str | None = None  # the adapter raised or returned the wrong shape
+    cause: str | None = None  # a suspect (SUSPECTS) the failing output matches: "name: meaning"
 
     @property
     def ok(self) -> bool:
@@ -123,7 +149,32 @@ def _sync(device: str) -> None:
 
 def _call(a: Adapter, p: Paged) -> Any:
     return a.fn(p.q, p.k_cache, p.v_cache, cu_seqlens_q=p.cu_seqlens_q, seqused_k=p.seqused_k,
-                block_table=p.block_table, scale=p.scale, causal=p.causal, window=p.window)
+                block_table=p.block_table, scale=p.scale, causal=p.causal,
+                window=window_param(a.window_form, p.window, p.causal))
+
+
+def reference_convention(a: Adapter, spec: MaskSpec, code: CodeRoot) -> Convention:
+    """The convention of `a`'s reference: fixed (user functions: the model's mask), else its
+    backend's mask model as the engine's code under `code` gives it."""
+    return a.convention or resolve(a.mask_convention, spec, code).convention
+
+
+def _masks(mask: Mask, case: Case) -> list[Any]:
+    conv, spec = mask
+    return [mask_array(conv, spec, ctx, n) for ctx, n in case.seqs]
+
+
+def suspect(out: Any, truth: Mask, case: Case, tol: float, reference: Callable[[Mask], Any],
+            p: Paged) -> str | None:
+    """The first usual mask mistake whose reference the failing ``out`` matches within ``tol``."""
+    want = b"".join(m.tobytes() for m in _masks(truth, case))
+    for name, meaning, mistake in SUSPECTS:
+        alt = mistake(*truth)
+        if alt is None or b"".join(m.tobytes() for m in _masks(alt, case)) == want:
+            continue
+        if compare(out, reference(alt), p)[0] <= tol:
+            return f"{name}: {meaning}"
+    return None
 
 
 def check(cases: list[Case], adapters: list[Adapter], device: str, suite: str = "",
@@ -134,6 +185,7 @@ def check(cases: list[Case], adapters: list[Adapter], device: str, suite: str = 
 
     tols = {**TOLERANCES, **(tolerances or {})}
     ctl = control()
+    code = CodeRoot(None)  # the installed engine's code
     report = Report(device, suite, cases, adapters)
     t_all = time.perf_counter()
     for i, case in enumerate(cases):
@@ -146,9 +198,8 @@ def check(cases: list[Case], adapters: list[Adapter], device: str, suite: str = 
         spec = MaskSpec(case.window, case.causal)
         refs: dict[bytes, Any] = {}
 
-        def reference(a: Adapter) -> Any:
-            masks = [reference_mask(a.mask_convention, spec, ctx, n, override=a.convention)
-                     for ctx, n in case.seqs]
+        def reference(mask: Mask) -> Any:
+            masks = _masks(mask, case)
             key = b"".join(m.tobytes() for m in masks)
             if key not in refs:
                 t = time.perf_counter()
@@ -158,7 +209,8 @@ def check(cases: list[Case], adapters: list[Adapter], device: str, suite: str = 
             return refs[key]
 
         for a in [*report.ran, ctl]:
-            ref = reference(a)
+            truth = (reference_convention(a, spec, code), spec)
+            ref = reference(truth)
             t = time.perf_counter()
             error = None
             try:
@@ -180,6 +232,8 @@ def check(cases: list[Case], adapters: list[Adapter], device: str, suite: str = 
                 report.control.append(ControlCase(case.name, _shifted_differs(case),
                                                   case.data == "edge", not r.ok, max_abs))
             else:
+                if error is None and not r.ok:
+                    r.cause = suspect(out, truth, case, r.tol, reference, p)
                 report.results.append(r)
     report.total_seconds = time.perf_counter() - t_all
     return report

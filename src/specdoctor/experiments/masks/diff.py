@@ -12,10 +12,33 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from specdoctor.errors import InputError
 from specdoctor.experiments.masks.backends import Resolved
 from specdoctor.experiments.masks.model import MaskSpec, mask_rows
 
 MAX_CELLS_LISTED = 64
+# What a diff compares unless told otherwise: q query tokens per step, context lengths A..B.
+QUERIES = 8
+CTX = (0, 16)
+# Sizes refused before anything is built: one mask (q rows x ctx+q keys, a byte per cell per
+# backend) and all the masks of one diff (the work: each is built twice when masks differ).
+MAX_MASK_CELLS = 1 << 24
+MAX_DIFF_CELLS = 1 << 30
+
+
+def check_size(lo: int, hi: int, n: int) -> None:
+    """Refuse a range or query count whose masks cannot be built here, naming the limit."""
+    if lo < 0 or hi < lo or n < 1:
+        raise InputError(f"ctx {lo}..{hi} with q={n}: need 0 <= A <= B and q >= 1",
+                         "e.g. --ctx 0..16 --q 8")
+    one = n * (hi + n)
+    total = n * ((hi - lo + 1) * n + (lo + hi) * (hi - lo + 1) // 2)
+    if one > MAX_MASK_CELLS:
+        raise InputError(f"a mask of q={n} at ctx {hi} has {one:,} cells, past the limit of "
+                         f"{MAX_MASK_CELLS:,}", "narrow --ctx or --q")
+    if total > MAX_DIFF_CELLS:
+        raise InputError(f"ctx {lo}..{hi} with q={n} is {total:,} mask cells, past the limit of "
+                         f"{MAX_DIFF_CELLS:,}", "narrow the --ctx range")
 
 
 @dataclass
@@ -85,9 +108,9 @@ def _differences(x: Any, y: Any) -> list[tuple[int, int]]:
             for k, (bx, by) in enumerate(zip(rx, ry, strict=True)) if bx != by]
 
 
-def diff_masks(models: list[Resolved], spec: MaskSpec, lo: int, hi: int, n: int) -> MaskDiff:
-    if lo < 0 or hi < lo or n < 1:
-        raise ValueError("need 0 <= lo <= hi and n >= 1")
+def diff_masks(models: list[Resolved], spec: MaskSpec, lo: int = CTX[0], hi: int = CTX[1],
+               n: int = QUERIES) -> MaskDiff:
+    check_size(lo, hi, n)
     impls = [m.impl for m in models]
     # Union-find over "equal at every ctx": start together, split on the first difference.
     same = {(a, b): True for i, a in enumerate(impls) for b in impls[i + 1:]}

@@ -4,9 +4,13 @@ A record holds q (T, H_q, D), the K/V pages (num_blocks, block_size, H_kv, D), t
 block table, seqused_k and cu_seqlens_q of that step, and the kernel's output ("out",
 or "partial_out" for one rank's share). fp8 pages are dequantized with the dumped
 k_scale / v_scale (a scalar or one value per KV head); fp8 pages without scales are an
-error, not a guess. Mask: meta `causal` (default true) and `window` (default none),
-applied as the layer intends (bottom-right causal, |q - k| < W); meta `scale` defaults
-to D^-0.5. Trust: cosine >= 0.9999 (the bar Case B validated its tap at).
+error, not a guess. Mask: the layer's own, as the engine resolved it: meta `layer_causal`
+where the model resolves causality per layer (a DFlash drafter), else `causal`, the flag the
+kernel was given (default true), and `window` (the layer's W, default none), applied as the
+layer intends (bottom-right causal, |q - k| < W on both sides); meta `scale` defaults to
+D^-0.5. A record whose kernel also applied what this recomputation does not model
+(per-sequence `dynamic_causal` offsets, attention sinks, ALiBi, a soft cap) is refused with
+that said, never judged. Trust: cosine >= 0.9999 (the bar Case B validated its tap at).
 
 For KV sharded across ranks (meta `kv_world_size` > 1, `kv_layout` "interleave": slot j
 of rank r holds position j * world + r, as decode context parallelism stores it), the
@@ -77,15 +81,49 @@ def _dequant(rec: Record, which: str) -> Any:
     return cache.to(torch.float64) * scale
 
 
+def layer_causal(rec: Record) -> bool:
+    """The layer's own causality: the model's per-layer resolution where tapped, else the flag
+    the kernel was given."""
+    meta = rec.meta
+    return bool(meta["layer_causal"] if meta.get("layer_causal") is not None
+                else meta.get("causal", True))
+
+
+def mask_disagreement(rec: Record) -> str | None:
+    """Where the kernel was given another causal flag than the layer resolves (pure)."""
+    given, own = rec.meta.get("causal"), rec.meta.get("layer_causal")
+    if given is None or own is None or bool(given) == bool(own):
+        return None
+    return (f"{rec.label}: the kernel was given causal={bool(given)} where the layer resolves "
+            f"causal={bool(own)}")
+
+
+def unmodelled(rec: Record) -> str | None:
+    """What the kernel applied that the fp64 recomputation does not model, or None."""
+    if "dynamic_causal" in rec.tensors:
+        return "per-sequence causal offsets (dynamic_causal)"
+    for key, what in (("sinks", "attention sinks"), ("alibi", "ALiBi slopes")):
+        if rec.meta.get(key):
+            return what
+    if float(rec.meta.get("softcap") or 0.0):
+        return f"a logits soft cap ({rec.meta['softcap']})"
+    return None
+
+
 def paged(rec: Record) -> Paged:
-    """The record as a kernel call (pages dequantized to fp64), validated."""
+    """The record as a kernel call (pages dequantized to fp64, the layer's own mask), validated."""
     import torch
 
+    extra = unmodelled(rec)
+    if extra is not None:
+        raise InputError(f"{rec.path.name} ({rec.label}): the kernel also applied {extra}, which "
+                         f"the fp64 recomputation does not model",
+                         "compare such a layer with its engine's own reference instead")
     q, bt, used, cu = rec.need("q", "block_table", "seqused_k", "cu_seqlens_q")
     k, v = _dequant(rec, "k"), _dequant(rec, "v")
     p = Paged(q=q, k_cache=k, v_cache=v, cu_seqlens_q=cu.to(torch.int64), seqused_k=used.to(torch.int64),
               block_table=bt.to(torch.int64), scale=float(rec.meta.get("scale") or q.shape[-1] ** -0.5),
-              causal=bool(rec.meta.get("causal", True)), window=rec.meta.get("window"),
+              causal=layer_causal(rec), window=rec.meta.get("window"),
               k_logical=[], v_logical=[])
     validate(p, rec.path.name)
     return p

@@ -25,6 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specdoctor.errors import InputError
+
 WORLD = 4
 HEADS = 8
 HEAD_DIM = 32
@@ -143,11 +145,17 @@ def _rank_main(rank: int, port: int, out_dir: str) -> None:
 
 def run(out_dir: Path) -> Path:
     """Run the 4 ranks (spawned processes) and return the tap directory."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"{out_dir} is a file, not a directory",
+                         "pass a new or existing directory for the taps")
     import torch.multiprocessing as mp
 
     from specdoctor.launch import free_port
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create {out_dir}: {exc.strerror}", "pass a writable directory") from exc
     mp.spawn(_rank_main, args=(free_port(), str(out_dir)), nprocs=WORLD, join=True)
     return out_dir
 

@@ -1,7 +1,10 @@
 """`taps check`: every record recomputed in fp64, then the cross-rank checks, as one list of findings.
 
-Per record with q, pages and metadata: its output against attention over its own pages
-(the tap and the kernel are trusted at cosine >= 0.9999). Per (name, layer, step) whose
+Per record with q, pages and metadata: its output against attention over its own pages, with
+the layer's own mask (the tap and the kernel are trusted at cosine >= 0.9999); a kernel given
+another causal flag than its layer resolves is a fault of its own ("mask"); a record whose
+kernel applied what the recomputation does not model (sinks, ALiBi, a soft cap, per-sequence
+causal offsets) is a note, not judged. Per (name, layer, step) whose
 KV was sharded over several ranks, with every rank present: each rank's merged output
 against attention over the whole context, put back together from all ranks' pages.
 Then the cross-rank checks (crossrank.py). Faults make the verdict; notes inform.
@@ -11,7 +14,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specdoctor.experiments.taps.attention import recompute, recompute_global
+from specdoctor.experiments.taps.attention import (
+    mask_disagreement,
+    recompute,
+    recompute_global,
+    unmodelled,
+)
 from specdoctor.experiments.taps.crossrank import (
     RankCheck,
     empty_indices,
@@ -36,6 +44,14 @@ def _recompute(rec: Record) -> list[RankCheck]:
     local = "partial_out" if "partial_out" in rec.tensors else ("out" if kv_world(rec) <= 1 else None)
     if local is None:
         return out
+    extra = unmodelled(rec)
+    if extra is not None:
+        return [RankCheck("note", "recompute", rec.label,
+                          f"not recomputed: the kernel also applied {extra}, which the fp64 "
+                          f"recomputation does not model")]
+    mismatch = mask_disagreement(rec)
+    if mismatch is not None:
+        out.append(RankCheck("fault", "mask", rec.label, mismatch))
     c = recompute(rec, local)
     level = "ok" if c.trusted else "fault"
     out.append(RankCheck(level, "recompute", rec.label,

@@ -13,9 +13,14 @@ query and paged K/V, and compare the kernel's output with it head by head (``hea
   as its gate, so turning it on switches on no other pack the user has.
 - Verdicts: a clear share of (row, head) cells off the reference confirms
   ``draft-attention-partial`` (evidence: how many heads, on which rows, max error per head);
-  every cell within the float32-rounding tolerance excludes it; no tap fired (a method whose
-  draft layers the pack does not recognise, another attention backend, the pack not loaded) or
-  a launch that failed is inconclusive with the reason.
+  every cell within the float32-rounding tolerance excludes it; no tap fired (the proposer
+  named no draft attention layer, another attention backend, the pack not loaded) or a launch
+  that failed is inconclusive with the reason. The draft's layers come from the proposer
+  (``SpecDecodeBaseProposer.load_model`` keeps them in ``_draft_attn_layer_names``), so every
+  model-based drafter is reached: draft_model, EAGLE/EAGLE3, DFlash, MTP. Each call is recomputed
+  with the layer's own mask as the engine resolved it (non-causal DFlash, windowed layers); a
+  kernel given another causal flag than its layer resolves is a mask fault, not lost heads, so
+  it leaves the hypothesis inconclusive with that said.
 - ``draft-parallel-config`` needs a sharded target (TP, DCP or PCP above 1): on an unsharded
   launch the draft has no parallel config to lose, so it is excluded without a relaunch; on a
   sharded one the taps of each rank only see that rank's pages, so it stays inconclusive.
@@ -43,15 +48,15 @@ from specdoctor.launch import LaunchSpec
 HID = "draft-attention-partial"
 PARALLEL = "draft-parallel-config"
 PACK = "draft-attention-taps"
-# Layer-name prefix of the draft's attention per method (vllm/v1/spec_decode/draft_model.py
-# builds a draft_model draft under "draft_model"); EAGLE, DFlash and MTP drafts are named like
-# target layers, so the pack cannot tell them apart by name.
-PREFIXES = {"draft_model": "draft_model."}
+LAYERS_PROBE = "draft-attention-layers"  # the pack's probe that reports the proposer's layers
 LOOKUP_METHODS = ("ngram", "ngram_gpu", "suffix")
+NO_ATTENTION = {"medusa": "Medusa heads are MLPs on the target's hidden state: no draft attention"}
 NUM_PROMPTS = 2
 MAX_TOKENS = 16
 TAPS_MAX = 32                   # records per process
 TAPS_MAX_BYTES = 64 << 20       # bytes per process
+
+
 def parallel_finding(launch: LaunchSpec) -> Finding:
     layout = parallel_layout(launch)
     if not layout:
@@ -65,7 +70,7 @@ def parallel_finding(launch: LaunchSpec) -> Finding:
                    f"probes decide")
 
 
-def tapped_launch(launch: LaunchSpec, pack_dir: Path, tapdir: Path, prefix: str,
+def tapped_launch(launch: LaunchSpec, pack_dir: Path, tapdir: Path,
                   base_pythonpath: str | None = None, extra_path: str | None = None
                   ) -> LaunchSpec:
     """The launch with the taps on: its own PYTHONPATH first (a runtime patch there is installed
@@ -79,7 +84,7 @@ def tapped_launch(launch: LaunchSpec, pack_dir: Path, tapdir: Path, prefix: str,
     if extra_path and extra_path not in parts:
         parts.append(extra_path)
     return launch.with_env(PYTHONPATH=os.pathsep.join(parts), SPECDOCTOR_TAPS=str(tapdir),
-                           SPECDOCTOR_TAPS_PREFIX=prefix, SPECDOCTOR_TAPS_MAX=str(TAPS_MAX),
+                           SPECDOCTOR_TAPS_MAX=str(TAPS_MAX),
                            SPECDOCTOR_TAPS_MAX_BYTES=str(TAPS_MAX_BYTES))
 
 
@@ -97,12 +102,22 @@ def no_taps_reason(lines: list[dict[str, Any]], pythonpath: str, method: str | N
     """Why no record was written, from the pack's own ``[probe]`` lines (pure)."""
     errors = [str(x["error"]) for x in lines if "error" in x]
     live = [str(x["live"]) for x in lines if "live" in x]
+    named = [str(n) for x in lines if "draft_layers" in x for n in x["draft_layers"]]
+    reported = any("draft_layers" in x and "proposer" in x for x in lines)
+    drafter = f"the {method} drafter" if method else "the drafter"
     if errors:
         return f"the taps pack reported: {errors[0][:300]}"
+    if reported and not named:
+        return (f"the proposer of {drafter} named no attention layer with a KV cache: there is "
+                f"no draft attention to tap")
+    if named:
+        seen = f" (first attention layer seen: {live[0]})" if live else ""
+        return (f"the proposer named the draft's attention layers ({', '.join(named[:4])}) but "
+                f"none of them ran through vLLM's CPU attention{seen}")
     if live:
-        return (f"the pack ran inside the server (first attention layer seen: {live[0]}) but no "
-                f"layer of the {method or 'draft'} drafter's attention carried the prefix it "
-                f"taps, so the draft's attention was not reached")
+        return (f"the pack ran inside the server (first attention layer seen: {live[0]}) but "
+                f"the proposer never reported {drafter}'s attention layers "
+                f"(SpecDecodeBaseProposer.load_model did not run, or ran before the pack)")
     plain = non_chaining_sitecustomize(pythonpath)
     if plain:
         return (f"the taps pack printed nothing: {plain[0]} comes first on PYTHONPATH and does "
@@ -115,10 +130,11 @@ def no_taps_reason(lines: list[dict[str, Any]], pythonpath: str, method: str | N
 def findings_from_taps(records: list[Any]) -> tuple[Finding, dict[str, Any], list[str]]:
     """The draft-attention-partial finding from tap records (``records.Record``), the summary's
     numbers, and the records that could not be compared (with why)."""
-    from specdoctor.experiments.taps.attention import reference
+    from specdoctor.experiments.taps.attention import mask_disagreement, reference
 
     rows: list[heads.RecordHeads] = []
     skipped: list[str] = []
+    mismatched = [m for m in (mask_disagreement(r) for r in records) if m]
     for rec in records:
         try:
             out, ref = reference(rec)
@@ -133,6 +149,11 @@ def findings_from_taps(records: list[Any]) -> tuple[Finding, dict[str, Any], lis
                         f"{len(records)} tap record(s), none comparable: {why}"), {}, skipped)
     s = heads.summarize(rows)
     verdict, text = heads.decide(s)
+    if mismatched:
+        verdict, text = "inconclusive", (
+            f"{len(mismatched)} of {len(records)} tapped call(s) ran with another mask than "
+            f"their layer resolves ({mismatched[0]}): a mask fault (attention-mask), which the "
+            f"per-head comparison cannot tell from lost heads; {text}")
     if skipped:
         text += f"; {len(skipped)} record(s) not comparable (first: {skipped[0][:200]})"
     return Finding(HID, Verdict(verdict), text), s.to_json(), skipped
@@ -157,10 +178,8 @@ class Experiment:
             return "no prompts to send"
         if ctx.method in LOOKUP_METHODS:
             return f"{ctx.method} drafts by prompt lookup: there is no draft attention to tap"
-        if ctx.method not in PREFIXES:
-            return (f"the draft-attention-taps pack recognises the draft's attention layers of "
-                    f"{', '.join(PREFIXES)} drafters only (by layer name); "
-                    f"{ctx.method or 'this launch'} drafts name their layers like the target's")
+        if ctx.method in NO_ATTENTION:
+            return NO_ATTENTION[str(ctx.method)]
         return None
 
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
@@ -175,8 +194,7 @@ class Experiment:
         pack_dir = self._build_pack(ctx.workdir / f"taps-pack-{stamp}")
         tapdir = ctx.workdir / f"taps-{stamp}"
         tapdir.mkdir(parents=True, exist_ok=True)
-        launch = tapped_launch(ctx.launch, pack_dir, tapdir, PREFIXES[str(ctx.method)],
-                               extra_path=_package_root())
+        launch = tapped_launch(ctx.launch, pack_dir, tapdir, extra_path=_package_root())
         cmds = [launch.shell_command(), f"specdoctor taps check {tapdir}"]
         few = dataclasses.replace(ctx, prompts=ctx.prompts[:NUM_PROMPTS])
         p = proto.MeasureParams(num_prompts=len(few.prompts), max_tokens=MAX_TOKENS,
@@ -192,7 +210,7 @@ class Experiment:
         if not files:
             from specdoctor.packs.run import collect
 
-            lines = [ln.data for ln in collect(log) if ln.probe == PACK]
+            lines = [ln.data for ln in collect(log) if ln.probe in (PACK, LAYERS_PROBE)]
             why = (f"the tapped launch did not measure: {err}; " if err else "")
             why += no_taps_reason(lines, launch.env.get("PYTHONPATH", ""), ctx.method)
             found.append(Finding(HID, Verdict.INCONCLUSIVE, f"no tap fired: {why}"))

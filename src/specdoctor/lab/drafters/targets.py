@@ -90,25 +90,30 @@ def qwen3(budget: str = "full") -> Path:
     src = llama(budget)
 
     def build(out: Path) -> dict[str, Any]:
-        import torch
-        from transformers import Qwen3Config, Qwen3ForCausalLM
-
         cache.copy_tokenizer(src, out)
-        cfg = json.loads((src / "config.json").read_text())
-        qcfg = qwen3_config_from({k: cfg[k] for k in _BASE_KEYS if k in cfg})
-        model = Qwen3ForCausalLM(Qwen3Config(**{k: v for k, v in qcfg.items()
-                                                  if k != "architectures"}))
-        tensors = cache.load_tensors(src)
-        tensors.update(_qk_norm_init(src, qcfg))
-        missing, unexpected = model.load_state_dict(tensors, strict=False)
-        if missing or unexpected:
-            raise LabError(f"cannot map the Llama onto Qwen3: missing {missing}, unexpected "
-                           f"{unexpected}", "report this: the lab's Llama layout changed")
-        model.to(torch.float32)
-        return train.train_lm(model, r, out)
+        return train.train_lm(qwen3_from_llama(src), r, out)
 
     return cache.built("target-qwen3", {**r.key(), "corpus": train.corpus_digest()},
                        [src / "model.safetensors", src / "tokenizer.json"], build)
+
+
+def qwen3_from_llama(src: Path) -> Any:
+    """The Llama in ``src`` as a Qwen3ForCausalLM, before any fine-tuning: the same weights,
+    plus q/k RMSNorms initialised to the Llama's own q/k scale."""
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    cfg = json.loads((src / "config.json").read_text())
+    qcfg = qwen3_config_from({k: cfg[k] for k in _BASE_KEYS if k in cfg})
+    model = Qwen3ForCausalLM(Qwen3Config(**{k: v for k, v in qcfg.items()
+                                              if k != "architectures"}))
+    tensors = cache.load_tensors(src)
+    tensors.update(_qk_norm_init(src, qcfg))
+    missing, unexpected = model.load_state_dict(tensors, strict=False)
+    if missing or unexpected:
+        raise LabError(f"cannot map the Llama onto Qwen3: missing {missing}, unexpected "
+                       f"{unexpected}", "report this: the lab's Llama layout changed")
+    return model.to(torch.float32)
 
 
 _BASE_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",

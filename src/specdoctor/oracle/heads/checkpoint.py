@@ -54,12 +54,19 @@ def load_tensors(model_dir: Path, prefix: str | None = None) -> dict[str, torch.
     if not files:
         raise InputError(f"{model_dir} has no *.safetensors weights",
                          "the oracle loads safetensors checkpoints; convert with save_pretrained")
+    from specdoctor.oracle.models import safetensors_header
+
     out: dict[str, torch.Tensor] = {}
     for f in files:
-        with safe_open(str(f), framework="pt") as fh:
-            for name in fh.keys():
-                if prefix is None or name.startswith(prefix):
-                    out[name] = fh.get_tensor(name)
+        safetensors_header(f)  # a garbage header is refused before safetensors reads it
+        try:
+            with safe_open(str(f), framework="pt") as fh:
+                for name in fh.keys():
+                    if prefix is None or name.startswith(prefix):
+                        out[name] = fh.get_tensor(name)
+        except Exception as exc:  # noqa: BLE001 - safetensors' own error names what is wrong
+            raise InputError(f"cannot read the tensors of {f}: {type(exc).__name__}: {exc}",
+                             "re-save the weights with save_pretrained") from exc
     return out
 
 

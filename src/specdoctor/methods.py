@@ -1,0 +1,11 @@
+"""Speculative methods by vLLM's names: the one list every ``--method`` is checked against.
+
+vLLM 0.32's ``SpeculativeConfig.method`` (``vllm/config/speculative.py``), with its MTP model
+types under their common name ``mtp``; SGLang's algorithms map onto these names
+(``launch.engines.Sglang.TO_METHOD``).
+"""
+
+from __future__ import annotations
+
+SPECULATIVE_METHODS = ("draft_model", "ngram", "ngram_gpu", "suffix", "eagle", "eagle3", "mtp",
+                       "dflash", "dspark", "medusa", "mlp_speculator")

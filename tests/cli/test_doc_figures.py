@@ -1,0 +1,110 @@
+"""The figures README.md and docs/ state and the file that backs each: its paragraph names the
+committed results file (or, for a figure of the two origin cases, the case), and that file holds
+the number. The figures listed are the ones a review found without a source; a number edited in
+the text without its results file, or a results file rewritten without the text, fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def _results(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+def _training() -> dict:
+    (run,) = [r for r in _results("drafters_faults.json")["meta"]["runs"].values()
+              if r.get("training")]
+    t = run["training"]
+    return {"lab target": t["eagle3:target"]["seconds"], "Qwen3": t["dflash:target"]["seconds"],
+            "EAGLE3": t["eagle3:draft"]["seconds"], "DFlash": t["dflash:draft"]["seconds"],
+            "MTP": t["mtp:target"]["seconds"]}
+
+
+def _threads() -> dict:
+    return _results("threads.json")
+
+
+# (page, a phrase of the claim, the source its paragraph must name, the numbers as the text
+# states them, the same numbers as the source holds them)
+CLAIMS = [
+    ("README.md", "only 0.75 accepted draft tokens per step", "Case A", None, None),
+    ("docs/lab.md", "a mean loss of 3.89 against the Llama's 3.80",
+     "benchmarks/results/qwen3_rewrite.json",
+     lambda: ["3.89", "3.80"],
+     lambda: [f"{_results('qwen3_rewrite.json')[k]:.2f}"
+              for k in ("loss_qwen3_before_finetune", "loss_llama")]),
+    ("docs/lab.md", "the lab target 1,252 s", "benchmarks/results/drafters_faults.json",
+     lambda: ["1,252 s", "246 s", "281 s", "896 s", "72 s"],
+     lambda: [f"{v:,.0f} s" for v in _training().values()]),
+    ("docs/lab.md", "trains slower with 2 OpenMP threads", "benchmarks/results/threads.json",
+     lambda: [THREADS_TEXT["training"]],
+     lambda: [f"{_threads()['training']['ratio_2_over_1']['min']:.1f}–"
+              f"{_threads()['training']['ratio_2_over_1']['max']:.1f}×"]),
+    ("docs/oracle.md", "a second thread made each forward pass", "benchmarks/results/threads.json",
+     lambda: [THREADS_TEXT["oracle"]],
+     lambda: [_oracle_ratio()]),
+]
+
+
+def _oracle_ratio() -> str:
+    s = _threads()["oracle"]["summary"]
+    lo = min(v["ms_per_forward_cpu:2_over_cpu:1"]["min"] for v in s.values())
+    hi = max(v["ms_per_forward_cpu:2_over_cpu:1"]["max"] for v in s.values())
+    return f"{lo:.0f}–{hi:.0f}×"
+
+
+# The ranges as the text gives them (checked against the results file above).
+THREADS_TEXT = {"training": "2.7–7.8×", "oracle": "11–31×"}
+
+
+def paragraph(text: str, phrase: str) -> str:
+    """The paragraph holding PHRASE, with the paragraph before it when it is a table row (a
+    table cites its source in the sentence that introduces it)."""
+    blocks = re.split(r"\n\s*\n", text)
+    for i, b in enumerate(blocks):
+        if phrase in " ".join(b.split()):
+            return (blocks[i - 1] + "\n" + b) if b.lstrip().startswith("|") and i else b
+    raise AssertionError(f"{phrase!r} is not in the page")
+
+
+@pytest.mark.parametrize("page, phrase, source, stated, held", CLAIMS,
+                         ids=[f"{c[0]}: {c[1][:30]}" for c in CLAIMS])
+def test_every_figure_names_its_source_and_the_source_holds_it(page, phrase, source, stated, held):
+    block = " ".join(paragraph((ROOT / page).read_text(), phrase).split())
+    assert source in block, f"{page}: the paragraph of {phrase!r} does not name {source}"
+    if source.startswith("benchmarks/"):
+        assert (ROOT / source).is_file(), source
+    if stated is not None:
+        for text, value in zip(stated(), held(), strict=True):
+            assert text == value, f"{page}: {text!r} stated, the results file gives {value!r}"
+            assert text in block, f"{page}: {text!r} is not in the paragraph of {phrase!r}"
+
+
+def test_the_controls_table_is_the_results_files():
+    text = (ROOT / "docs" / "lab.md").read_text()
+    block = paragraph(text, "eagle3 pos0 | 4")
+    assert "benchmarks/results/drafters_faults_ci.md" in block
+    run = re.search(r"run\s+`(\d{8}T\d{6}-\w+)`", block).group(1)
+    results = (RESULTS / "drafters_faults_ci.md").read_text()
+    rows = [ln for ln in block.splitlines() if ln.startswith("| ") and "pos0" in ln
+            or ln.startswith("| ") and "perfect" in ln]
+    assert len(rows) == 5
+    for row in rows:
+        assert f"{row} {run} |" in results, f"not in the results file: {row}"
+
+
+def test_a_changed_number_is_caught():
+    page = "Intro.\n\nThe loss is 3.91 against 3.80 (`benchmarks/results/qwen3_rewrite.json`).\n"
+    block = " ".join(paragraph(page, "The loss is").split())
+    held = [f"{_results('qwen3_rewrite.json')[k]:.2f}"
+            for k in ("loss_qwen3_before_finetune", "loss_llama")]
+    assert "3.91" in block and "3.91" != held[0]
