@@ -222,3 +222,17 @@ def test_leads_left_in_the_context_become_counterfactual_leads_once():
     (gone,) = [x for x in got if x.field == "layer_types"]
     assert gone.value is cf._ABSENT
     assert "layer_types" not in cf.put(draft, "layer_types", gone.value)
+
+
+def test_candidate_values_left_untried_keep_the_lead_open_and_are_named():
+    from specdoctor.experiments.contract.compare import Candidate
+
+    mask = Lead("dflash_config.mask_token_id", 500, 2, "draft-config-mismatch", "ordinary",
+                alternatives=tuple(Candidate(v, "special") for v in (3, 4, 5, 6)))
+    trial, calls = _trials({"dflash_config.mask_token_id": 0.36}, before=0.36)
+    (f,) = search([mask], ("draft-config-mismatch",), trial)[0]
+    assert len(calls) == 4                        # the first value and three more
+    assert f.verdict is Verdict.INCONCLUSIVE and f.unchecked == ("dflash_config.mask_token_id = 6",)
+    (f,) = search([mask], ("draft-config-mismatch",), trial, more=lambda: False)[0]
+    assert f.unchecked == ("dflash_config.mask_token_id = 3, 4, 5, 6",)
+    assert "not tried: dflash_config.mask_token_id = 3, 4, 5, 6" in f.evidence

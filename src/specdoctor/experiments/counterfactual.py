@@ -269,14 +269,20 @@ def search(found: list[Lead], hypotheses: tuple[str, ...], trial: Callable[[Lead
     winners: dict[str, Lead] = {}   # field → the value that recovered alone
 
     def alone(lead: Lead) -> Finding:
-        f, used = run(lead), lead
+        f, used, n_tried = run(lead), lead, 0
         for c in lead.alternatives[:MAX_TRIES - 1]:
             if f.verdict is Verdict.CONFIRMED or not more():
                 break
             used = lead.trying(c)
             f = run(used)
+            n_tried += 1
         if f.verdict is Verdict.CONFIRMED:
             winners[lead.field] = used
+        elif lead.alternatives[n_tried:]:   # values no run tried: say so
+            rest = ", ".join(_show(c.value) for c in lead.alternatives[n_tried:][:8])
+            f = replace(f, verdict=Verdict.INCONCLUSIVE,
+                        evidence=f"{f.evidence}; not tried: {lead.field} = {rest}",
+                        unchecked=(f"{lead.field} = {rest}",))
         return f
 
     for h in hypotheses:
