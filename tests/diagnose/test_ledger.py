@@ -108,3 +108,18 @@ def test_the_deciding_findings_basis_is_kept_and_reaches_the_root_cause():
     # a finding says its basis only when it has one
     assert "basis" not in Finding("x", Verdict.EXCLUDED, "e").to_json()
     assert Finding("x", Verdict.EXCLUDED, "e", basis="replay").to_json()["basis"] == "replay"
+
+
+def test_what_an_experiment_could_not_check_is_kept_for_the_answer():
+    led = case_a_ledger()
+    led.apply(ExperimentResult("oracle-counterfactual", [
+        Finding("draft-config-mismatch", Verdict.INCONCLUSIVE, "not checked: foo_scale",
+                unchecked=("foo_scale = 3: no reference",))]))
+    led.apply(ExperimentResult("relaunch-counterfactual", [
+        Finding("draft-config-mismatch", Verdict.INCONCLUSIVE, "not checked: foo_scale, bar",
+                unchecked=("foo_scale = 3: no reference", "bar_ids (the other layer sets)"))]))
+    e = led.entry("draft-config-mismatch")
+    assert e.unchecked == ["foo_scale = 3: no reference", "bar_ids (the other layer sets)"]
+    assert e.to_json()["unchecked"] == e.unchecked
+    (f,) = [f for f in led.findings() if f.hypothesis == "draft-config-mismatch"]
+    assert f.unchecked == tuple(e.unchecked)

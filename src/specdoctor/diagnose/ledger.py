@@ -41,6 +41,7 @@ class Entry:
     citations: list[dict[str, str]] = field(default_factory=list)
     decided_by: str | None = None
     basis: Basis | None = None   # the deciding finding's
+    unchecked: list[str] = field(default_factory=list)   # what its experiments could not check
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.hypothesis, "experiment": self.experiment,
@@ -48,7 +49,7 @@ class Entry:
                 "verdict": self.verdict.value, "evidence": list(self.evidence),
                 "recovered": None if self.recovered is None else round(self.recovered, 4),
                 "decided_by": self.decided_by, "basis": self.basis,
-                "citations": list(self.citations)}
+                "unchecked": list(self.unchecked), "citations": list(self.citations)}
 
 
 @dataclass
@@ -107,6 +108,7 @@ class Ledger:
                 continue
             e.evidence.append(f"[{result.experiment}] {f.verdict.value}: {f.evidence}")
             e.citations.extend(f.citations)
+            e.unchecked.extend(u for u in f.unchecked if u not in e.unchecked)
             if _STRENGTH[f.verdict] >= _STRENGTH[e.verdict] and not (
                     e.verdict is Verdict.CONFIRMED and f.verdict is not Verdict.CONFIRMED):
                 e.verdict, e.decided_by, e.basis = f.verdict, result.experiment, f.basis
@@ -130,7 +132,7 @@ class Ledger:
 
     def findings(self) -> list[Finding]:
         return [Finding(e.hypothesis, e.verdict, "; ".join(e.evidence), e.recovered,
-                        basis=e.basis)
+                        basis=e.basis, unchecked=tuple(e.unchecked))
                 for e in self.entries]
 
     def root_cause(self) -> tuple[str | None, list[str]]:
