@@ -84,3 +84,27 @@ def test_ledger_is_persisted_and_shown(isolated_store):
     missing = run_cli("ledger", "show", "999")
     assert missing.returncode == 2 and "no investigation 999" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def test_the_deciding_findings_basis_is_kept_and_reaches_the_root_cause():
+    led = case_a_ledger()
+    led.apply(ExperimentResult("oracle-greedy", [
+        Finding("draft-quality", Verdict.EXCLUDED, "engine below the oracle", basis="comparison")]))
+    led.apply(ExperimentResult("compile-cache-ab", [
+        Finding("compile-cache-pollution", Verdict.INCONCLUSIVE, "an arm did not start")]))
+    led.apply(ExperimentResult("compile-cache-ab", [
+        Finding("compile-cache-pollution", Verdict.CONFIRMED, "recovered", recovered=0.9,
+                basis="counterfactual")]))
+    # an inconclusive finding later never takes the confirmed verdict's basis away
+    led.apply(ExperimentResult("probes", [
+        Finding("compile-cache-pollution", Verdict.INCONCLUSIVE, "planned")]))
+    e = led.entry("compile-cache-pollution")
+    assert (e.verdict, e.basis, e.decided_by) == (Verdict.CONFIRMED, "counterfactual",
+                                                  "compile-cache-ab")
+    assert led.entry("draft-quality").to_json()["basis"] == "comparison"
+    root, _ = led.root_cause()
+    assert root == "compile-cache-pollution"
+    assert [f.basis for f in led.findings() if f.hypothesis == root] == ["counterfactual"]
+    # a finding says its basis only when it has one
+    assert "basis" not in Finding("x", Verdict.EXCLUDED, "e").to_json()
+    assert Finding("x", Verdict.EXCLUDED, "e", basis="replay").to_json()["basis"] == "replay"

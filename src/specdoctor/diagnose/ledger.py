@@ -18,7 +18,7 @@ from typing import Any
 from specdoctor.diagnose.catalogue import RESTART_MIN, Catalogue, Cost
 from specdoctor.diagnose.signature import Signature
 from specdoctor.experiments import rules
-from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
+from specdoctor.experiments.base import Basis, ExperimentResult, Finding, Verdict
 
 # Launch groups that are not a relaunch: nothing is shared or charged once.
 NO_LAUNCH = ("none", "current")
@@ -40,13 +40,15 @@ class Entry:
     recovered: float | None = None
     citations: list[dict[str, str]] = field(default_factory=list)
     decided_by: str | None = None
+    basis: Basis | None = None   # the deciding finding's
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.hypothesis, "experiment": self.experiment,
                 "cost": self.cost.to_json(), "launch_group": self.launch_group,
                 "verdict": self.verdict.value, "evidence": list(self.evidence),
                 "recovered": None if self.recovered is None else round(self.recovered, 4),
-                "decided_by": self.decided_by, "citations": list(self.citations)}
+                "decided_by": self.decided_by, "basis": self.basis,
+                "citations": list(self.citations)}
 
 
 @dataclass
@@ -107,7 +109,7 @@ class Ledger:
             e.citations.extend(f.citations)
             if _STRENGTH[f.verdict] >= _STRENGTH[e.verdict] and not (
                     e.verdict is Verdict.CONFIRMED and f.verdict is not Verdict.CONFIRMED):
-                e.verdict, e.decided_by = f.verdict, result.experiment
+                e.verdict, e.decided_by, e.basis = f.verdict, result.experiment, f.basis
                 if f.recovered is not None:
                     e.recovered = f.recovered
 
@@ -127,7 +129,8 @@ class Ledger:
                                                  for h in hypotheses]))
 
     def findings(self) -> list[Finding]:
-        return [Finding(e.hypothesis, e.verdict, "; ".join(e.evidence), e.recovered)
+        return [Finding(e.hypothesis, e.verdict, "; ".join(e.evidence), e.recovered,
+                        basis=e.basis)
                 for e in self.entries]
 
     def root_cause(self) -> tuple[str | None, list[str]]:

@@ -85,13 +85,21 @@ class Diagnosis:
     notes: list[str] = field(default_factory=list)
     wall_s: float = 0.0
 
+    @property
+    def root_cause_basis(self) -> str | None:
+        """How the root cause was reached: its deciding finding's basis."""
+        e = self.ledger.entry(self.root_cause) if self.root_cause else None
+        return None if e is None else e.basis
+
     def to_json(self) -> dict[str, Any]:
         return {"signature": {"class": self.signature.cls,
                               "evidence": self.signature.evidence},
                 "ledger": [{"id": e.hypothesis, "cost": e.cost.to_json(),
                             "verdict": e.verdict.value, "evidence": e.evidence,
-                            "experiment": e.experiment} for e in self.ledger.entries],
-                "root_cause": self.root_cause, "other_causes": self.other_causes,
+                            "experiment": e.experiment, "basis": e.basis}
+                           for e in self.ledger.entries],
+                "root_cause": self.root_cause, "root_cause_basis": self.root_cause_basis,
+                "other_causes": self.other_causes,
                 "report": None if self.report is None else str(self.report),
                 "investigation": self.investigation, "notes": self.notes,
                 "wall_s": round(self.wall_s, 1), "signature_detail": self.signature.to_json()}

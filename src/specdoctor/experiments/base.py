@@ -23,7 +23,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.launch.spec import LaunchSpec
@@ -31,6 +31,9 @@ from specdoctor.launch.spec import LaunchSpec
 if TYPE_CHECKING:   # annotations only: both modules build on this one
     from specdoctor.experiments.common import Settings
     from specdoctor.experiments.rules import Gap
+
+
+Basis = Literal["counterfactual", "replay", "comparison", "elimination"]
 
 
 class Verdict(str, enum.Enum):
@@ -50,12 +53,19 @@ class Finding:
     # any: ``root_cause`` is the confirmed hypothesis that explains most of the gap.
     recovered: float | None = None
     citations: tuple[dict[str, str], ...] = ()   # {"file", "sha256"} of engine code cited
+    # What kind of evidence decided it: "counterfactual" (a change that recovers was run and
+    # recovered), "replay" (token-level localisation on the engine's own steps), "comparison"
+    # (a measured number against a reference only this cause explains), "elimination" (every
+    # other candidate excluded); None where excluded by construction.
+    basis: Basis | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"hypothesis": self.hypothesis, "verdict": self.verdict.value,
                                "evidence": self.evidence}
         if self.recovered is not None:
             out["recovered"] = round(self.recovered, 4)
+        if self.basis is not None:
+            out["basis"] = self.basis
         if self.citations:
             out["citations"] = list(self.citations)
         return out
