@@ -84,6 +84,10 @@ class Diagnosis:
     investigation: int | None = None
     notes: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    # No cause named although the symptom needs one: the candidates that remain and why
+    # ({"candidates": [...], "why": "..."}; empty when a cause is named or nothing is wrong).
+    undetermined: dict[str, Any] = field(
+        default_factory=lambda: {"candidates": [], "why": ""})
 
     @property
     def root_cause_basis(self) -> str | None:
@@ -99,6 +103,8 @@ class Diagnosis:
                             "experiment": e.experiment, "basis": e.basis}
                            for e in self.ledger.entries],
                 "root_cause": self.root_cause, "root_cause_basis": self.root_cause_basis,
+                "undetermined": {"candidates": list(self.undetermined.get("candidates", [])),
+                                 "why": self.undetermined.get("why", "")},
                 "other_causes": self.other_causes,
                 "report": None if self.report is None else str(self.report),
                 "investigation": self.investigation, "notes": self.notes,
