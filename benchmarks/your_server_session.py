@@ -5,16 +5,18 @@
 One lab server (draft_model, the trained target and the small trained drafter, ``ci`` budget,
 k = 4), then, through the ``specdoctor`` CLI in a fresh ``$SPECDOCTOR_HOME`` and store:
 ``measure`` greedy, ``logs`` on the server's log, ``oracle --compare`` on that run, ``measure``
-at temperature 0.7, ``oracle --compare`` on that run, ``recon extract`` of the installed vLLM,
-``astexec`` on its ``SpeculativeConfig.compute_hash``, ``masks diff`` from the snapshot, and
-``lab down``. Tables are 100 columns wide (``COLUMNS=100``). Paths are shortened to the
-variables the doc defines ($MODELS, $TARGET, $DRAFT, $SITE), the server's home to
+at temperature 0.7, ``oracle --compare`` on that run, ``diagnose --url`` with the server's log
+(no restart; the setup from /v1/models and the start-up log), ``diagnose --url`` without it
+(what stays unknown), ``lab down``, ``diagnose --logs`` on the server's log alone, ``recon
+extract`` of the installed vLLM, ``astexec`` on its ``SpeculativeConfig.compute_hash`` and
+``masks diff`` from the snapshot. Tables are 100 columns wide (``COLUMNS=100``). Paths are
+shortened to the variables the doc defines ($MODELS, $TARGET, $DRAFT, $SITE), the server's home to
 ``$SPECDOCTOR_HOME``, the interpreter to ``python3`` and its prefix to ``$PREFIX``; nothing
 else is edited.
 
 Writes benchmarks/results/your_server_session.txt (the transcript, with commit, date, machine
 and load) and .json (per command: argv, exit status, seconds, output). One vLLM boot, about
-five to ten minutes on 2 cores. ``--render`` rewrites the .txt from the .json alone (shortening
+ten to fifteen minutes on 2 cores. ``--render`` rewrites the .txt from the .json alone (shortening
 the interpreter's paths again, if they were left in), with no server.
 """
 
@@ -115,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     from _provenance import git_commit, load, machine, utc_now
 
     from specdoctor import paths
+    from specdoctor.bench import http
     from specdoctor.lab import train
     from specdoctor.launch import free_port
 
@@ -151,9 +154,15 @@ def main(argv: list[str] | None = None) -> int:
                         "--temperature", str(TEMPERATURE))
         s.run("oracle", "--compare", recorded_run(sampled), "--target", str(target), "--draft",
               str(draft))
+        meta["v1_models"] = s.short(http.get_text(url + "/v1/models"))
+        meta["load_before_diagnose"] = load()
+        s.run("diagnose", "--url", url, "--logs", server_log, "--out", "diagnose-url")
+        s.run("diagnose", "--url", url, "--sampling", "greedy", "--num-prompts", "4",
+              "--out", "diagnose-url-alone")
     finally:
         s.run("lab", "down", "--port", str(port))
     meta["load_after_server"] = load()
+    s.run("diagnose", "--logs", server_log, "--out", "diagnose-logs")
     s.run("recon", "extract", site, "--pick", "vllm:config", "--pick", "vllm:attention",
           "-o", "snap")
     s.run("astexec", "snap/vllm/config/speculative.py", "SpeculativeConfig.compute_hash",

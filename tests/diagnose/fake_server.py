@@ -2,10 +2,12 @@
 servers: it answers ``/v1/models`` (so it is "ready"), shows spec-decode counters that never move, and spawns
 one worker process in its group, as an engine's API process does.
 
-    python fake_server.py --port N [--hang]
+    python fake_server.py --port N [--hang] [--log PATH]
 
 ``--hang``: completions never answer (a diagnosis stays busy measuring until it is stopped).
-It prints ``worker <pid>`` once the worker runs.
+``--log PATH``: every completion request appends a metrics line with nothing accepted to PATH,
+as a live server's log grows while it is measured. It prints ``worker <pid>`` once the worker
+runs.
 """
 
 from __future__ import annotations
@@ -17,6 +19,12 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HANG = "--hang" in sys.argv
+LOG = sys.argv[sys.argv.index("--log") + 1] if "--log" in sys.argv else None
+ZERO_WINDOW = ("(APIServer pid=1) INFO 11-29 09:00:00 [metrics.py:120] SpecDecoding metrics: "
+               "Mean acceptance length: 1.00, Accepted throughput: 0.00 tokens/s, Drafted "
+               "throughput: 100.00 tokens/s, Accepted: 0 tokens, Drafted: 3000 tokens, "
+               "Per-position acceptance rate: 0.000, 0.000, 0.000, Avg Draft acceptance rate: "
+               "0.0%\n")
 LABELS = 'engine="0",model_name="fake"'
 METRICS = "".join(
     f"# TYPE vllm:{name} counter\nvllm:{name}_total{{{LABELS}{extra}}} 0.0\n"
@@ -43,6 +51,9 @@ class Handler(BaseHTTPRequestHandler):
             self._send(404, "{}")
 
     def do_POST(self) -> None:  # noqa: N802
+        if LOG is not None:
+            with open(LOG, "a") as fh:
+                fh.write(ZERO_WINDOW)
         if HANG:
             time.sleep(600)
         self._send(404, json.dumps({"error": "no completions here"}))

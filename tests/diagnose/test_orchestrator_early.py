@@ -81,7 +81,7 @@ def test_file_side_causes_stay_candidates_with_the_oracle_or_no_reference(tmp_pa
 
 def test_the_oracle_counterfactual_stands_aside_when_the_engine_is_below_the_oracle(tmp_path):
     ctx = _ctx(tmp_path, draft=tmp_path)
-    ctx.method, ctx.target_dir, ctx.prompts = "draft_model", tmp_path, ("def f():",)
+    ctx.method, ctx.k, ctx.target_dir, ctx.prompts = "draft_model", 4, tmp_path, ("def f():",)
     assert OracleCounterfactual().unavailable(ctx) is None
     # measured 0.36 accepted per draft where the oracle of the same files gives 4.0: the
     # oracle does not read those files as the engine does

@@ -62,19 +62,31 @@ def test_a_crash_is_inconclusive_and_the_diagnosis_goes_on(tmp_path, monkeypatch
     assert [r["experiment"] for r in saved.experiments][:1] == ["logs-scan"]
     store.close()
 
-    # a planned experiment says what it would do and the command that does it by hand
+    # a planned experiment says what it would do and the command that does it by hand (every
+    # entry is built today: the kernel check is marked planned here to exercise the mechanism)
     real_experiment = C.experiment
+    cat = planned_catalogue("kernel-equivalence", "specdoctor kernels check --device cuda")
     monkeypatch.setattr(C, "experiment", lambda spec: None if spec.planned else Inconclusive())
     ledger = build(sig, cat, 2.0)
     orchestrator._run_plan(ctx, ledger, cat, orchestrator.Options(workdir=tmp_path),
                            time.monotonic(), None, orchestrator.Saver(None, orchestrator.Target()))
     kernel = ledger.entry("kernel-numerics")
     assert kernel.verdict is Verdict.INCONCLUSIVE and kernel.experiment == "kernel-equivalence"
-    assert "inconclusive: planned: " in kernel.evidence[-1]
-    assert "run by hand: specdoctor kernels check" in kernel.evidence[-1]
+    said = [ev for ev in kernel.evidence if ev.startswith("[kernel-equivalence]")]
+    assert len(said) == 1 and "inconclusive: planned: " in said[0]
+    assert "run by hand: specdoctor kernels check" in said[0]
     assert not any("not available" in ev for e in ledger.entries for ev in e.evidence)
     assert ledger.root_cause() == (None, [])
     assert real_experiment(cat.experiments["kernel-equivalence"]) is None
+
+
+def planned_catalogue(exp: str, by_hand: str) -> C.Catalogue:
+    """The shipped catalogue with one experiment marked planned, with its command by hand."""
+    import json
+
+    data = json.loads(C.CATALOGUE_FILE.read_text())
+    data["experiments"][exp].update(status="planned", by_hand=by_hand)
+    return C.parse(data)
 
 
 class Inconclusive:

@@ -159,3 +159,30 @@ def test_joint_applies_every_edit():
     j = joint([EPS, ROPE])
     assert dict(j.config_edits()) == {"rms_norm_eps": 1e-06, "rope_parameters.rope_theta": 10000.0}
     assert joint([EPS]) is EPS
+
+
+def test_leads_left_in_the_context_become_counterfactual_leads_once():
+    """A rope theta the probes or the engine's own functions saw defaulted (a field the
+    drafter's file does not hold) is tried; a field the counterfactual already found is not
+    tried twice; a lead that removes a field removes it."""
+    from specdoctor.experiments import counterfactual as cf
+    from specdoctor.experiments.base import Lead
+
+    draft = {"model_type": "qwen3", "dflash_config": {"use_swa": True},
+             "layer_types": ["sliding_attention"]}
+    target = {"model_type": "qwen3", "rope_theta": 10000.0}
+    own = cf.leads(draft, target, "dflash")
+    assert "dflash_config.use_swa" in {x.field for x in own}
+    ctx_leads = [Lead("draft-config-mismatch", "rope_theta", 10000.0, "defaulted", "probes"),
+                 Lead("attention-mask", "dflash_config.use_swa", False, "window", "masks"),
+                 Lead("attention-mask", "layer_types", None, "sliding", "masks", remove=True)]
+    got = cf.from_context(ctx_leads, draft, {x.field for x in own})
+    by = {x.field: x for x in got}
+    assert "dflash_config.use_swa" not in by
+    assert by["rope_theta"].value == 10000.0 and by["rope_theta"].draft_value is cf._ABSENT
+    assert by["rope_theta"].hypothesis == "draft-config-mismatch"
+    assert "(probes)" in by["rope_theta"].why
+    patched = cf.put(draft, "rope_theta", by["rope_theta"].value)
+    assert patched["rope_theta"] == 10000.0
+    assert by["layer_types"].value is cf._ABSENT
+    assert "layer_types" not in cf.put(draft, "layer_types", by["layer_types"].value)

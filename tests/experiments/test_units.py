@@ -91,12 +91,14 @@ def test_the_oracle_runs_for_every_method_it_covers_and_mtp_needs_no_drafter_dir
     from specdoctor.experiments.base import Context
     from specdoctor.experiments.oracle_gap import oracle_unavailable
 
-    def why(method, draft):
+    def why(method, draft, k=4):
         return oracle_unavailable(Context(workdir=tmp_path, method=method, target_dir=tmp_path,
-                                          draft_dir=draft, prompts=["def f():"]))
+                                          draft_dir=draft, prompts=["def f():"], k=k))
 
     assert why("mtp", None) is None  # its layers are in the target's checkpoint
     assert why("ngram", None) is None
     assert why("eagle3", tmp_path) is None and why("dflash", tmp_path) is None
     assert "drafter's directory" in why("eagle3", None)
     assert "no oracle for method 'suffix'" in why("suffix", None)
+    # what stays unknown is named with the flag that gives it; k is never assumed
+    assert "--k" in why("ngram", None, k=None) and "--method" in why(None, None)

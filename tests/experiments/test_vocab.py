@@ -75,6 +75,7 @@ def test_the_oracle_reads_a_re_indexed_drafter_as_the_engine_does(tmp_path):
     # where the command has vLLM translate by token string, the oracle translates too
     ctx = _ctx(tmp_path, t, moved)
     ctx.launch = ctx.launch.with_speculative(use_heterogeneous_vocab=True)
+    ctx.settings = common.settings(ctx.launch)
     assert json.loads(as_served_map(ctx).read_text()) == {"draft_to_target": [0, 1, 4, 3, 2]}
     (f,) = VocabMapCheck().run(ctx, ("tokenizer-mismatch",)).findings
     assert f.verdict is Verdict.EXCLUDED and "the engine translates" in f.evidence

@@ -106,6 +106,31 @@ def test_per_request_counts_from_scrapes_equal_the_responses_own(server):
         assert {k: r[k] for k in r["response"]} == r["response"]  # same counters, two sources
 
 
+def test_diagnose_reaches_the_oracle_on_a_server_it_cannot_restart(server, tmp_path):
+    """diagnose --url with the server's log and no other flag: the served setup from
+    /v1/models (the target) and the start-up log (method, k, drafter), the oracle of those
+    files as the reference, and no restart."""
+    url, log = server["url"], server["log"]
+    proc = run_cli("diagnose", "--url", url, "--logs", log, "--sampling", "greedy", "--suite",
+                   "code", "--num-prompts", "4", "--max-tokens", "32", "--out", str(tmp_path),
+                   "--json", "--no-store", timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    d = json.loads(proc.stdout)
+    served, method = d["served"], server["method"]
+    assert served["target"]["from"] == f"/v1/models root of {url}"
+    assert served["target"]["value"] in server["command"]
+    for name, value in (("method", method), ("k", METHODS[method])):
+        assert served[name]["value"] == value
+        assert served[name]["from"].startswith(f"the start-up log, {log}:")
+    if method == "draft_model":
+        assert served["draft"]["from"].startswith(f"the start-up log, {log}:")
+    assert served["missing"] == []
+    ev = d["signature"]["evidence"]
+    assert "vs oracle reference oracle (greedy, same prompts)" in ev, ev
+    assert "within 5% at every position" in ev, ev
+    assert "starting the server" not in proc.stderr   # measured as it runs
+
+
 def test_bare_specdoctor_names_the_running_lab_and_measures_nothing(server):
     if server["method"] != "draft_model":
         pytest.skip("once is enough")

@@ -31,7 +31,10 @@ def test_every_patch_spec_parses_and_ships_its_file():
     for name in patches.available():
         spec = specmod.load(patches.DIR / f"{name}.toml")
         assert spec.files and all(f.is_file() for f in spec.files), name
-        assert all(p.replace for p in spec.probes), name  # patches replace, they do not log
+        # a patch replaces at least one function; a probe that does not replace only learns
+        # what the replacement needs (attn-shard learns the draft's layers from the proposer)
+        assert any(p.replace for p in spec.probes), name
+        assert all(p.replace or p.handler for p in spec.probes), name
 
 
 def test_kept_kv_rows_are_the_drafted_accepted_positions_of_decode_requests():

@@ -56,9 +56,9 @@ def test_both_low_means_a_weak_drafter():
     assert "drafter is weak" not in high.verdict
 
 
-def test_measured_above_the_oracle_flags_a_mismatched_comparison():
+def test_measured_above_the_oracle_is_engine_side():
     c = compare.compare_units(_units([0.2, 0.1]), _units([0.9, 0.8]))
-    assert "ABOVE" in c.verdict
+    assert "ABOVE" in c.verdict and "engine-side" in c.verdict
 
 
 def _trace():

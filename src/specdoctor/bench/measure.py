@@ -208,16 +208,47 @@ def load_run(db_path: Path, run_id: int) -> StoredRun:
                      rows, row.launch_spec)
 
 
-def served_model(url: str) -> str:
+@dataclass(frozen=True)
+class ModelCard:
+    """One entry of ``/v1/models``: the name requests use, and what vLLM adds (0.32,
+    vllm/entrypoints/openai/models/serving.py): ``root``, the model as the server was started
+    with it (``--model``: a local path or a hub id), and its maximum length."""
+
+    id: str
+    root: str | None = None
+    max_model_len: int | None = None
+
+
+def model_cards(body: str) -> list[ModelCard]:
+    """The models a ``/v1/models`` body lists (a pure function); ValueError when it is not a
+    model list."""
     import json
 
-    body = http.get_text(url.rstrip("/") + "/v1/models")
     try:
         data = json.loads(body)["data"]
-        return str(data[0]["id"])
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        cards = [ModelCard(str(d["id"]),
+                           d.get("root") if isinstance(d.get("root"), str) else None,
+                           d.get("max_model_len") if type(d.get("max_model_len")) is int else None)
+                 for d in data]
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError("not a model list") from exc
+    if not cards:
+        raise ValueError("an empty model list")
+    return cards
+
+
+def served_models(url: str) -> list[ModelCard]:
+    """What ``GET /v1/models`` lists (TargetError when the server does not answer with one)."""
+    body = http.get_text(url.rstrip("/") + "/v1/models")
+    try:
+        return model_cards(body)
+    except ValueError as exc:
         raise TargetError(f"{url}/v1/models did not list a model",
                           "pass --model NAME, or check that this is an OpenAI-compatible server") from exc
+
+
+def served_model(url: str) -> str:
+    return served_models(url)[0].id
 
 
 def scrape(url: str, phase: str) -> Scrape:

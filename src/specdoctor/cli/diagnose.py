@@ -1,9 +1,10 @@
 """`specdoctor diagnose`: why acceptance is low — signature, ledger, verdict experiments, report.
 
 Targets: `--launch 'COMMAND'` (specdoctor starts the server and changes one thing per
-experiment), `--url URL` (measure and classify, no restart), `--logs FILE…` (signature and the
-static experiments). With none, the embedded lab's launch command is used: this is the only
-place that knows the lab; the diagnosis itself never imports it.
+experiment), `--url URL` (measure, classify, the oracle and the static experiments, no restart;
+`--logs` beside it gives the server's start-up log), `--logs FILE…` (signature and the static
+experiments). With none, the embedded lab's launch command is used: this is the only place that
+knows the lab; the diagnosis itself never imports it.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ def _number(text: str) -> bool:
     except ValueError:
         return False
     return True
+from specdoctor.sources.registry import ENGINES
 
 
 def parse_sampling(values: tuple[str, ...]) -> tuple[bool, tuple[float, float] | None]:
@@ -111,9 +113,26 @@ O = Options()  # the defaults shown here are the diagnosis's own
               help="The server command exactly as you run it; specdoctor starts it and changes "
                    "one argument or variable per experiment.")
 @env_option("Added to the launch environment.", dest="env")
-@click.option("--url", default=None, help="A running server: measure and classify, no restart.")
-@list_option("--logs", "logs", kind=Path, files=True, metavar="FILE",
-             help="Server log files: signature and static experiments.")
+@click.option("--url", default=None,
+              help="A running server: measure, classify, run the oracle and the static "
+                   "experiments, no restart (the served setup from --target/--draft, else from "
+                   "/v1/models and the start-up log in --logs).")
+@list_option("--logs", "logs", kind=Path, files=True, metavar="FILE|-",
+             help="Server log files, - for stdin, or a pipe: signature and static experiments; "
+                  "beside --url, the server's start-up log.")
+@click.option("--engine", type=click.Choice(ENGINES), default=None,
+              help="Engine that wrote the logs (default: detected from the metrics lines).")
+@click.option("--target", "target_dir", default=None,
+              type=click.Path(exists=True, file_okay=False, resolve_path=True, path_type=Path),
+              help="With --url or --logs: the served model's directory (default: the path "
+                   "/v1/models or the start-up log names, when it is one here).")
+@click.option("--draft", "draft_dir", default=None,
+              type=click.Path(exists=True, file_okay=False, resolve_path=True, path_type=Path),
+              help="With --url or --logs: the drafter's directory (default: the start-up log's).")
+@click.option("--tokenizer", "tokenizer_dir", default=None,
+              type=click.Path(exists=True, file_okay=False, resolve_path=True, path_type=Path),
+              help="With --url or --logs: the tokenizer's directory, when it is not the "
+                   "target's.")
 @click.option("--sampling", multiple=True, metavar="greedy|official|T,top_p",
               help="greedy, official (T=1.0, top_p=0.95) or a T,top_p pair; at most one "
                    "sampled setting. Default: greedy,official. " + LIST_HINT)
@@ -145,7 +164,9 @@ O = Options()  # the defaults shown here are the diagnosis's own
 @click.option("--no-store", is_flag=True, help="Do not record the investigation.")
 @json_option
 def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
-             logs: tuple[Path, ...], sampling: tuple[str, ...], suites: tuple[str, ...],
+             logs: tuple[Path, ...], engine: str | None, target_dir: Path | None,
+             draft_dir: Path | None, tokenizer_dir: Path | None, sampling: tuple[str, ...],
+             suites: tuple[str, ...],
              num_prompts: int, max_tokens: int, budget: float, reference: Path | None,
              spec_method: str | None, spec_k: int | None, load_ab: bool, spec_off: bool,
              lab_method: str, ready_timeout: float, out_dir: Path | None, db: Path | None,
@@ -157,33 +178,37 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
     from specdoctor.diagnose.orchestrator import Target, diagnose as run
     from specdoctor.launch import parse_command, stopping_started_on_exit
     from specdoctor.report.console import err_console
+    from specdoctor.sources.logs import saved_inputs
 
-    if sum(x is not None and x != () for x in (launch_cmd, url, logs or None)) > 1:
-        raise InputError("give one target: --launch, --url or --logs", "pick one")
+    if launch_cmd is not None and (url is not None or logs):
+        raise InputError("give one target: --launch, or --url (with the server's logs in "
+                         "--logs, if you have them), or --logs", "pick one")
     if num_prompts < 2 or max_tokens < 1 or not 0 < budget <= 24 * 60:
         raise InputError("--num-prompts must be >= 2, --max-tokens >= 1, 0 < --budget <= 1440",
                          "e.g. --num-prompts 8 --max-tokens 64 --budget 10")
     check_count(num_prompts)
-    for p in logs:
-        if not p.is_file():
-            raise InputError(f"{p}: no such log file", "check the path")
-    if logs:  # refused as `logs` refuses them (exit 2), before any work: binary, empty, no metrics
-        from specdoctor.errors import SpeculationOff
-        from specdoctor.sources.logs import read_logs
-
-        try:
-            read_logs([str(p) for p in logs], keep_windows=False, last_windows=1, by_file=True,
-                      k=spec_k)
-        except SpeculationOff:
-            pass  # no bad input: the diagnosis says speculation was off
+    stated = (spec_method, spec_k, target_dir, draft_dir, tokenizer_dir)
+    if any(x is not None for x in stated) and (launch_cmd is not None or not (url or logs)):
+        raise InputError("--method, --k, --target, --draft and --tokenizer are read from the "
+                         "server command", "drop them, or use them with --logs or --url")
+    if engine is not None and not logs:
+        raise InputError("--engine names the engine of the logs", "drop it, or add --logs")
     if reference is not None:
         from specdoctor.diagnose.references import load_user_reference
 
         load_user_reference(reference)
-    if (spec_method is not None or spec_k is not None) and (launch_cmd is not None or
-                                                             not (url or logs)):
-        raise InputError("--method and --k are read from the server command",
-                         "drop them, or use them with --logs or --url")
+    workdir = out_dir or Path(tempfile.mkdtemp(prefix="specdoctor-diagnose-"))
+    # a stream (- or a pipe) is read once: kept as a file beside the report, as often read
+    logs = tuple(saved_inputs([str(p) for p in logs], workdir / "logs"))
+    if logs and url is None:  # the target: refused as `logs` refuses it (exit 2), before any
+        from specdoctor.errors import SpeculationOff  # work: binary, empty, no metrics
+        from specdoctor.sources.logs import read_logs
+
+        try:
+            read_logs([str(p) for p in logs], keep_windows=False, last_windows=1, by_file=True,
+                      k=spec_k, engine=engine)
+        except SpeculationOff:
+            pass  # no bad input: the diagnosis says speculation was off
     greedy, sampled = parse_sampling(sampling)
     launch = None
     if launch_cmd is not None:
@@ -192,12 +217,12 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
         raise InputError("--env only applies to --launch", "drop --env, or add --launch")
     elif url is None and not logs:
         launch = lab_launch(lab_method)
-    workdir = out_dir or Path(tempfile.mkdtemp(prefix="specdoctor-diagnose-"))
     opts = Options(greedy=greedy, sampled=sampled, suites=suites or O.suites,
                    prompts_per_suite=num_prompts, max_tokens=max_tokens, budget_min=budget,
                    reference_file=reference, concurrency8=load_ab, spec_off=spec_off,
                    workdir=workdir, method=spec_method, k=spec_k,
-                   ready_timeout_s=ready_timeout)
+                   ready_timeout_s=ready_timeout, target_dir=target_dir,
+                   draft_dir=draft_dir, tokenizer_dir=tokenizer_dir, engine=engine)
     store = None
     if not no_store:
         from specdoctor.store.ledger import open_ledger_store
@@ -229,7 +254,13 @@ def _print(d: Any) -> None:
     out.print(f"[bold]signature: {d.signature.cls}[/bold] — {escape(d.signature.evidence)}")
     out.print(ledger_table(d.ledger.to_json()))
     out.print(f"root cause: [bold]{d.root_cause or 'none'}[/bold]"
+              + (f" (basis: {d.root_cause_basis})" if d.root_cause_basis else "")
               + (f" (also: {', '.join(d.other_causes)})" if d.other_causes else ""))
+    from specdoctor.diagnose.report import root_cause_lines
+
+    for line in root_cause_lines(d):
+        if line:
+            out.print(line, markup=False)
     for n in d.notes:
         out.print(f"note: {n}")
     if d.report:

@@ -72,6 +72,12 @@ class Options:
     # Seconds each server the diagnosis starts (baseline, spec-off, relaunches) may take to
     # become ready; then it is stopped and its log tail shown.
     ready_timeout_s: float = READY_TIMEOUT_S
+    # A server that cannot be restarted: its model directories as the user gives them (else
+    # what /v1/models and the start-up log tell: diagnose.served), and the logs' engine.
+    target_dir: Path | None = None
+    draft_dir: Path | None = None
+    tokenizer_dir: Path | None = None
+    engine: str | None = None
 
 
 @dataclass
@@ -88,6 +94,7 @@ class Diagnosis:
     # ({"candidates": [...], "why": "..."}; empty when a cause is named or nothing is wrong).
     undetermined: dict[str, Any] = field(
         default_factory=lambda: {"candidates": [], "why": ""})
+    served: dict[str, Any] | None = None   # diagnose.served's setup, for a URL or logs target
 
     @property
     def root_cause_basis(self) -> str | None:
@@ -108,7 +115,8 @@ class Diagnosis:
                 "other_causes": self.other_causes,
                 "report": None if self.report is None else str(self.report),
                 "investigation": self.investigation, "notes": self.notes,
-                "wall_s": round(self.wall_s, 1), "signature_detail": self.signature.to_json()}
+                "wall_s": round(self.wall_s, 1), "signature_detail": self.signature.to_json(),
+                "served": self.served}
 
 
 class Saver:
@@ -142,6 +150,7 @@ class _Partial:
     ledger: Ledger | None = None
     facts: Facts | None = None
     step: str = "starting"
+    served: dict[str, Any] | None = None
 
 
 def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
@@ -186,7 +195,7 @@ def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
         if servers is not None:
             servers.stop_all()
     d = Diagnosis(sig, part.ledger, root, others, investigation=saver.id, notes=notes,
-                  wall_s=time.monotonic() - t0)
+                  wall_s=time.monotonic() - t0, served=part.served)
     d.report = _write_report(ctx, d, opts.workdir, target.describe(), notes)
     saver.save(sig, part.ledger, "done", d.to_json())
     return d
@@ -198,16 +207,24 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
     if target.launch is not None:
         part.step = "starting the server"
         _start(ctx, target.launch, notes)
+    if target.logs:
+        # before measuring: a live server's log then holds its own traffic only, not the
+        # requests this diagnosis sends (greedy, then sampled: they would read as drift)
+        part.step = "reading the logs"
+        _read_logs(ctx, target.logs, opts, notes)
     if ctx.url is not None:
         part.step = "measuring"
         _measure(ctx, opts, notes)
-    if target.logs:
-        part.step = "reading the logs"
-        _read_logs(ctx, target.logs, opts, notes)
+        for p in target.logs:   # what the server logged while measured (errors) is read too
+            ctx.server_logs[str(p)] = common.read_text(p)
     if ctx.baseline_server is not None:
         ctx.server_logs["baseline"] = common.read_text(
             ctx.baseline_server.log_path)
+    if target.launch is None:
+        part.step = "reading what the server tells of its setup"
+        part.served = _served_setup(ctx, target, opts, notes)
     _user_setup(ctx, opts, notes)
+    _k_from_measurement(ctx, notes)
     part.step = "computing the oracle"
     _as_served_vocabulary(ctx, notes)
     oracle_result = _oracle_first(ctx, notes)
@@ -304,8 +321,10 @@ def no_reference(method: str | None, k: int | None = None) -> str:
              f"{why}: pass --k to compare with the published figures at that k, "
              if k is None and why else f"{why}: " if why else "")
     return ("no reference to compare with, so nothing can be called low: " + first
-            + "--reference FILE with your own, or diagnose --launch '<the server command>' so the "
-              "oracle computes what these weights allow")
+            + "--reference FILE with your own, or the served model's directories (diagnose --url "
+              "with --target DIR --draft DIR, or with the server's start-up log in --logs) or "
+              "diagnose --launch '<the server command>' so that the oracle computes what these "
+              "weights allow")
 
 
 def _user_setup(ctx: Context, opts: Options, notes: list[str]) -> None:
@@ -365,7 +384,7 @@ def _read_logs(ctx: Context, paths: tuple[Path, ...], opts: Options, notes: list
     """The logs' evidence (diagnose.log_evidence): profile, windows, method, k, spec-off."""
     from specdoctor.diagnose.log_evidence import read_for_diagnosis
 
-    ev = read_for_diagnosis(paths, method=opts.method, k=opts.k)
+    ev = read_for_diagnosis(paths, opts.engine, method=opts.method, k=opts.k)
     notes += ev.notes
     for p in paths:
         ctx.server_logs[str(p)] = common.read_text(p)
@@ -377,6 +396,53 @@ def _read_logs(ctx: Context, paths: tuple[Path, ...], opts: Options, notes: list
     ctx.log_total = ev.profile
     ctx.method = ctx.method or ev.method
     ctx.k = ctx.k if ctx.k is not None else ev.k
+
+
+def _served_setup(ctx: Context, target: Target, opts: Options, notes: list[str]
+                  ) -> dict[str, Any]:
+    """A target that cannot be restarted: the setup the oracle and the static experiments need,
+    from the user's flags, the start-up log, /v1/models and what was measured
+    (diagnose.served); each value's origin and what stays unknown go to the notes."""
+    from specdoctor.bench.measure import served_models
+    from specdoctor.diagnose import served
+    from specdoctor.sources.vllm_startup import startup_config
+
+    cards = None
+    if ctx.url is not None:
+        try:
+            cards = served_models(ctx.url)
+        except SpecdoctorError as exc:
+            notes.append(f"/v1/models: {exc.problem}")
+    startup = None
+    for p in target.logs:
+        try:
+            startup = startup_config(str(p)) or startup
+        except OSError as exc:
+            notes.append(f"{p}: start-up lines not read ({exc})")
+    greedy = ctx.measured.get("greedy")
+    setup = served.decide(
+        served.Given(opts.target_dir, opts.draft_dir, opts.tokenizer_dir, opts.method, opts.k),
+        cards, startup, log_method=ctx.method, log_k=ctx.k,
+        measured_k=greedy.total.k if greedy is not None and greedy.total is not None else None,
+        url=ctx.url or "the server")
+    s = ctx.settings = setup.settings
+    ctx.target_dir, ctx.draft_dir, ctx.tokenizer_dir = s.target, s.draft, s.tokenizer
+    ctx.method, ctx.k = s.method, s.k
+    notes += setup.notes
+    if setup.origins or ctx.url is not None:
+        notes.append(setup.summary())
+    if setup.missing and ctx.url is not None:
+        notes.append("the oracle still needs: " + "; ".join(setup.missing))
+    return setup.to_json()
+
+
+def _k_from_measurement(ctx: Context, notes: list[str]) -> None:
+    """A command that does not say k (a default the engine fills in): the greedy measurement's
+    per-position counts do."""
+    greedy = ctx.measured.get("greedy")
+    if ctx.k is None and greedy is not None and greedy.total is not None and greedy.total.k:
+        ctx.k = greedy.total.k
+        notes.append(f"k {ctx.k}: from the greedy measurement's per-position counts")
 
 
 def _oracle_first(ctx: Context, notes: list[str]) -> ExperimentResult | None:
@@ -511,7 +577,7 @@ def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, 
             continue
         why = exp.unavailable(ctx)
         if why is not None:
-            if ctx.launch is None and ("launch" in spec.needs or "models" in spec.needs):
+            if ctx.launch is None and "launch" in spec.needs:
                 why += (f"; to run it: specdoctor diagnose --launch '<the command that "
                         f"starts {ctx.url or 'the server'}>' (with --env K=V for its environment)")
             ledger.mark(open_h, Verdict.INCONCLUSIVE, f"not run: {why}", step.experiment)

@@ -34,6 +34,7 @@ def markdown(d: Any, target: str) -> str:
               f"**{d.root_cause}**" if d.root_cause else
               ("none: healthy" if sig.cls == "healthy" else
                "none confirmed (see the ledger for what is still open)"), ""]
+    lines += root_cause_lines(d)
     if d.other_causes:
         lines += [f"Other confirmed causes: {', '.join(d.other_causes)}", ""]
     lines += ["## Ledger (verdict-cost order)", "",
@@ -62,6 +63,45 @@ def markdown(d: Any, target: str) -> str:
     return "\n".join(lines)
 
 
+def root_cause_lines(d: Any) -> list[str]:
+    """How the root cause was reached (its basis and the deciding evidence) and, where a
+    verdict patch confirmed it, the upstream report, the fix and the stop-gap."""
+    e = d.ledger.entry(d.root_cause) if d.root_cause else None
+    if e is None:
+        return []
+    out = []
+    decisive = [x for x in e.evidence if e.decided_by and x.startswith(f"[{e.decided_by}]")]
+    if e.basis or decisive:
+        out += [f"Reached by {e.basis or 'an experiment'}"
+                + (f" ({e.decided_by})" if e.decided_by else "") + ":"
+                + (f" {decisive[-1]}" if decisive else ""), ""]
+    for fix in patch_fixes(d, d.root_cause):
+        out += ["### Fix", ""]
+        out += [f"- upstream {c['what']}: {c['ref']} ({c['state']}) {c['url']}"
+                if c.get("state") else f"- upstream {c['what']}: {c['ref']} {c['url']}"
+                for c in fix["patch"]["citations"]]
+        out += [f"- the defect: {fix['patch']['defect']}",
+                f"- the fix: {fix['patch']['fix']}; take it with an engine release that "
+                f"includes it",
+                f"- until then, serve with the verdict patch: `{fix['stop_gap']}`", ""]
+    return out
+
+
+def patch_fixes(d: Any, hypothesis: str | None) -> list[dict[str, Any]]:
+    """The verdict patches that confirmed ``hypothesis`` (experiment verdict-patch)."""
+    out = []
+    for r in d.ledger.results:
+        if r.experiment != "verdict-patch":
+            continue
+        confirmed = any(f.hypothesis == hypothesis and f.verdict.value == "confirmed"
+                        for f in r.findings)
+        for num in r.numbers.values():
+            if confirmed and isinstance(num, dict) and "stop_gap" in num \
+                    and num.get("patch", {}).get("hypothesis") == hypothesis:
+                out.append(num)
+    return out
+
+
 # The ledger table wraps its evidence at word boundaries (a path or a command breaks only where
 # it must); each experiment puts its figure beside its findings, below them on a narrow screen.
 CSS = """
@@ -86,6 +126,7 @@ def html_page(d: Any, target: str) -> str:
     if sig.also:
         body.append(f"<p>Also: {esc(', '.join(sig.also))}</p>")
     body.append(f"<h2>Root cause</h2><p>{_root_cause(d)}</p>")
+    body += [f"<p>{esc(line.lstrip('#- '))}</p>" for line in root_cause_lines(d) if line]
     if d.other_causes:
         body.append(f"<p>Other confirmed causes: {esc(', '.join(d.other_causes))}</p>")
     body.append("<h2>Ledger (verdict-cost order)</h2><table id='ledger'><tr><th>hypothesis</th>"

@@ -89,6 +89,25 @@ class ExperimentResult:
                 "commands": self.commands, "error": self.error, "wall_s": round(self.wall_s, 2)}
 
 
+@dataclass(frozen=True)
+class Lead:
+    """A change worth a counterfactual, found by an experiment that cannot confirm it (a static
+    reading of the engine's code, a probe of the live engine): the drafter config field to set
+    (``value``; ``remove``: take the field out) and why. Experiments add them to ``ctx.leads``;
+    the counterfactuals try them."""
+
+    hypothesis: str
+    field: str                 # dotted drafter config field: "rope_theta", "dflash_config.causal"
+    value: Any = None
+    why: str = ""
+    source: str = ""           # the experiment that found it
+    remove: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"hypothesis": self.hypothesis, "field": self.field, "value": self.value,
+                "remove": self.remove, "why": self.why, "source": self.source}
+
+
 # -- launching ------------------------------------------------------------------------------------
 
 class Server(Protocol):
@@ -146,11 +165,19 @@ class Context:
     oracle_greedy: Any = None              # the greedy oracle of the served files (oracle.runner)
     oracle_gap: Gap | None = None          # measured vs that oracle, accepted per draft
     oracle_pos0: float | None = None       # its position-0 rate
+    oracle_sampled: Any = None             # the sampled oracle at the measured (T, top_p)
+    oracle_sampled_gap: Gap | None = None  # the sampled measurement vs that oracle
     oracle_vocab_map: Path | None = None   # the draft-to-target id map the engine applies
     spec_on_passes: list[list[tuple[int, float]]] = field(default_factory=list)  # timing
     tok_s_spec_on: float | None = None     # decode tok/s, speculation on and off
     tok_s_spec_off: float | None = None
     deadline: float | None = None          # time.monotonic() past which repeated runs stop
+    engine_view: Any = None                # the live engine's draft as built (probes.view)
+    code_view: Any = None                  # the engine's own config functions run on the
+    #                                        served config (astexec.experiment.CodeView)
+    leads: list[Lead] = field(default_factory=list)   # changes for the counterfactuals to try
+    relaunches: dict[str, Any] = field(default_factory=dict)  # launch group -> the relaunch its
+    #                                        experiments share (common.SharedRelaunch)
     progress: Callable[[str], None] = lambda msg: None
 
 

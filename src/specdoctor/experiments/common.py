@@ -1,11 +1,14 @@
 """What several experiments share: the server's settings read from its command, measuring a
-(re)launched server, and per-request units for paired comparisons."""
+(re)launched server, the relaunch a launch group shares, and per-request units for paired
+comparisons."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +19,13 @@ from specdoctor.bench import measure as proto
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments.base import Context
 from specdoctor.launch import LaunchSpec, free_port
+from specdoctor.launch.engines import Speculation
 
 
 @dataclass(frozen=True)
 class Settings:
-    """The speculative setup a launch command describes."""
+    """The speculative setup a launch command describes (or, for a server that cannot be
+    restarted, what the user and the server tell: ``diagnose.served``)."""
 
     target: Path | None
     method: str | None
@@ -31,6 +36,8 @@ class Settings:
     dtype: str | None
     max_model_len: int | None
     draft_sample_method: str
+    # the speculative config's other keys, verbatim (use_heterogeneous_vocab, ...)
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 # Where each engine's command names the target model (vLLM also takes it after ``serve``).
@@ -41,25 +48,42 @@ def settings(launch: LaunchSpec) -> Settings:
     """What the command serves, read through its engine's own adapter (an unrecognised command:
     its model arguments only)."""
     spec = launch.speculation if launch.engine != "unknown" else None
-    opts = spec.options if spec is not None else {}
-    method = spec.method if spec is not None else None
-    drafter = spec.drafter if spec is not None and method not in (None, "ngram", "mtp") else None
     model = launch.arg(*MODEL_FLAGS.get(launch.engine, ("--model",)))
     if model is None:  # `vllm serve MODEL`: the positional after "serve"
         argv = list(launch.argv)
         if "serve" in argv and argv.index("serve") + 1 < len(argv):
             model = argv[argv.index("serve") + 1]
     mml = launch.arg("--max-model-len")
-    tokenizer = launch.arg("--tokenizer")
+    return settings_of(spec, Path(model) if model else None, launch.arg("--tokenizer"),
+                       launch.arg("--dtype"), int(mml) if mml and mml.isdigit() else None)
+
+
+def settings_of(spec: Speculation | None, target: Path | None, tokenizer: str | Path | None,
+                dtype: str | None, max_model_len: int | None) -> Settings:
+    """The settings of a speculation and the target's serving arguments, however they were
+    learnt (a command, a start-up log, the user's flags)."""
+    opts = dict(spec.options) if spec is not None else {}
+    method = spec.method if spec is not None else None
+    drafter = spec.drafter if spec is not None and method not in (None, "ngram", "mtp") else None
     return Settings(
-        target=Path(model) if model else None, method=method,
+        target=target, method=method,
         k=spec.k if spec is not None and spec.k else None,
         draft=Path(drafter) if drafter else None,
         tokenizer=Path(tokenizer) if tokenizer else None,
         prompt_lookup=(int(opts.get("prompt_lookup_min") or 2),
                        int(opts.get("prompt_lookup_max") or 4)),
-        dtype=launch.arg("--dtype"), max_model_len=int(mml) if mml and mml.isdigit() else None,
-        draft_sample_method=str(opts.get("draft_sample_method") or "greedy"))
+        dtype=dtype, max_model_len=max_model_len,
+        draft_sample_method=str(opts.get("draft_sample_method") or "greedy"),
+        options=opts)
+
+
+# Why an experiment that needs the served files cannot run, with the flags that give them (a
+# launch command names them itself).
+UNKNOWN_TARGET = "the target's model directory is unknown (give --target DIR, or --launch)"
+UNKNOWN_DRAFT = "the drafter's directory is unknown (give --draft DIR)"
+UNKNOWN_METHOD = ("the speculative method is unknown (give --method, or the server's start-up "
+                  "log with --logs)")
+UNKNOWN_K = "k is unknown (give --k)"
 
 
 def read_config(model_dir: Path) -> dict[str, Any]:
@@ -98,6 +122,48 @@ def measure_launch(ctx: Context, launch: LaunchSpec, p: proto.MeasureParams, lab
         return None, read_text(log), str(exc)
     finally:
         ctx.launcher.stop(server)
+
+
+FRESH_STATE = "fresh-state"
+STARTUP_PACK = "startup"
+
+
+@dataclass
+class SharedRelaunch:
+    """One relaunch the experiments of a launch group share: what it ran, what it measured
+    (None when it did not), its log, and why it failed."""
+
+    group: str
+    launch: LaunchSpec
+    measurement: proto.Measurement | None
+    log: str
+    error: str | None
+
+
+def fresh_state(ctx: Context) -> SharedRelaunch:
+    """The launch group ``fresh-state`` (Case A's one launch session): the user's command once
+    more with every compile cache redirected to a new, empty root and the ``startup`` probe pack
+    after the launch's own PYTHONPATH (its probes wrap, log and return: they change nothing the
+    engine computes), measured greedy on the diagnosis' prompts, then stopped. It runs once per
+    diagnosis: ``compile-cache-ab`` takes its measurement as the isolated arm, ``probes`` its
+    ``[probe]`` lines. The cache root it created is removed afterwards; nothing else is."""
+    if FRESH_STATE in ctx.relaunches:
+        return ctx.relaunches[FRESH_STATE]
+    from specdoctor.experiments.compile_cache.ab import isolated_env
+    from specdoctor.packs import run as packs
+
+    assert ctx.launch is not None
+    stamp = f"{int(time.time())}-{len(ctx.relaunches)}"
+    root = ctx.workdir / f"isolated-cache-{stamp}"
+    pack, _ = packs.prepare(STARTUP_PACK, ctx.workdir / f"startup-pack-{stamp}")
+    launch = packs.with_pack(ctx.launch.with_env(**isolated_env(root)), pack, after=True)
+    try:
+        m, log, err = measure_launch(ctx, launch, params(ctx), FRESH_STATE)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)   # only the root created here
+    run = SharedRelaunch(FRESH_STATE, launch, m, log, err)
+    ctx.relaunches[FRESH_STATE] = run
+    return run
 
 
 def read_text(path: Path) -> str:

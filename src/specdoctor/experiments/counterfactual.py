@@ -13,7 +13,10 @@ Leads come from:
 - the rotary embedding as a whole, whichever spelling each config uses (``rope_parameters``,
   ``rope_scaling``, top-level ``rope_theta``/``partial_rotary_factor``): its effective settings
   are compared, and the counterfactual gives the drafter the target's rope keys;
-- mask fields and target-layer ids (below).
+- mask fields and target-layer ids (below);
+- the leads other experiments left in ``ctx.leads`` (``from_context``): a rope theta the live
+  engine or the engine's own functions default where the target's differs, a mask field the
+  masks experiment names.
 
 Not a lead: ``tie_word_embeddings: true`` beside a checkpoint that ships its own ``lm_head``
 (vLLM 0.32 and transformers both notice and keep the head; measured: no effect).
@@ -230,7 +233,21 @@ def _leads_for(ctx: Context) -> tuple[list[Lead], list[str]]:
     if ctx.draft_dir is None or ctx.target_dir is None:
         return [], []
     d, t = common.read_config(ctx.draft_dir), common.read_config(ctx.target_dir)
-    return leads(d, t, ctx.method), benign_differences(d, t)
+    found = leads(d, t, ctx.method)
+    return found + from_context(ctx.leads, d, {x.field for x in found}), benign_differences(d, t)
+
+
+def from_context(found: list[Any], draft: dict[str, Any], known: set[str]) -> list[Lead]:
+    """The leads other experiments left in the context (``base.Lead``: the probes' live view,
+    the engine's own config functions, the masks), as counterfactual leads, a field once."""
+    out: list[Lead] = []
+    for x in found:
+        if x.field in known:
+            continue
+        known.add(x.field)
+        out.append(Lead(x.field, get(draft, x.field), _ABSENT if x.remove else x.value,
+                        x.hypothesis, f"{x.why} ({x.source})"))
+    return out
 
 
 Trial = tuple[Finding, Any, dict[str, float]]   # finding, the curve after (or None), numbers

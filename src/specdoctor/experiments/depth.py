@@ -59,8 +59,10 @@ class TrainedDepth:
     def unavailable(self, ctx: Context) -> str | None:
         if "greedy" not in ctx.measured or ctx.measured["greedy"].total is None:
             return "no greedy measurement"
-        if ctx.k is None or ctx.target_dir is None:
-            return "k or the model directory is unknown"
+        if ctx.k is None:
+            return common.UNKNOWN_K
+        if ctx.target_dir is None:
+            return common.UNKNOWN_TARGET
         return None
 
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:

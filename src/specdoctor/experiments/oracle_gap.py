@@ -2,7 +2,7 @@
 arithmetic of sampling), on the prompts the server was measured with.
 
 Greedy settles the catalogue's ``oracle-equal-low`` / ``oracle-gap-engine`` rules; sampled
-settles ``sampled-below-oracle`` / ``sampled-equal-oracle``. Methods: whatever
+settles ``sampled-off-oracle`` / ``sampled-equal-oracle``. Methods: whatever
 ``specdoctor.oracle.runner.METHODS`` covers in this build; others are reported unavailable.
 """
 
@@ -26,12 +26,16 @@ def oracle_unavailable(ctx: Context) -> str | None:
     from specdoctor.oracle.runner import METHODS
 
     if ctx.target_dir is None:
-        return "the target's model directory is unknown (give --launch, or run on the lab)"
+        return common.UNKNOWN_TARGET
+    if ctx.method is None:
+        return common.UNKNOWN_METHOD
+    if ctx.k is None:
+        return common.UNKNOWN_K
     if ctx.method not in METHODS:
         return (f"no oracle for method {ctx.method!r} in this build "
                 f"(it covers {', '.join(METHODS)})")
     if ctx.method not in NO_DRAFT_DIR and ctx.draft_dir is None:
-        return "the drafter's directory is unknown"
+        return common.UNKNOWN_DRAFT
     if not ctx.prompts:
         return "no prompts were measured"
     return None
@@ -45,12 +49,14 @@ def run_oracle(ctx: Context, temperature: float, top_p: float, draft_dir: Any = 
     from specdoctor.oracle.simulate import Sampling
 
     s = ctx.settings
+    if s is None or ctx.k is None:  # oracle_unavailable says which, with the flag
+        raise ValueError(oracle_unavailable(ctx) or "the served settings are unknown")
     draft_mode = "argmax" if s.draft_sample_method in ("greedy", "argmax") else "probabilistic"
     cfg = OracleConfig(
         target=ctx.target_dir, prompts=tuple(ctx.prompts), method=ctx.method or "draft_model",
         draft=(draft_dir or ctx.draft_dir) if ctx.method not in NO_DRAFT_DIR else None,
         tokenizer=ctx.tokenizer_dir,
-        k=ctx.k or 4, max_tokens=ctx.max_tokens,
+        k=ctx.k, max_tokens=ctx.max_tokens,
         sampling=Sampling(temperature, top_p, draft_mode),
         prompt_lookup_min=s.prompt_lookup[0], prompt_lookup_max=s.prompt_lookup[1],
         max_model_len=s.max_model_len,
@@ -105,6 +111,12 @@ class OracleGreedy:
         pos0 = c.positions[0].oracle.value if c.positions else None
         ctx.oracle_gap, ctx.oracle_pos0 = g, pos0
         found = rules.decide_oracle(g, pos0, file_side_excluded=False)
+        if g.equal and "sampled" not in ctx.measured:
+            # Greedy is the whole measurement and the engine reaches the oracle: its drafts
+            # are the drafter's (a sampled measurement, when there is one, decides for itself).
+            found.append(Finding("engine-drafting", Verdict.EXCLUDED,
+                                 f"{g.text()}: the engine reaches what its drafter gives",
+                                 basis="comparison"))
         return ExperimentResult(self.id, found, {"comparison": c.to_json()},
                                 {"oracle (greedy)": expected_profile(res),
                                  "measured (greedy)": ctx.measured["greedy"].total},
@@ -131,6 +143,7 @@ class OracleSampled:
         except ValueError as exc:
             return ExperimentResult(self.id, [Finding(h, Verdict.INCONCLUSIVE, str(exc))
                                               for h in hypotheses], error=str(exc))
+        ctx.oracle_sampled, ctx.oracle_sampled_gap = res, g
         greedy_apd = common.apd(ctx.measured["greedy"].total)
         found = rules.decide_sampling(ctx.oracle_gap, g, greedy_apd)
         return ExperimentResult(self.id, found, {"comparison": c.to_json(),

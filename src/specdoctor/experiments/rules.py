@@ -5,7 +5,7 @@ server or a model. Figures are accepted draft tokens per step (bonus token NOT c
 name says otherwise.
 
 - ``oracle-equal-low`` / ``oracle-gap-engine``: ``decide_oracle``;
-- ``sampled-below-oracle`` / ``sampled-equal-oracle``: ``decide_sampling``;
+- ``sampled-off-oracle`` / ``sampled-equal-oracle``: ``decide_sampling``;
 - ``counterfactual-only``: ``decide_counterfactual`` (the only way draft-config-mismatch is
   confirmed);
 - ``difference-not-verdict``: ``config_difference`` returns no verdict by construction;
@@ -32,6 +32,9 @@ SLOWER_SHARE = 0.95       # tok/s under this share of the spec-off tok/s
 # code, not in the served files (the oracle runs the files as they are).
 ENGINE_SIDE = ("compile-cache-pollution", "rope-sync", "kernel-numerics",
                "draft-attention-partial", "draft-parallel-config", "target-hidden-noise")
+# What the engine replay (experiments/replay) localises an engine-side gap to: verification
+# or drafting.
+REPLAY_LEADS = ("rejection-sampler", "engine-drafting")
 # Causes that live in the served files themselves: the oracle shares them, so draft-quality
 # waits for their counterfactuals.
 FILE_SIDE = ("draft-config-mismatch", "tokenizer-mismatch", "attention-mask")
@@ -100,10 +103,13 @@ def decide_oracle(gap: Gap, oracle_pos0: float | None, file_side_excluded: bool,
         return [Finding("draft-quality", Verdict.EXCLUDED,
                         f"{ev}: the engine loses acceptance these weights give")]
     if gap.above:
-        return [Finding(h, Verdict.INCONCLUSIVE,
-                        f"{ev}: measured ABOVE the oracle, so the oracle was not computed for "
-                        f"what the server ran (weights, k, prompts)")
-                for h in ("draft-quality", *ENGINE_SIDE)]
+        # The engine accepts drafts a correct greedy verifier rejects (or drafts better than
+        # its drafter): engine-side either way; the replay says which.
+        lead = (f"{ev}: measured ABOVE the oracle: the engine accepts what a correct verifier "
+                f"with these weights does not, an engine-side finding; the replay localises it")
+        return [Finding("draft-quality", Verdict.EXCLUDED, lead, basis="comparison"),
+                *(Finding(h, Verdict.INCONCLUSIVE, lead, basis="comparison")
+                  for h in (*ENGINE_SIDE, *REPLAY_LEADS))]
     out = [Finding(h, Verdict.EXCLUDED, f"{ev}: the engine reaches what the weights allow")
            for h in ENGINE_SIDE]
     low = reference_low or (oracle_pos0 is not None and oracle_pos0 < WEAK_DRAFTER_POS0)
@@ -124,32 +130,43 @@ def decide_oracle(gap: Gap, oracle_pos0: float | None, file_side_excluded: bool,
 
 
 def decide_sampling(greedy: Gap, sampled: Gap, greedy_measured: float) -> list[Finding]:
-    """Sampled measured vs sampled oracle, with greedy beside them."""
+    """Sampled measured vs sampled oracle, with greedy beside them.
+
+    A significant gap in either direction is an engine-side finding: a verifier that accepts
+    more than a correct one does is as broken as one that accepts less (the output distribution
+    is not the one requested). It is a lead, not a verdict: a wrong verifier and drafts that
+    differ from the drafter's own (sampled where they should be argmax, say) both explain it,
+    so the replay (which of the two) and the verdict patches (a known defect, fixed) decide."""
     ev = f"{greedy.text('greedy: ')}; {sampled.text('sampled: ')}"
     if greedy.below:
         return [Finding(h, Verdict.INCONCLUSIVE,
                         f"{ev}: greedy already loses acceptance; settle that first")
                 for h in ("rejection-sampler", "sampling-confound")]
-    if sampled.below:
-        share = (sampled.oracle - sampled.measured) / max(sampled.oracle, 1e-9)
-        return [Finding("rejection-sampler", Verdict.CONFIRMED,
-                        f"{ev}: greedy matches, sampled is {share:.0%} below what a correct "
-                        f"sampler gives with these weights", recovered=min(share, 1.0)),
+    if sampled.below or sampled.above:
+        share = abs(sampled.oracle - sampled.measured) / max(sampled.oracle, 1e-9)
+        way = (f"{share:.0%} below" if sampled.below else
+               f"{sampled.measured / max(sampled.oracle, 1e-9):.1f}x" if share > 1 else
+               f"{share:.0%} above")
+        lead = (f"{ev}: greedy matches, sampled is {way} what a correct verifier "
+                f"gives with these weights and drafts: an engine-side finding (the output "
+                f"distribution is not the one requested); the replay localises it to "
+                f"verification or drafting, a verdict patch for a known defect confirms it")
+        return [Finding("rejection-sampler", Verdict.INCONCLUSIVE, lead, basis="comparison"),
+                Finding("engine-drafting", Verdict.INCONCLUSIVE, lead, basis="comparison"),
                 Finding("sampling-confound", Verdict.EXCLUDED,
-                        f"{ev}: the sampled loss is not what sampling itself costs")]
-    if sampled.above:
-        return [Finding(h, Verdict.INCONCLUSIVE,
-                        f"{ev}: sampled ABOVE its oracle: compare like with like "
-                        f"(temperature, top_p, draft sampling mode)")
-                for h in ("rejection-sampler", "sampling-confound")]
+                        f"{ev}: sampled differs from its own oracle, so it is not what sampling "
+                        f"itself costs", basis="comparison")]
     if sampled.measured < greedy_measured * (1 - MIN_REL_GAP):
         return [Finding("sampling-confound", Verdict.CONFIRMED,
                         f"{ev}: sampled equals the sampled oracle and is below greedy "
-                        f"({greedy_measured:.3f}): what sampling costs, expected, not a bug"),
-                Finding("rejection-sampler", Verdict.EXCLUDED,
-                        f"{ev}: the verifier reaches the sampled oracle")]
-    return [Finding(h, Verdict.EXCLUDED, f"{ev}: sampled equals its oracle and greedy")
-            for h in ("rejection-sampler", "sampling-confound")]
+                        f"({greedy_measured:.3f}): what sampling costs, expected, not a bug",
+                        basis="comparison"),
+                *(Finding(h, Verdict.EXCLUDED, f"{ev}: the engine reaches the sampled oracle "
+                          f"(and the greedy one)", basis="comparison")
+                  for h in ("rejection-sampler", "engine-drafting"))]
+    return [Finding(h, Verdict.EXCLUDED, f"{ev}: sampled equals its oracle and greedy",
+                    basis="comparison")
+            for h in ("rejection-sampler", "sampling-confound", "engine-drafting")]
 
 
 def recovered_share(before: float, after: float, ceiling: float) -> float:

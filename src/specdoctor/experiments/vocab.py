@@ -83,11 +83,9 @@ def _write_map(path: Path, mapping: list[int]) -> Path:
 
 
 def engine_translates(ctx: Context) -> bool:
-    """The command asks vLLM to map draft ids to target ids by token string."""
-    if ctx.launch is None or ctx.launch.engine == "unknown":
-        return False
-    spec = ctx.launch.speculation
-    return spec is not None and bool(spec.options.get("use_heterogeneous_vocab"))
+    """The served speculative config (the command's, or the one a running server's start-up
+    log names) asks vLLM to map draft ids to target ids by token string."""
+    return ctx.settings is not None and bool(ctx.settings.options.get("use_heterogeneous_vocab"))
 
 
 def as_served_map(ctx: Context) -> Path | None:
@@ -190,11 +188,11 @@ class VocabMapCheck:
         if ctx.method == "ngram":
             return None
         if ctx.target_dir is None:
-            return "the target's model directory is unknown"
+            return common.UNKNOWN_TARGET
         if ctx.method in SAME_VOCAB_METHODS:
             return None
         if ctx.draft_dir is None:
-            return "the drafter's directory is unknown"
+            return common.UNKNOWN_DRAFT
         if ctx.method in ("draft_model", *MAP_METHODS):
             return None
         return f"no vocabulary check for method {ctx.method!r}"

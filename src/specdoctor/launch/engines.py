@@ -93,14 +93,7 @@ class Vllm:
             cfg.setdefault("model", legacy_model)
         if legacy_k is not None:
             cfg.setdefault("num_speculative_tokens", int(legacy_k))
-        if not cfg:
-            return None
-        method = cfg.pop("method", None)
-        k = cfg.pop("num_speculative_tokens", None)
-        drafter = cfg.pop("model", None)
-        if method is None and drafter is not None:
-            method = "draft_model"
-        return Speculation(method, None if k is None else int(k), drafter, cfg)
+        return speculation_of(cfg) if cfg else None
 
     def write(self, argv: Sequence[str], spec: Speculation | None) -> tuple[str, ...]:
         had = A.has(argv, self.FLAG)
@@ -120,6 +113,18 @@ class Vllm:
         cfg.update(spec.options)
         text = json.dumps(cfg, separators=(",", ":"))
         return A.put(out, self.FLAG, text) if had else (*out, self.FLAG, text)
+
+
+def speculation_of(config: dict[str, Any]) -> Speculation:
+    """A vLLM speculative config (the JSON of ``--speculative-config``, or the dict a start-up
+    log prints) in these terms: a config naming only a drafter model is draft_model."""
+    cfg = dict(config)
+    method = cfg.pop("method", None)
+    k = cfg.pop("num_speculative_tokens", None)
+    drafter = cfg.pop("model", None)
+    if method is None and drafter is not None:
+        method = "draft_model"
+    return Speculation(method, None if k is None else int(k), drafter, cfg)
 
 
 class Sglang:

@@ -7,8 +7,10 @@ prompts on both sides cancels most of the prompt-to-prompt spread.
 Reading (the question this module exists for):
 - measured significantly BELOW the oracle: the engine loses acceptance that these weights
   give (wiring, state, numerics): look inside the engine;
-- measured significantly ABOVE: the oracle was not computed for what the server ran (other
-  weights, k, sampling or prompts): fix the comparison first;
+- measured significantly ABOVE: the engine accepts what a correct engine with these weights
+  does not (a verifier that accepts too much is as broken as one that accepts too little):
+  engine-side too, once the oracle runs what the server ran (``--compare RUN_ID`` takes the
+  weights, k, sampling and prompts from the recorded run);
 - no significant gap: the engine reaches what the weights allow; if that is low, the drafter
   is weak for this data.
 """
@@ -95,8 +97,10 @@ def verdict(rows: list[PositionGap]) -> str:
                 f"inside the engine (wiring, state, numerics)")
     if above:
         return (f"measured is significantly ABOVE the oracle at position(s) "
-                f"{', '.join(map(str, above))}: the oracle was not computed for what the server "
-                f"ran (weights, k, sampling, prompts); make them match before reading the gap")
+                f"{', '.join(map(str, above))}: the engine accepts what a correct engine with "
+                f"these weights does not (its verifier, or its drafts, are not a correct "
+                f"engine's); with the server's own settings (--compare RUN_ID) that is an "
+                f"engine-side defect: specdoctor diagnose --launch localises it")
     pos0 = rows[0].oracle.value if rows else None
     if pos0 is not None and pos0 < WEAK_DRAFTER_POS0:
         return (f"no significant gap: the engine reaches what these weights allow, and that is "

@@ -7,7 +7,10 @@ step, the draft ids the scheduler sent and the tokens the step emitted. ``hook_e
 environment that turns it on; ``read`` parses its log; ``agreement`` walks engine and oracle
 side by side.
 
-Greedy only: a sampled trajectory is random, so it is compared by profile, not by token.
+``agreement`` is greedy only: a sampled trajectory is random, so the oracle's own run is
+compared with it by profile, not by token. ``replay`` works for both: it re-scores the engine's
+own steps (its contexts, its drafts) with the oracle's models, every method
+(``load_replay_models``), and keeps each step for the decision (``experiments/replay``).
 """
 
 from __future__ import annotations
@@ -149,17 +152,70 @@ def _walk(e: EngineRequest, t: RequestTrace, acc: TokenAgreement) -> Divergence 
 
 
 @dataclass
+class ReplayStep:
+    """One engine step re-scored: what the engine drafted and accepted, what the drafter
+    proposes on the same context, and what a correct verifier accepts."""
+
+    request: int                 # index of the engine request (order of first appearance)
+    row: int                     # the engine's row in that request (0 is the prefill)
+    drafts: list[int]            # the engine's drafts (empty: it drafted nothing this step)
+    chain: list[int] | None      # the drafter's own proposal there; None: not comparable
+    chain_margins: list[float]   # the drafter's top1 - top2 logit at each chain position
+    betas: list[float]           # P(position j accepted | j - 1 were), engine's drafts
+    chain_betas: list[float] | None  # the same for the drafter's chain (None: equal drafts)
+    accepted: int                # what the engine accepted (its emitted tokens minus one)
+    target_margins: list[float]  # the target's top1 - top2 logit at each draft position
+
+    def first_mismatch(self) -> int | None:
+        """Position of the first draft that is not the drafter's own (None: all equal, or a
+        chain that cannot be compared)."""
+        if self.chain is None:
+            return None
+        for j, (a, b) in enumerate(zip(self.drafts, self.chain)):
+            if a != b:
+                return j
+        return None if len(self.drafts) == len(self.chain) else min(len(self.drafts),
+                                                                     len(self.chain))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"request": self.request, "row": self.row, "drafts": self.drafts,
+                "chain": self.chain, "chain_margins": [round(x, 5) for x in self.chain_margins],
+                "betas": [round(x, 6) for x in self.betas],
+                "chain_betas": None if self.chain_betas is None
+                else [round(x, 6) for x in self.chain_betas],
+                "accepted": self.accepted,
+                "target_margins": [round(x, 5) for x in self.target_margins]}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> ReplayStep:
+        return ReplayStep(int(d["request"]), int(d["row"]), list(d["drafts"]),
+                          None if d.get("chain") is None else list(d["chain"]),
+                          [float(x) for x in d.get("chain_margins") or []],
+                          [float(x) for x in d["betas"]],
+                          None if d.get("chain_betas") is None
+                          else [float(x) for x in d["chain_betas"]],
+                          int(d["accepted"]), [float(x) for x in d.get("target_margins") or []])
+
+
+@dataclass
 class Replay:
     """The engine's own steps re-scored by the oracle's models (teacher-forced on the engine's
     contexts). Works for sampled runs too: it asks, step by step, whether the drafts the engine
     verified are the drafts a correct drafter proposes there, and how many positions a correct
-    verifier accepts in expectation, beside how many the engine accepted."""
+    verifier accepts in expectation, beside how many the engine accepted. ``records`` keeps
+    every step (``experiments/replay`` decides on them); the sums below are their totals over
+    the steps that drafted."""
 
     steps: int = 0
     draft_tokens: int = 0
     drafts_equal_oracle: int = 0          # engine draft == oracle drafter's argmax chain
     expected_per_position: list[float] = field(default_factory=list)
     realized_per_position: list[int] = field(default_factory=list)
+    records: list[ReplayStep] = field(default_factory=list)
+    k: int = 0
+    temperature: float = 0.0
+    top_p: float = 1.0
+    draft_mode: str = "argmax"
 
     def to_json(self) -> dict[str, Any]:
         n = self.steps or 1
@@ -168,33 +224,113 @@ class Replay:
                 "expected_per_position": [round(x / n, 6) for x in self.expected_per_position],
                 "realized_per_position": [round(x / n, 6) for x in self.realized_per_position]}
 
+    def records_json(self) -> dict[str, Any]:
+        """Everything the decision reads, to record (and read back with ``from_records``)."""
+        return {"k": self.k, "temperature": self.temperature, "top_p": self.top_p,
+                "draft_mode": self.draft_mode, "steps": [r.to_json() for r in self.records]}
+
+    @staticmethod
+    def from_records(d: dict[str, Any]) -> Replay:
+        out = Replay(k=int(d["k"]), temperature=float(d["temperature"]),
+                     top_p=float(d["top_p"]), draft_mode=str(d.get("draft_mode", "argmax")),
+                     expected_per_position=[0.0] * int(d["k"]),
+                     realized_per_position=[0] * int(d["k"]))
+        for r in d["steps"]:
+            out.add(ReplayStep.from_json(r))
+        return out
+
+    def add(self, r: ReplayStep) -> None:
+        self.records.append(r)
+        if not r.drafts:
+            return
+        from specdoctor.oracle import rules
+
+        if r.chain is not None:
+            self.drafts_equal_oracle += sum(1 for a, b in zip(r.chain, r.drafts) if a == b)
+        for i, x in enumerate(rules.expected_per_position(r.betas)[:self.k]):
+            self.expected_per_position[i] += float(x)
+        for i in range(min(r.accepted, self.k)):
+            self.realized_per_position[i] += 1
+        self.steps += 1
+        self.draft_tokens += len(r.drafts)
+
 
 def replay(engine: Sequence[EngineRequest], target: Any, drafter: Any, k: int, sampling: Any
            ) -> Replay:
-    """Re-score every engine step: ``target`` a CachedLM, ``drafter`` a simulate drafter,
-    ``sampling`` a simulate.Sampling (drafts are taken as one-hot: argmax or prompt lookup)."""
-    from specdoctor.oracle import rules
+    """Re-score every engine step: ``target`` a CachedLM, ``drafter`` a simulate drafter
+    (``argmax_chain``: a draft model, prompt lookup, or a hidden-state head through
+    ``heads.engine.HeadDrafter``), ``sampling`` a simulate.Sampling.
 
-    out = Replay(expected_per_position=[0.0] * k, realized_per_position=[0] * k)
-    for e in engine:
+    Drafts by argmax or prompt lookup are one-hot: beta = p(draft) under the target's warped
+    distribution. Sampled drafts (``sampling.draft == "probabilistic"``, a draft model): beta =
+    min(1, p(draft) / q(draft)), the probability a correct verifier accepts that very token,
+    and the chain is not compared (the drafts are random). Decode steps with no draft count
+    too where the drafter would have proposed one (prompt lookup), as a drafting difference."""
+    out = Replay(expected_per_position=[0.0] * k, realized_per_position=[0] * k, k=k,
+                 temperature=float(sampling.temperature), top_p=float(sampling.top_p),
+                 draft_mode=str(sampling.draft))
+    for n, e in enumerate(engine):
         target.reset()
         drafter.reset()
         ctx = list(e.prompt_ids)
-        for draft, emitted in e.rows:
-            if draft:
-                mine, _ = drafter.argmax_chain(ctx, len(draft))
-                out.drafts_equal_oracle += sum(1 for a, b in zip(mine, draft) if a == b)
-                logits = target.logits(ctx + list(draft), len(draft) + 1)
-                betas = [rules.warp(lg, sampling.temperature, sampling.top_p)[d]
-                         for lg, d in zip(logits, draft)]
-                for i, x in enumerate(rules.expected_per_position(betas)[:k]):
-                    out.expected_per_position[i] += float(x)
-                for i in range(min(len(emitted) - 1, k)):
-                    out.realized_per_position[i] += 1
-                out.steps += 1
-                out.draft_tokens += len(draft)
+        for i, (draft, emitted) in enumerate(e.rows):
+            if i > 0 and (draft or not _never_drafts_nothing(drafter)):
+                out.add(_rescore(n, i, ctx, list(draft), emitted, target, drafter, k, sampling))
             ctx += list(emitted)
     return out
+
+
+def _never_drafts_nothing(drafter: Any) -> bool:
+    """A model drafter proposes at every step; prompt lookup may find nothing."""
+    from specdoctor.oracle.simulate import NgramDrafter
+
+    return not isinstance(drafter, NgramDrafter)
+
+
+def _rescore(n: int, row: int, ctx: list[int], draft: list[int], emitted: Sequence[int],
+             target: Any, drafter: Any, k: int, sampling: Any) -> ReplayStep:
+    from specdoctor.oracle import rules
+    from specdoctor.oracle.simulate import ModelDrafter
+
+    sampled_drafts = (sampling.draft == "probabilistic" and not sampling.greedy
+                      and isinstance(drafter, ModelDrafter))
+    chain: list[int] | None
+    if sampled_drafts:
+        chain, margins = None, []
+    else:
+        chain, margins = drafter.argmax_chain(ctx, len(draft) or k)
+        chain = list(chain)
+    if not draft:   # a lookup step that drafted nothing: its chain says whether it should have
+        return ReplayStep(n, row, [], chain, list(margins), [], None, 0, [])
+    betas, tmargins = _betas(ctx, draft, target, drafter, sampling, sampled_drafts)
+    chain_betas = None
+    if chain is not None and chain != draft and chain:
+        chain_betas, _ = _betas(ctx, chain, target, drafter, sampling, False)
+    return ReplayStep(n, row, draft, chain, [float(x) for x in margins], betas, chain_betas,
+                      max(0, min(len(emitted) - 1, len(draft))), tmargins)
+
+
+def _betas(ctx: list[int], draft: list[int], target: Any, drafter: Any, sampling: Any,
+           sampled_drafts: bool) -> tuple[list[float], list[float]]:
+    import numpy as np
+
+    from specdoctor.oracle import rules
+
+    logits = target.logits(ctx + draft, len(draft) + 1)
+    ps = [rules.warp(lg, sampling.temperature, sampling.top_p) for lg in logits[:len(draft)]]
+    if sampled_drafts:
+        betas = []
+        for j, d in enumerate(draft):
+            q = rules.warp(drafter.logits(ctx + draft[:j]), sampling.temperature,
+                           sampling.top_p if sampling.q_top_p else 1.0)
+            betas.append(float(min(1.0, ps[j][d] / q[d])) if q[d] > 0 else 0.0)
+    else:
+        betas = [float(p[d]) for p, d in zip(ps, draft)]
+    margins = []
+    for lg in logits[:len(draft)]:
+        top2 = np.partition(np.asarray(lg, dtype=np.float64), -2)[-2:]
+        margins.append(float(top2[1] - top2[0]))
+    return betas, margins
 
 
 def _first_diff(a: Sequence[int], b: Sequence[int]) -> int:
@@ -202,3 +338,44 @@ def _first_diff(a: Sequence[int], b: Sequence[int]) -> int:
         if x != y:
             return i
     return min(len(a), len(b))
+
+
+def load_replay_models(config: Any) -> tuple[Any, Any]:
+    """The target (a CachedLM) and the drafter ``replay`` re-scores with, for any method the
+    oracle covers, read as ``run_oracle`` reads them (``config``: a runner.OracleConfig; its
+    prompts are not used). Sets torch's CPU threads as the oracle does."""
+    import torch
+
+    from specdoctor.oracle import runner
+    from specdoctor.oracle.models import (
+        CachedLM, VocabMap, check_fits, check_vocab, load_model, param_count, pick_device,
+        read_config,
+    )
+    from specdoctor.oracle.simulate import ModelDrafter, NgramDrafter
+
+    runner.validate(config)
+    device = pick_device(config.device)
+    dirs = [config.target] + ([config.draft] if config.draft is not None else [])
+    check_fits(dirs, device, config.dtype)
+    if device == "cpu":
+        torch.set_num_threads(runner.cpu_threads(config, sum(param_count(d) for d in dirs)))
+    if config.method in runner.HEAD_METHODS:
+        from specdoctor.oracle import heads
+        from specdoctor.oracle.heads.engine import HeadDrafter
+        from specdoctor.oracle.heads.target import StreamTarget
+
+        head = heads.load(config.method, config.target, config.draft)
+        model = load_model(config.target, device, config.dtype)
+        head = head.to(device, getattr(torch, config.dtype))
+        return CachedLM(model, device), HeadDrafter(StreamTarget(model, head.aux_ids), head,
+                                                    device)
+    target = CachedLM(load_model(config.target, device, config.dtype), device)
+    if config.method == "ngram":
+        mml = config.max_model_len or read_config(config.target).get("max_position_embeddings")
+        return target, NgramDrafter(config.prompt_lookup_min, config.prompt_lookup_max, mml)
+    vocab_map = VocabMap.load(config.vocab_map) if config.vocab_map else None
+    assert config.draft is not None   # validate: draft_model has its drafter
+    check_vocab(config.target, config.draft, vocab_map)
+    drafter = ModelDrafter(CachedLM(load_model(config.draft, device, config.dtype), device),
+                           int(read_config(config.target)["vocab_size"]), vocab_map)
+    return target, drafter

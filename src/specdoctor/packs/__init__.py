@@ -7,6 +7,8 @@ above it (docs/experiments-layout.md).
 - ``runtime``: what runs inside the engine (standard library only; the probe rule);
 - ``run``: run a command or a launch with a pack on, collect and store the ``[probe]`` lines;
 - ``shipped/``: the packs specdoctor ships (``specdoctor probe list``);
+- ``verdicts``: the registry of verdict patches (packs that fix a known engine defect, with
+  the upstream report and fix, and a check that they apply to the installed engine);
 - ``draft_trace/``: the oracle's engine trace, committed built (``oracle.engine_trace``);
 - ``tap`` and ``tap_vllm_cpu``: tensor taps from inside a server, and the tap of vLLM's CPU
   attention the ``draft-attention-taps`` pack calls (read back by ``specdoctor taps check``).

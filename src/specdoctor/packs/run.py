@@ -100,10 +100,17 @@ def pack_env(pack: BuiltPack, sink: Path | None = None,
     return env
 
 
-def with_pack(launch: LaunchSpec, pack: BuiltPack, sink: Path | None = None) -> LaunchSpec:
-    """The same launch with the pack on (the launch's own PYTHONPATH kept behind it)."""
+def with_pack(launch: LaunchSpec, pack: BuiltPack, sink: Path | None = None,
+              after: bool = False) -> LaunchSpec:
+    """The same launch with the pack on: first on PYTHONPATH (the launch's own entries kept
+    behind it), or with ``after`` behind them, so that a runtime patch the launch serves with is
+    installed first and the pack's probes see the engine as patched."""
     base = launch.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-    return dataclasses.replace(launch, env={**launch.env, **pack_env(pack, sink, base)})
+    env = pack_env(pack, sink, base)
+    if after:
+        parts = [p for p in base.split(os.pathsep) if p]
+        env["PYTHONPATH"] = os.pathsep.join([*parts, str(pack.dir)])
+    return dataclasses.replace(launch, env={**launch.env, **env})
 
 
 def prepare(spec_ref: str | Path, run_dir: Path | None = None) -> tuple[BuiltPack, Path]:

@@ -32,7 +32,8 @@ from specdoctor.sources.registry import (
 from specdoctor.sources.base import printable
 from specdoctor.sources.scan import LogInput, open_input
 
-__all__ = ["ENGINES", "FileLog", "LogTotal", "detect_engine", "differing_config", "read_logs"]
+__all__ = ["ENGINES", "FileLog", "LogTotal", "detect_engine", "differing_config", "read_logs",
+           "saved_inputs"]
 
 
 @dataclass
@@ -211,6 +212,31 @@ def read_logs(names: Sequence[str | Path], engine: str | None = None,
         res.reading.notes.append(f"the total adds logs of different speculative configs ({mixed}): "
                                  "read each file's own total")
     return res
+
+
+def saved_inputs(names: Sequence[str], folder: Path) -> list[Path]:
+    """The logs named on a command line as files to read as often as needed: a regular file as
+    it is; a stream (- for stdin, a pipe, a process substitution) read once, as ``logs`` reads
+    it, and copied into ``folder`` under its own name (stdin: ``stdin.log``). Bad names are
+    refused as ``logs`` refuses them."""
+    out: list[Path] = []
+    for name in names:
+        inp = open_input(str(name))
+        if inp.path is not None:
+            out.append(Path(inp.path))
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = "stdin" if inp.label == "-" else Path(inp.label).name.removesuffix(".log")
+        path = folder / f"{stem}.log"
+        n = 1
+        while path.exists() or path in out:
+            n += 1
+            path = folder / f"{stem}-{n}.log"
+        with open(path, "wb") as fh:
+            for block in inp.blocks():
+                fh.write(block)
+        out.append(path)
+    return out
 
 
 def _segment_log(label: str, part: LogReading, seg: _Segment, i: int, split: bool) -> FileLog:

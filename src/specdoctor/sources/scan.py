@@ -289,6 +289,15 @@ class LogInput:
         for batch in _batched(lines, 1 << 14):
             yield "".join(f"{n}:{line}\n" for n, line in batch)
 
+    def blocks(self) -> Iterator[bytes]:
+        """The whole input as it is, in blocks (a stream: head, then the rest, read once)."""
+        if self.path is not None:
+            with open(self.path, "rb") as fh:
+                yield from _chunks(fh, 1 << 20)
+            return
+        assert self.stream is not None
+        yield from _chunks(self.stream, 1 << 20, self.head)
+
     def lines(self) -> Iterator[str]:
         """Every line, decoded as UTF-8 with replacement."""
         if self.path is not None:

