@@ -175,7 +175,8 @@ def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
         _investigate(ctx, target, opts, saver, notes, part)
         assert part.sig is not None and part.ledger is not None and part.facts is not None
         part.step = "deciding the root cause"
-        root, others = part.ledger.root_cause()
+        answer = part.ledger.answer()
+        root, others = answer.root, answer.others
         sig = _against_recovery(part.sig, part.facts, part.ledger, root, notes)
     except BaseException as exc:
         where = _keep_traceback(ctx, "diagnose")
@@ -195,7 +196,8 @@ def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
         if servers is not None:
             servers.stop_all()
     d = Diagnosis(sig, part.ledger, root, others, investigation=saver.id, notes=notes,
-                  wall_s=time.monotonic() - t0, served=part.served)
+                  wall_s=time.monotonic() - t0, undetermined=answer.undetermined,
+                  served=part.served)
     d.report = _write_report(ctx, d, opts.workdir, target.describe(), notes)
     saver.save(sig, part.ledger, "done", d.to_json())
     return d
@@ -646,13 +648,16 @@ def _against_recovery(sig: Signature, facts: Facts, ledger: Ledger, root: str | 
 
 
 def _redecide_draft_quality(ctx: Context, ledger: Ledger) -> None:
-    """draft-quality waits for the file-side counterfactuals (rule oracle-equal-low)."""
+    """draft-quality waits for the file-side counterfactuals (rule oracle-equal-low) and is
+    confirmed, by elimination, only once every rival the ledger holds was excluded (rule
+    elimination-needs-all: ``rules.ELIMINATION_RIVALS``)."""
     gap = ctx.oracle_gap
     e = ledger.entry("draft-quality")
     if gap is None or e is None or e.verdict is not Verdict.INCONCLUSIVE:
         return
     side = [ledger.entry(h) for h in rules.FILE_SIDE]
-    excluded = all(x is None or x.verdict is Verdict.EXCLUDED for x in side)
+    rivals = [ledger.entry(h) for h in rules.ELIMINATION_RIVALS["draft-quality"]]
+    excluded = all(x is None or x.verdict is Verdict.EXCLUDED for x in rivals)
     confirmed_other = any(x is not None and x.verdict is Verdict.CONFIRMED for x in side)
     if confirmed_other:
         ledger.apply(ExperimentResult("rule:oracle-equal-low", [Finding(

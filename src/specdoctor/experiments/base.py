@@ -44,6 +44,26 @@ class Verdict(str, enum.Enum):
     PENDING = "pending"     # not run yet (budget, or the diagnosis stopped before it)
 
 
+# What a confirmation from each experiment rests on, where its finding does not say: the
+# experiments that change one thing and measure again confirm by counterfactual; those that set a
+# measured number against a reference only one cause explains, by comparison; the rule that
+# confirms what is left when the rest is excluded, by elimination. Every experiment of the
+# catalogue has one (a test keeps it so), so no confirmed cause is without its basis.
+CONFIRMS_BY: dict[str, "Basis"] = {
+    "oracle-counterfactual": "counterfactual", "relaunch-counterfactual": "counterfactual",
+    "verdict-patch": "counterfactual", "restart-ab": "counterfactual",
+    "compile-cache-ab": "counterfactual", "target-precision-ab": "counterfactual",
+    "vocab-map-check": "counterfactual",
+    "replay": "replay",
+    "logs-scan": "comparison", "oracle-greedy": "comparison", "oracle-sampled": "comparison",
+    "concurrency-ab": "comparison", "spec-off-baseline": "comparison",
+    "trained-depth": "comparison", "probes": "comparison", "config-audit": "comparison",
+    "astexec": "comparison", "masks": "comparison", "kernel-equivalence": "comparison",
+    "taps": "comparison",
+    "rule:oracle-equal-low": "elimination",
+}
+
+
 @dataclass(frozen=True)
 class Finding:
     hypothesis: str

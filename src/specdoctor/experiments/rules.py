@@ -9,7 +9,9 @@ name says otherwise.
 - ``counterfactual-only``: ``decide_counterfactual`` (the only way draft-config-mismatch is
   confirmed);
 - ``difference-not-verdict``: ``config_difference`` returns no verdict by construction;
-- ``root-cause``: ``root_cause``.
+- ``root-cause``: ``root_cause``; ``answer`` adds the rule ``elimination-needs-all``: an answer
+  reached by elimination stands only when every rival the numbers allow was excluded, and no
+  cause named where the symptom needs one is "not determined" with the candidates that remain.
 """
 
 from __future__ import annotations
@@ -49,6 +51,16 @@ MIN_REL_GAP = 0.05
 RECOVER_GAIN = 0.25
 RECOVER_MIN_ABS = 0.05
 EXPECTED = ("sampling-confound",)   # confirmed = expected behaviour, not a bug
+# An answer by elimination (basis "elimination") stands only when each of its rivals that is a
+# candidate (the signature allows it) was excluded. draft-quality ("the drafter is weak") is
+# what remains when the engine reaches the oracle: its rivals are every file-side cause the
+# oracle shares, every engine-side cause, and the two readings of the same greedy numbers (k
+# past the drafter's training, a metric read in another convention). The replay's leads are not
+# among them: a greedy engine that meets the greedy oracle drafts the drafter's own chain.
+ELIMINATION_RIVALS = {"draft-quality": (*FILE_SIDE, *ENGINE_SIDE, "k-beyond-training",
+                                        "metric-convention")}
+# Verdicts that leave a candidate open.
+OPEN = (Verdict.PENDING, Verdict.INCONCLUSIVE, Verdict.NOT_REPRODUCIBLE)
 
 
 @dataclass(frozen=True)
@@ -121,7 +133,7 @@ def decide_oracle(gap: Gap, oracle_pos0: float | None, file_side_excluded: bool,
         out.append(Finding("draft-quality", Verdict.CONFIRMED,
                            f"{ev}, both low (oracle pos0 {oracle_pos0:.2f}), and no "
                            f"counterfactual on the served files recovers: the drafter is weak",
-                           recovered=0.0))
+                           recovered=0.0, basis="elimination"))
     else:
         out.append(Finding("draft-quality", Verdict.INCONCLUSIVE,
                            f"{ev}, both low; waits for the counterfactuals of "
@@ -195,8 +207,10 @@ def decide_counterfactual(hypothesis: str, change: str, before: float, after: fl
     ev = (f"{change}: {before:.3f} → {after:.3f} accepted per draft "
           f"({share:.0%} of the room up to {ceiling:.2f} recovered)")
     if recovers(before, after, significant):
-        return Finding(hypothesis, Verdict.CONFIRMED, ev, recovered=share)
-    return Finding(hypothesis, Verdict.EXCLUDED, ev + ": no recovery", recovered=share)
+        return Finding(hypothesis, Verdict.CONFIRMED, ev, recovered=share,
+                       basis="counterfactual")
+    return Finding(hypothesis, Verdict.EXCLUDED, ev + ": no recovery", recovered=share,
+                   basis="counterfactual")
 
 
 def config_difference(field_name: str, draft_value: object, target_value: object) -> str:
@@ -219,6 +233,60 @@ def root_cause(findings: Iterable[Finding]) -> tuple[str | None, list[str]]:
         if f.hypothesis != best.hypothesis and f.hypothesis not in others:
             others.append(f.hypothesis)
     return best.hypothesis, others
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a set of verdicts answers: the root cause (None when not determined), the other
+    confirmed causes, and, when no cause is named although the symptom needs one, the
+    candidates that remain with why (``{"candidates": [...], "why": "..."}``, empty otherwise)."""
+
+    root: str | None
+    others: list[str]
+    undetermined: dict[str, object]
+
+    @staticmethod
+    def none() -> dict[str, object]:
+        return {"candidates": [], "why": ""}
+
+
+def _why_open(f: Finding) -> str:
+    last = f.evidence.split("; ")[-1] if f.evidence else ""
+    return f"{f.hypothesis} ({f.verdict.value}{': ' + last[:160] if last else ''})"
+
+
+def answer(findings: Iterable[Finding], needs_cause: bool) -> Answer:
+    """``root_cause`` with the rule ``elimination-needs-all``.
+
+    A root cause whose basis is ``elimination`` is named only when each of its rivals that is a
+    candidate here (``ELIMINATION_RIVALS``; any other candidate for an answer not listed there)
+    was excluded; otherwise it is not named, and the rivals still open and the answer itself are
+    the candidates that remain. With no cause named and a symptom that needs one
+    (``needs_cause``), the candidates still pending or inconclusive remain, each with its last
+    evidence; when every candidate was excluded, none remains and the why says so."""
+    fs = list(findings)
+    root, others = root_cause(fs)
+    by = {f.hypothesis: f for f in fs}
+    if root is not None and by[root].basis == "elimination":
+        rivals = ELIMINATION_RIVALS.get(root) or tuple(h for h in by if h != root)
+        left = [by[h] for h in rivals if h in by and by[h].verdict is not Verdict.EXCLUDED
+                and by[h].verdict is not Verdict.CONFIRMED]
+        if left:
+            return Answer(None, others, {
+                "candidates": [*(f.hypothesis for f in left), root],
+                "why": (f"{root} is reached only by elimination, and not every rival the "
+                        f"numbers allow was excluded by an experiment that ran: "
+                        + "; ".join(_why_open(f) for f in left))})
+    if root is not None or not needs_cause:
+        return Answer(root, others, Answer.none())
+    left = [f for f in fs if f.verdict in OPEN]
+    if not left:
+        return Answer(None, [], {"candidates": [], "why": (
+            "every candidate was excluded: the cause is none of those the catalogue knows for "
+            "this symptom" if fs else "no candidate explains this symptom")})
+    return Answer(None, [], {"candidates": [f.hypothesis for f in left], "why": (
+        "no experiment confirmed a cause, and these were not excluded: "
+        + "; ".join(_why_open(f) for f in left))})
 
 
 def one_per_hypothesis(findings: Iterable[Finding], evidence: str = "all") -> list[Finding]:
