@@ -158,12 +158,15 @@ def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
     """Measure, classify, run the ledger's experiments, report.
 
     A launch target is started through ``launcher`` (default: ``specdoctor.launch.Servers``,
-    whose servers die with this process). Every server started on the way is stopped before
+    whose servers die with this process). A URL given alone that does not answer raises
+    ``TargetError`` before anything starts. Every server started on the way is stopped before
     this returns or raises. A crashing
     experiment is inconclusive and the diagnosis goes on; a report that cannot be written is a
     note; any other break saves the partial investigation (status ``failed``) and raises
     ``DiagnosisFailed`` naming it and the traceback."""
     t0 = time.monotonic()
+    if target.url is not None and not target.logs and target.launch is None:
+        _reachable(target.url)
     opts.workdir.mkdir(parents=True, exist_ok=True)
     saver = Saver(store, target)
     servers = launcher if launcher is not None else (
@@ -201,6 +204,15 @@ def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
     d.report = _write_report(ctx, d, opts.workdir, target.describe(), notes)
     saver.save(sig, part.ledger, "done", d.to_json())
     return d
+
+
+def _reachable(url: str) -> None:
+    """A URL that is the whole target must answer before anything is measured or stored:
+    ``TargetError`` (exit status 3) naming the URL and the fix otherwise. With the server's logs
+    beside it the logs are still diagnosed, and the notes say what the URL answered."""
+    from specdoctor.bench.measure import served_models
+
+    served_models(url)
 
 
 def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, notes: list[str],
