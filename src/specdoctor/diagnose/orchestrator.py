@@ -679,7 +679,8 @@ def _redecide_draft_quality(ctx: Context, ledger: Ledger) -> None:
         return
     if excluded:
         ledger.apply(ExperimentResult("rule:oracle-equal-low", rules.decide_oracle(
-            gap, ctx.oracle_pos0, file_side_excluded=True)))
+            gap, ctx.oracle_pos0, file_side_excluded=True,
+            trained=rules.trained_drafter(getattr(ctx, "method", None)))))
 
 
 def _keep_traceback(ctx: Context, name: str) -> Path | None:

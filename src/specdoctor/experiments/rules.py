@@ -27,6 +27,22 @@ from specdoctor.oracle.compare import WEAK_DRAFTER_POS0
 # here so that both read the same number.
 LOAD_SHARE = 0.15         # c=8 vs c=1 relative difference when no intervals decide
 SLOWER_SHARE = 0.95       # tok/s under this share of the spec-off tok/s
+# Position 0 under this from a trained drafter (a draft model or head, not prompt lookup) is
+# class `zero`: a drafter trained on its target agrees with it far more often than 1 time in 20
+# at the first draft, so one that does not is broken (a contract or config mismatch, the wrong
+# vocabulary, an engine fault), not weak: `zero` excludes draft-quality.
+ZERO_POS0 = 0.05
+# Speculative methods whose drafter is trained to predict the target (vLLM's method names; the
+# MTP family's model-specific names end in "_mtp"). Prompt lookup (ngram, suffix) is not.
+TRAINED_DRAFTERS = frozenset({"draft_model", "eagle", "eagle3", "mtp", "dflash", "medusa",
+                              "mlp_speculator"})
+
+
+def trained_drafter(method: str | None) -> bool:
+    """Whether ``method`` drafts with a model trained on its target (unknown: no)."""
+    return method is not None and (method in TRAINED_DRAFTERS or method.endswith("_mtp"))
+
+
 # An oracle whose position 0 is under WEAK_DRAFTER_POS0 (oracle.compare's threshold, imported
 # above) is itself low: "the drafter is weak for this data", so matching it is not "healthy".
 
@@ -103,13 +119,15 @@ def gap_from_profiles(measured: AcceptanceProfile, oracle: AcceptanceProfile) ->
 
 
 def decide_oracle(gap: Gap, oracle_pos0: float | None, file_side_excluded: bool,
-                  reference_low: bool = False) -> list[Finding]:
+                  reference_low: bool = False, trained: bool = False) -> list[Finding]:
     """Greedy measured vs greedy oracle.
 
     Below: an engine-side cause; draft-quality is excluded, never confirmed. Equal: the
     engine-side causes are excluded; if the oracle is itself low (weak position 0, or below
     the published reference), draft-quality is confirmed once the file-side causes are
-    excluded, and inconclusive until then."""
+    excluded, and inconclusive until then — except for a trained drafter (``trained``) whose
+    oracle position 0 is under ``ZERO_POS0``: that drafter is broken, not weak, so
+    draft-quality is excluded (basis comparison) and the causes that break it stay open."""
     ev = gap.text()
     if gap.below:
         return [Finding("draft-quality", Verdict.EXCLUDED,
@@ -125,7 +143,12 @@ def decide_oracle(gap: Gap, oracle_pos0: float | None, file_side_excluded: bool,
     out = [Finding(h, Verdict.EXCLUDED, f"{ev}: the engine reaches what the weights allow")
            for h in ENGINE_SIDE]
     low = reference_low or (oracle_pos0 is not None and oracle_pos0 < WEAK_DRAFTER_POS0)
-    if not low:
+    if trained and oracle_pos0 is not None and oracle_pos0 < ZERO_POS0:
+        out.append(Finding("draft-quality", Verdict.EXCLUDED,
+                           f"{ev}; the oracle's position 0 is {oracle_pos0:.3f} (under "
+                           f"{ZERO_POS0}): a trained drafter that agrees with its target this "
+                           f"rarely is broken, not weak", basis="comparison"))
+    elif not low:
         out.append(Finding("draft-quality", Verdict.EXCLUDED,
                            f"{ev}; the oracle itself is not low (pos0 {oracle_pos0:.2f})"
                            if oracle_pos0 is not None else f"{ev}; the oracle is not low"))
