@@ -278,6 +278,9 @@ def _speed_last(ctx: Context, opts: Options, cat: Any, saver: Saver, notes: list
         notes.append("speed with speculation off: not measured (over the budget)")
         return
     part.step = "measuring with speculation off"
+    method_ref = method_reference(ctx.method, ctx.k, opts.reference_file)
+    if method_ref is not None:
+        ctx.method_reference = (method_ref.words(), method_ref.accepted_per_draft)
     result = _spec_off_first(ctx, notes)
     if result is None:
         return
@@ -288,10 +291,52 @@ def _speed_last(ctx: Context, opts: Options, cat: Any, saver: Saver, notes: list
     added = ledger.extend(build(sig, cat, opts.restart_min).entries, opts.restart_min)
     ledger.signature = sig
     ledger.apply(result)
+    split = result.numbers.get("split") or {}
+    if split.get("lost") == "acceptance" and method_ref is not None:
+        added += _acceptance_lost(ctx, ledger, cat, opts, part.facts, method_ref, notes)
     saver.save(sig, ledger)
     if added:
         part.step = "running the experiments the speed adds"
         _run_plan(ctx, ledger, cat, opts, t_plan, None, saver, only=added)
+    _redecide_draft_quality(ctx, ledger)
+
+
+def method_reference(method: str | None, k: int | None, user_file: Path | None
+                     ) -> references.Reference | None:
+    """What the method reaches at this k, to split slower-than-spec-off by: the published
+    figure and the user's reference (at this k: cut to its first k positions when it states
+    more per-position rates; a mean-only one only at its own k), the higher of the two — the
+    acceptance a healthy drafter of this method is known to reach. Not the oracle: it runs these
+    weights, so it shares whatever made them weak."""
+    if k is None:
+        return None
+    refs = [r for r in (references.published_for(method, k),) if r is not None]
+    if user_file is not None:
+        user = references.load_user_reference(user_file)
+        if user.k == k or (user.shape_stated and user.k > k):
+            refs.append(replace(user, per_position=user.per_position[:k]))
+    return max(refs, key=lambda r: r.accepted_per_draft) if refs else None
+
+
+def _acceptance_lost(ctx: Context, ledger: Ledger, cat: Any, opts: Options, facts: Facts,
+                     ref: references.Reference, notes: list[str]) -> tuple[str, ...]:
+    """Slower than spec-off because the acceptance lost (rule slower-split): the acceptance is
+    now the question. The measurement is stated against what the method reaches, the candidates
+    that explain that shape join the ledger, and the greedy oracle's verdict is restated with the
+    oracle called low (it is below what the method reaches): draft-quality waits for its
+    rivals, the engine-side causes stay excluded. Returns the candidates added."""
+    against = classify(replace(facts, reference=ref, tok_s=None, tok_s_spec_off=None))
+    notes.append(f"acceptance against {ref.words()}: {against.cls} ({against.evidence})")
+    if against.cls in ("healthy", "unreferenced", "no-data", "undetermined"):
+        return ()
+    added = ledger.extend(build(against, cat, opts.restart_min,
+                                also=kept_candidates(ctx, facts)).entries, opts.restart_min)
+    if ctx.oracle_gap is not None:
+        ctx.oracle_below_method = True
+        ledger.apply(ExperimentResult("rule:oracle-equal-low", rules.decide_oracle(
+            ctx.oracle_gap, ctx.oracle_pos0, file_side_excluded=False, reference_low=True,
+            trained=rules.trained_drafter(ctx.method))))
+    return added
 
 
 def _write_report(ctx: Context, d: Diagnosis, workdir: Path, target: str,
@@ -680,6 +725,7 @@ def _redecide_draft_quality(ctx: Context, ledger: Ledger) -> None:
     if excluded:
         ledger.apply(ExperimentResult("rule:oracle-equal-low", rules.decide_oracle(
             gap, ctx.oracle_pos0, file_side_excluded=True,
+            reference_low=getattr(ctx, "oracle_below_method", False),
             trained=rules.trained_drafter(getattr(ctx, "method", None)))))
 
 

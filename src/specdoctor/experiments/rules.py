@@ -9,6 +9,8 @@ name says otherwise.
 - ``counterfactual-only``: ``decide_counterfactual`` (the only way draft-config-mismatch is
   confirmed);
 - ``difference-not-verdict``: ``config_difference`` returns no verdict by construction;
+- ``slower-split``: ``decide_speed_split`` (slower than spec-off: the draft's cost or the
+  acceptance);
 - ``root-cause``: ``root_cause``; ``answer`` adds the rule ``elimination-needs-all``: an answer
   reached by elimination stands only when every rival the numbers allow was excluded, and no
   cause named where the symptom needs one is "not determined" with the candidates that remain.
@@ -19,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from specdoctor.acceptance import speedup as sp
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.experiments.base import Finding, Verdict
 from specdoctor.oracle.compare import WEAK_DRAFTER_POS0
@@ -153,8 +156,10 @@ def decide_oracle(gap: Gap, oracle_pos0: float | None, file_side_excluded: bool,
                            f"{ev}; the oracle itself is not low (pos0 {oracle_pos0:.2f})"
                            if oracle_pos0 is not None else f"{ev}; the oracle is not low"))
     elif file_side_excluded:
+        how = ("the oracle below what the method reaches" if reference_low
+               or oracle_pos0 is None else f"oracle pos0 {oracle_pos0:.2f}")
         out.append(Finding("draft-quality", Verdict.CONFIRMED,
-                           f"{ev}, both low (oracle pos0 {oracle_pos0:.2f}), and no "
+                           f"{ev}, both low ({how}), and no "
                            f"counterfactual on the served files recovers: the drafter is weak",
                            recovered=0.0, basis="elimination"))
     else:
@@ -202,6 +207,88 @@ def decide_sampling(greedy: Gap, sampled: Gap, greedy_measured: float) -> list[F
     return [Finding(h, Verdict.EXCLUDED, f"{ev}: sampled equals its oracle and greedy",
                     basis="comparison")
             for h in ("rejection-sampler", "sampling-confound", "engine-drafting")]
+
+
+@dataclass(frozen=True)
+class SpeedSplit:
+    """Slower than spec-off, split into its two causes with numbers (``acceptance.speedup``)."""
+
+    speedup: float                 # measured: decode tok/s on over off
+    accepted: float                # measured accepted draft tokens per step
+    k: int
+    c: float                       # the draft's cost per drafted token, a target step = 1
+    reference: tuple[str, float] | None   # what the method reaches: (name, accepted per draft)
+    at_reference: float | None     # predicted speedup with that acceptance and this c
+    at_ceiling: float              # predicted speedup with every draft accepted
+    size_ratio: float | None       # the drafter's weights over the target's (files)
+    lost: str | None               # "acceptance", "draft-cost" or None (not decided)
+
+    def text(self) -> str:
+        ref = ("" if self.reference is None else
+               f"; at the {self.reference[0]}'s {self.reference[1]:.2f} accepted per draft it "
+               f"would be {self.at_reference:.2f}x")
+        size = ("" if self.size_ratio is None else
+                f"; the drafter's weights are {self.size_ratio:.3f} of the target's (files)")
+        return (f"speedup {self.speedup:.2f}x = AL / (1 + k·c) with AL {1 + self.accepted:.2f}, "
+                f"k {self.k}: the draft costs c = {self.c:.3f} of a target step per drafted "
+                f"token{size}; it breaks even at {sp.break_even(self.k, self.c):.2f} accepted "
+                f"per draft (measured {self.accepted:.2f}){ref}; with every draft accepted "
+                f"{self.at_ceiling:.2f}x")
+
+    def to_json(self) -> dict[str, object]:
+        return {"speedup": round(self.speedup, 4), "accepted_per_draft": round(self.accepted, 4),
+                "k": self.k, "c": round(self.c, 4),
+                "break_even": round(sp.break_even(self.k, self.c), 4),
+                "reference": None if self.reference is None else
+                {"name": self.reference[0], "accepted_per_draft": round(self.reference[1], 4)},
+                "at_reference": None if self.at_reference is None else round(self.at_reference, 4),
+                "at_ceiling": round(self.at_ceiling, 4),
+                "size_ratio": None if self.size_ratio is None else round(self.size_ratio, 4),
+                "lost": self.lost}
+
+
+def speed_split(ratio: float, accepted: float, k: int, reference: tuple[str, float] | None,
+                size_ratio: float | None = None) -> SpeedSplit:
+    """Which of the two lost: with the acceptance the method reaches (``reference``), would a
+    draft of this cost be faster than speculation off? Yes: the acceptance lost. No (or not
+    even with every draft accepted, when there is no reference): the draft's cost."""
+    c = sp.draft_cost(ratio, accepted, k)
+    at_ref = None if reference is None else sp.speedup(reference[1], k, c)
+    at_ceiling = sp.speedup(float(k), k, c)
+    lost = ("draft-cost" if at_ceiling < 1.0 else "acceptance" if at_ref is not None
+            and at_ref >= 1.0 else "draft-cost" if at_ref is not None else None)
+    return SpeedSplit(ratio, accepted, k, c, reference, at_ref, at_ceiling, size_ratio, lost)
+
+
+def decide_speed_split(timing: Verdict, split: SpeedSplit) -> Finding:
+    """draft-overhead for a server slower than spec-off (``timing``: the speed comparison's own
+    verdict, confirmed only when clearly slower): confirmed (basis comparison) only when the
+    timing is clear and even the acceptance the method reaches could not pay for this draft;
+    excluded when that acceptance would (the acceptance is what lost, and its hypotheses stay
+    open); inconclusive when nothing says what the method reaches and perfect acceptance would
+    still pay, or when the timing itself is not clear."""
+    ev = split.text()
+    if split.lost == "acceptance":
+        return Finding("draft-overhead", Verdict.EXCLUDED,
+                       f"{ev}: this draft would be faster than speculation off with the "
+                       f"acceptance the method reaches, so the acceptance is what lost, not the "
+                       f"draft's cost", basis="comparison")
+    if split.lost is None:
+        return Finding("draft-overhead", Verdict.INCONCLUSIVE,
+                       f"{ev}: nothing says what acceptance this method reaches at k={split.k}, "
+                       f"so the draft's cost and the acceptance cannot be told apart (give "
+                       f"--reference FILE)", basis="comparison")
+    why = ("even with every draft accepted" if split.at_ceiling < 1.0 else
+           "even with the acceptance the method reaches")
+    if timing is not Verdict.CONFIRMED:
+        return Finding("draft-overhead", Verdict.INCONCLUSIVE,
+                       f"{ev}: {why} this draft would not pay, but the slowdown is not beyond "
+                       f"what load between two runs can move; rerun on a quiet machine",
+                       basis="comparison")
+    return Finding("draft-overhead", Verdict.CONFIRMED,
+                   f"{ev}: {why} this draft would not be faster than speculation off: the "
+                   f"draft's cost is what lost", recovered=1.0 - split.speedup,
+                   basis="comparison")
 
 
 def recovered_share(before: float, after: float, ceiling: float) -> float:
