@@ -116,7 +116,8 @@ class Diagnosis:
                 "report": None if self.report is None else str(self.report),
                 "investigation": self.investigation, "notes": self.notes,
                 "wall_s": round(self.wall_s, 1), "signature_detail": self.signature.to_json(),
-                "served": self.served}
+                "served": self.served,
+                "experiments": [r.to_json() for r in self.ledger.results]}
 
 
 class Saver:
@@ -260,6 +261,48 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
         _run_plan(ctx, ledger, cat, opts, t_plan, ctx.baseline_server, saver)
     _redecide_draft_quality(ctx, ledger)
     _speed_last(ctx, opts, cat, saver, notes, part, t_plan)
+    if "crash" in sig.classes or not ctx.measured and ctx.log_total is None:
+        part.step = "running the static experiments beside the crash"
+        _static_whatever(ctx, ledger, cat, notes)
+        saver.save(sig, ledger)
+
+
+# Experiments that need no server: beside a crash (or a server that never measured) they still
+# run, each asked about every hypothesis it settles, so what the files and the launch's own
+# flags show is reported beside the crash (docs/diagnose.md, "A server that cannot start").
+STATIC_KINDS = ("static",)
+STATIC_ALSO = ("vocab-map-check",)
+
+
+def _static_whatever(ctx: Context, ledger: Ledger, cat: Any, notes: list[str]) -> None:
+    """Every static experiment not run yet, on the launch's own layout and files, whatever the
+    server did. Their findings join the ledger where it holds the hypothesis; every result is
+    kept in the ledger's experiments (the report's Experiments section) and summed up in a note,
+    so a lead (Case B's dropped decode_context_parallel_size) is reported beside the crash
+    without becoming the crash's cause."""
+    ran = {r.experiment for r in ledger.results}
+    for spec in cat.experiments.values():
+        if spec.id in ran or not (spec.kind in STATIC_KINDS or spec.id in STATIC_ALSO):
+            continue
+        exp = catalogue_mod.experiment(spec)
+        if exp is None:
+            continue
+        why = exp.unavailable(ctx)
+        if why is not None:
+            notes.append(f"beside the crash: {spec.id} not run ({why})")
+            continue
+        ctx.progress(f"static experiment {spec.id} (whatever the server did)")
+        try:
+            result = exp.run(ctx, spec.settles)
+        except Exception as exc:  # noqa: BLE001 - a crashing experiment must not end the diagnosis
+            _keep_traceback(ctx, spec.id)
+            result = ExperimentResult(spec.id, [], error=f"{type(exc).__name__}: {exc}")
+        ledger.apply(result)
+        said = [f"{f.hypothesis} {f.verdict.value}: {f.evidence}" for f in result.findings
+                if f.verdict is not Verdict.EXCLUDED]
+        notes.append(f"beside the crash: {spec.id}: "
+                     + ("; ".join(said) if said else "nothing found")
+                     + (f" (error: {result.error})" if result.error else ""))
 
 
 def _speed_last(ctx: Context, opts: Options, cat: Any, saver: Saver, notes: list[str],

@@ -361,8 +361,10 @@ class Answer:
 
 
 def _why_open(f: Finding) -> str:
-    last = f.evidence.split("; ")[-1] if f.evidence else ""
-    return f"{f.hypothesis} ({f.verdict.value}{': ' + last[:160] if last else ''})"
+    last = f.evidence.split("; [")[-1] if f.evidence else ""
+    last = (last if last.startswith("[") or last == f.evidence else "[" + last)
+    last = last.strip().splitlines()[0] if last.strip() else ""
+    return f"{f.hypothesis} ({f.verdict.value}{': ' + last[:200] if last else ''})"
 
 
 def answer(findings: Iterable[Finding], needs_cause: bool) -> Answer:
