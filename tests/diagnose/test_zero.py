@@ -58,3 +58,14 @@ def test_without_the_method_the_rule_is_not_applied():
     found = rules.decide_oracle(rules.Gap(0.003, 0.003, -0.001, 0.001), 0.003, True)
     assert next(f for f in found if f.hypothesis == "draft-quality").verdict \
         is Verdict.CONFIRMED
+
+
+def test_prompt_lookup_that_accepts_nothing_may_be_weak():
+    from specdoctor.diagnose.orchestrator import weak_lookup
+
+    nothing = counts([0.0, 0.0, 0.0])
+    lookup = Facts(nothing, None, method="ngram", k=3)
+    sig = classify(lookup)
+    assert sig.cls == "zero" and weak_lookup(sig, lookup) == ("draft-quality",)
+    trained = Facts(nothing, None, method="eagle3", k=3)
+    assert weak_lookup(classify(trained), trained) == ()

@@ -249,7 +249,8 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
     if sig.cls == "unreferenced":
         notes.append(no_reference(ctx.method, ctx.k))
     cat = catalogue_mod.load()
-    part.ledger = ledger = build(sig, cat, opts.restart_min, also=kept_candidates(ctx, facts))
+    part.ledger = ledger = build(sig, cat, opts.restart_min,
+                                 also=kept_candidates(ctx, facts) + weak_lookup(sig, facts))
     if oracle_result is not None:
         ledger.apply(oracle_result)
     saver.save(sig, ledger)
@@ -561,6 +562,13 @@ def _oracle_first(ctx: Context, notes: list[str]) -> ExperimentResult | None:
         notes.append(f"oracle failed: {type(exc).__name__}: {exc}")
         _keep_traceback(ctx, "oracle-greedy")
         return None
+
+
+def weak_lookup(sig: Signature, facts: Facts) -> tuple[str, ...]:
+    """``zero`` leaves draft-quality out because a trained drafter that never agrees is broken
+    (rule zero-not-weak); a drafter that is not trained (prompt lookup) that finds nothing to
+    copy is weak for these prompts, so there draft-quality stays a candidate."""
+    return ("draft-quality",) if sig.cls == "zero" and not facts.trained else ()
 
 
 def kept_candidates(ctx: Context, facts: Facts) -> tuple[str, ...]:
