@@ -76,6 +76,10 @@ def test_an_elimination_answer_with_a_rival_open_is_not_given():
     assert "not run: no launch command" in a.undetermined["why"]
     fs[1] = Finding("tokenizer-mismatch", Verdict.EXCLUDED, "ids agree")
     assert rules.answer(fs, needs_cause=True).root == "draft-quality"
+    # a rival confirmed later (with no share recovered to rank it by) is the answer instead
+    fs[2] = Finding("rope-sync", Verdict.CONFIRMED, "probe: rope differs", basis="comparison")
+    a = rules.answer(fs, needs_cause=True)
+    assert (a.root, a.undetermined["candidates"]) == ("rope-sync", [])
 
 
 def test_a_confirmed_cause_of_another_basis_is_named_whatever_is_open():

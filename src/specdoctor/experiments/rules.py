@@ -381,6 +381,10 @@ def answer(findings: Iterable[Finding], needs_cause: bool) -> Answer:
     by = {f.hypothesis: f for f in fs}
     if root is not None and by[root].basis == "elimination":
         rivals = ELIMINATION_RIVALS.get(root) or tuple(h for h in by if h != root)
+        if any(h in by and by[h].verdict is Verdict.CONFIRMED for h in rivals):
+            # a rival confirmed after all: what was left by elimination is not the answer
+            rest = [f for f in fs if f.hypothesis != root]
+            return answer(rest, needs_cause)
         left = [by[h] for h in rivals if h in by and by[h].verdict is not Verdict.EXCLUDED
                 and by[h].verdict is not Verdict.CONFIRMED]
         if left:
