@@ -21,6 +21,21 @@ NGRAM = VLLM_FIXTURES / "lab-ngram-k3" / "server.log"
 DRAFT = VLLM_FIXTURES / "lab-draft_model-k4" / "server.log"
 
 
+def _wait_models(port: int, timeout: float = 30.0) -> None:
+    import time
+    import urllib.request
+
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2).read()
+            return
+        except OSError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.2)
+
+
 def _json(proc: subprocess.CompletedProcess) -> dict:
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
@@ -113,9 +128,17 @@ def test_the_logs_of_a_live_server_are_read_before_it_is_measured(tmp_path):
 
 
 def test_what_the_oracle_lacks_is_named_with_its_flag(tmp_path):
-    url = f"http://127.0.0.1:{free_port()}"
-    d = _json(run_cli("diagnose", "--url", url, "--sampling", "greedy", "--json", "--no-store",
-                      "--out", str(tmp_path)))
+    # a server that answers (a URL nobody answers is exit 3) and names no model directory
+    port = free_port()
+    server = subprocess.Popen([sys.executable, str(FAKE), "--port", str(port)],
+                              stdout=subprocess.DEVNULL)
+    try:
+        _wait_models(port)
+        d = _json(run_cli("diagnose", "--url", f"http://127.0.0.1:{port}", "--sampling",
+                          "greedy", "--json", "--no-store", "--out", str(tmp_path)))
+    finally:
+        server.kill()
+        server.wait()
     need = next(n for n in d["notes"] if n.startswith("the oracle still needs: "))
     for flag in ("--target DIR", "--method", "--k", "--draft DIR"):
         assert flag in need
@@ -135,3 +158,14 @@ def test_flags_that_do_not_go_together_are_refused(tmp_path):
         proc = run_cli("diagnose", *args, "--no-store", "--out", str(tmp_path / "o"))
         assert proc.returncode == 2 and message in proc.stderr, (args, proc.stderr[-800:])
         assert "Traceback" not in proc.stderr
+
+
+def test_a_url_nobody_answers_is_unreachable_exit_3_and_nothing_is_stored(tmp_path):
+    # a port just found free: nothing listens on it
+    url = f"http://127.0.0.1:{free_port()}"
+    db = tmp_path / "store.db"
+    proc = run_cli("diagnose", "--url", url, "--db", str(db), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 3, (proc.returncode, proc.stderr[-2000:])
+    assert f"cannot reach {url}/v1/models" in proc.stderr and "Traceback" not in proc.stderr
+    listed = run_cli("ledger", "list", "--db", str(db), "--json")
+    assert listed.returncode == 0 and json.loads(listed.stdout)["investigations"] == []

@@ -71,7 +71,9 @@ def test_ledger_is_persisted_and_shown(isolated_store):
     inv = store.start("python -m vllm... (test)")
     store.save(inv, signature=led.signature.to_json(), ledger=led.to_json(),
                experiments=[r.to_json() for r in led.results], status="done",
-               result={"root_cause": None, "other_causes": []})
+               result={"root_cause": None, "other_causes": [], "root_cause_basis": None,
+                       "undetermined": {"candidates": ["kernel-numerics", "taps"],
+                                        "why": "not run: over the budget"}})
     store.close()
     proc = run_cli("ledger", "show", str(inv), "--json")
     assert proc.returncode == 0, proc.stderr
@@ -81,6 +83,10 @@ def test_ledger_is_persisted_and_shown(isolated_store):
     assert rope["verdict"] == "excluded" and "rope=False" in rope["evidence"][0]
     text = run_cli("ledger", "show", str(inv))
     assert "rope-sync" in text.stdout and "cliff" in text.stdout
+    # the stored answer reads as the diagnosis said it: not determined, what remains, why
+    assert "not determined: these remain: kernel-numerics, taps" in text.stdout
+    assert "why: not run: over the budget" in text.stdout
+    assert data["undetermined"]["candidates"] == ["kernel-numerics", "taps"]
     missing = run_cli("ledger", "show", "999")
     assert missing.returncode == 2 and "no investigation 999" in missing.stderr
     assert "Traceback" not in missing.stderr

@@ -199,3 +199,68 @@ def test_no_speed_question_once_a_cause_is_found(tmp_path, monkeypatch):
                              orchestrator.Saver(None, orchestrator.Target()), notes, part,
                              time.monotonic())
     assert not measured and "over the budget" in notes[0]
+
+
+def test_slower_because_acceptance_lost_turns_to_the_acceptance(tmp_path, monkeypatch):
+    """The issue's degraded EAGLE3 head (0.54/0.29/0.17 equal to its own oracle, the published
+    EAGLE3 figure 0.73/0.52/0.36): slower than spec-off, but a head this cheap would be faster
+    with the acceptance the method reaches, so draft-overhead is excluded and the acceptance
+    candidates join the ledger; with every rival excluded, draft-quality by elimination."""
+    import time
+
+    from specdoctor.diagnose import catalogue
+    from specdoctor.diagnose.ledger import build
+    from specdoctor.experiments import rules
+    from specdoctor.experiments.base import ExperimentResult, Verdict
+
+    degraded = counts([0.54, 0.29, 0.17])
+    monkeypatch.setattr(catalogue, "experiment", lambda spec: _Records(spec.id))
+    RAN.clear()
+    seen = {}
+
+    def spec_off(ctx, notes):
+        seen["reference"] = ctx.method_reference
+        ctx.tok_s_spec_on, ctx.tok_s_spec_off = 0.85 * 100.0, 100.0
+        split = rules.speed_split(0.85, degraded.accepted_per_draft, 3, ctx.method_reference)
+        return ExperimentResult("spec-off-baseline", [rules.decide_speed_split(
+            Verdict.CONFIRMED, split)], {"split": split.to_json()})
+
+    monkeypatch.setattr(orchestrator, "_spec_off_first", spec_off)
+    ref = reference_from_profile(degraded, "oracle", "oracle", tolerance=0.05)
+    facts = Facts(degraded, ref, method="eagle3", k=3)
+    sig = classify(facts)
+    assert sig.cls == "healthy"
+    cat = catalogue.load()
+    ctx = _ctx(tmp_path)
+    ctx.method, ctx.k = "eagle3", 3
+    ctx.oracle_gap, ctx.oracle_pos0 = Gap(1.0, 1.0, -0.02, 0.02), 0.54
+    kept = (*rules.FILE_SIDE, "k-beyond-training")
+    part = orchestrator._Partial(sig, build(sig, cat, 2.0, also=kept), facts)
+    for h in kept:   # the file-side counterfactuals ran before the speed question
+        part.ledger.apply(ExperimentResult("oracle-counterfactual", [
+            rules.Finding(h, Verdict.EXCLUDED, "no recovery", basis="counterfactual")]))
+    notes: list[str] = []
+    orchestrator._speed_last(ctx, orchestrator.Options(workdir=tmp_path), cat,
+                             orchestrator.Saver(None, orchestrator.Target()), notes, part,
+                             time.monotonic())
+    assert seen["reference"][0].startswith("published reference llama3.1-8b-eagle3")
+    led = part.ledger
+    assert led.entry("draft-overhead").verdict is Verdict.EXCLUDED
+    assert "acceptance is what lost" in led.entry("draft-overhead").evidence[-1]
+    assert any(n.startswith("acceptance against published reference") for n in notes)
+    a = led.answer()
+    assert (a.root, led.entry("draft-quality").basis) == ("draft-quality", "elimination")
+    assert "below what the method reaches" in led.entry("draft-quality").evidence[-1]
+
+
+def test_the_method_reference_is_the_published_or_the_users_higher(tmp_path):
+    import json
+
+    pub = orchestrator.method_reference("eagle3", 3, None)
+    assert pub is not None and pub.source == "published"
+    user = tmp_path / "ref.json"
+    user.write_text(json.dumps({"per_position": [0.9, 0.8, 0.7, 0.6]}))
+    got = orchestrator.method_reference("eagle3", 3, user)
+    assert got.source == "user" and got.per_position == (0.9, 0.8, 0.7)
+    assert orchestrator.method_reference("draft_model", 4, None) is None
+    assert orchestrator.method_reference("eagle3", None, user) is None

@@ -9,6 +9,8 @@ prompt lookup 345 then 472.9 against 392.1 in two comparisons of the same setup.
 
 from __future__ import annotations
 
+from specdoctor.acceptance.profile import AcceptanceProfile
+
 from specdoctor.experiments.base import Verdict
 from specdoctor.experiments.relaunch import (
     CLEAR_SHARE,
@@ -105,12 +107,27 @@ def test_the_baseline_compares_as_many_passes_on_each_side(tmp_path, monkeypatch
     ctx = Context(workdir=tmp_path, launch=la, launcher=Launcher(), prompts=("a",) * 8)
     reqs = [SimpleNamespace(index=i, completion_tokens=t, latency_s=s)
             for i, (t, s) in enumerate(_at(392.1))]
-    ctx.measured["greedy"] = SimpleNamespace(requests=reqs)
+    # prompt lookup at k=3 accepting 0.2 per draft
+    total = AcceptanceProfile(1000, 3000, 200, (150, 40, 10), 3)
+    ctx.measured["greedy"] = SimpleNamespace(requests=reqs, total=total)
+    ctx.k = 3
     # the server with speculation was stopped before: one pass on its side, so one on the other
     res = relaunch.SpecOffBaseline().run(ctx, ("draft-overhead",))
     (f,) = res.findings
     assert f.verdict is Verdict.EXCLUDED and abs(res.numbers["tok_s_off"] - 392.1) < 0.1
-    # with two more passes on its side, three on each
+    # with two more passes on its side, three on each: 0.50x, split by the draft's cost
     ctx.spec_on_passes = [_at(392.1), _at(392.1)]
+    ctx.method_reference = ("published reference prompt-lookup-specbench at k=3", 0.67)
+    res = relaunch.SpecOffBaseline().run(ctx, ("draft-overhead",))
+    (f,) = res.findings
+    assert f.verdict is Verdict.CONFIRMED and "0.50x" in f.evidence and f.basis == "comparison"
+    split = res.numbers["split"]
+    assert split["lost"] == "draft-cost" and abs(split["c"] - (1.2 / 0.5 - 1) / 3) < 0.01
+    # the same with the method reaching 1.5 per draft: the acceptance lost, not the draft
+    ctx.method_reference = ("user reference", 1.5)
     (f,) = relaunch.SpecOffBaseline().run(ctx, ("draft-overhead",)).findings
-    assert f.verdict is Verdict.CONFIRMED and "0.50x" in f.evidence
+    assert f.verdict is Verdict.EXCLUDED and "acceptance is what lost" in f.evidence
+    # with the acceptance unknown, slower says nothing of which
+    ctx.measured["greedy"] = SimpleNamespace(requests=reqs, total=None)
+    (f,) = relaunch.SpecOffBaseline().run(ctx, ("draft-overhead",)).findings
+    assert f.verdict is Verdict.INCONCLUSIVE and "cannot be told apart" in f.evidence

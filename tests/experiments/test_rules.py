@@ -131,3 +131,41 @@ def test_one_finding_per_hypothesis_in_both_evidence_modes():
         assert merged["g"].verdict is Verdict.EXCLUDED and merged["g"].evidence == "x"
         assert merged["f"].verdict is Verdict.INCONCLUSIVE and merged["f"].evidence == "y; z"
     assert [f.hypothesis for f in rules.one_per_hypothesis(trials)] == ["h", "g", "f"]
+
+
+# -- slower than spec-off, split (rule slower-split) --------------------------------------------
+
+EAGLE3_REF = ("published reference llama3.1-8b-eagle3-mtbench at k=3", 0.73 + 0.521 + 0.355)
+
+
+def test_a_small_head_with_low_acceptance_is_not_overhead():
+    # the degraded EAGLE3 head: 0.54/0.29/0.17 (1.00 accepted per draft), slower
+    split = rules.speed_split(0.85, 1.00, 3, EAGLE3_REF, size_ratio=0.05)
+    assert split.lost == "acceptance" and split.at_reference > 1.0
+    f = rules.decide_speed_split(Verdict.CONFIRMED, split)
+    assert f.verdict is Verdict.EXCLUDED and f.basis == "comparison"
+    assert "acceptance is what lost" in f.evidence and f"c = {split.c:.3f}" in f.evidence
+    assert "0.050 of the target's" in f.evidence
+
+
+def test_a_draft_as_large_as_its_target_is_overhead():
+    # self-draft at k=4, every draft accepted, 0.6x: even perfect acceptance cannot pay
+    split = rules.speed_split(0.6, 4.0, 4, None, size_ratio=1.0)
+    assert split.c > 1.0 and split.at_ceiling < 1.0 and split.lost == "draft-cost"
+    f = rules.decide_speed_split(Verdict.CONFIRMED, split)
+    assert f.verdict is Verdict.CONFIRMED and f.basis == "comparison"
+    assert "even with every draft accepted" in f.evidence
+    # the same numbers with the slowdown not clear of load noise: not confirmed
+    assert rules.decide_speed_split(Verdict.INCONCLUSIVE, split).verdict is Verdict.INCONCLUSIVE
+    # a costly draft the method's acceptance could not pay either, though a perfect one could
+    split = rules.speed_split(0.5, 1.0, 3, EAGLE3_REF)
+    assert split.at_ceiling >= 1.0 and split.at_reference < 1.0 and split.lost == "draft-cost"
+    assert rules.decide_speed_split(Verdict.CONFIRMED, split).verdict is Verdict.CONFIRMED
+
+
+def test_without_a_reference_a_draft_that_could_pay_is_not_decided():
+    split = rules.speed_split(0.85, 1.00, 3, None)
+    assert split.lost is None
+    f = rules.decide_speed_split(Verdict.CONFIRMED, split)
+    assert f.verdict is Verdict.INCONCLUSIVE and "--reference" in f.evidence
+    assert split.to_json()["break_even"] == round(3 * split.c, 4)

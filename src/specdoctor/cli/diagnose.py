@@ -253,10 +253,13 @@ def _print(d: Any) -> None:
     out = Console()
     out.print(f"[bold]signature: {d.signature.cls}[/bold] — {escape(d.signature.evidence)}")
     out.print(ledger_table(d.ledger.to_json()))
-    out.print(f"root cause: [bold]{d.root_cause or 'none'}[/bold]"
-              + (f" (basis: {d.root_cause_basis})" if d.root_cause_basis else "")
+    from specdoctor.diagnose.report import answer_words, root_cause_lines
+
+    words = answer_words(d.root_cause, d.root_cause_basis, d.undetermined, d.signature.cls)
+    out.print(f"root cause: [bold]{escape(words[0])}[/bold]"
               + (f" (also: {', '.join(d.other_causes)})" if d.other_causes else ""))
-    from specdoctor.diagnose.report import root_cause_lines
+    for w in words[1:]:
+        out.print(w, markup=False)
 
     for line in root_cause_lines(d):
         if line:

@@ -73,9 +73,16 @@ def show(investigation_id: int, db: Path | None, as_json: bool) -> None:
     out.print(f"signature: [bold]{sig.get('class', '—')}[/bold] — "
               f"{escape(str(sig.get('evidence', '')))}")
     out.print(ledger_table(inv.ledger))
+    from specdoctor.diagnose.report import answer_words
+
     s = _summary(inv)
-    out.print(f"root cause: [bold]{s['root_cause'] or 'none'}[/bold]"
+    res = inv.result or {}
+    words = answer_words(s["root_cause"], res.get("root_cause_basis"), res.get("undetermined"),
+                         str(sig.get("class", "")))
+    out.print(f"root cause: [bold]{escape(words[0])}[/bold]"
               + (f" (also: {', '.join(s['other_causes'])})" if s["other_causes"] else ""))
+    for w in words[1:]:
+        out.print(w, markup=False)
 
 
 def _summary(inv: Investigation) -> dict[str, object]:
@@ -83,5 +90,7 @@ def _summary(inv: Investigation) -> dict[str, object]:
     return {"id": inv.id, "status": inv.status, "target": inv.target,
             "created_at": inv.created_at,
             "signature": (inv.signature or {}).get("class"),
-            "root_cause": res.get("root_cause"), "other_causes": res.get("other_causes") or [],
+            "root_cause": res.get("root_cause"), "root_cause_basis": res.get("root_cause_basis"),
+            "undetermined": res.get("undetermined"),
+            "other_causes": res.get("other_causes") or [],
             "report": res.get("report")}

@@ -18,7 +18,7 @@ from typing import Any
 from specdoctor.diagnose.catalogue import RESTART_MIN, Catalogue, Cost
 from specdoctor.diagnose.signature import Signature
 from specdoctor.experiments import rules
-from specdoctor.experiments.base import Basis, ExperimentResult, Finding, Verdict
+from specdoctor.experiments.base import CONFIRMS_BY, Basis, ExperimentResult, Finding, Verdict
 
 # Launch groups that are not a relaunch: nothing is shared or charged once.
 NO_LAUNCH = ("none", "current")
@@ -111,7 +111,10 @@ class Ledger:
             e.unchecked.extend(u for u in f.unchecked if u not in e.unchecked)
             if _STRENGTH[f.verdict] >= _STRENGTH[e.verdict] and not (
                     e.verdict is Verdict.CONFIRMED and f.verdict is not Verdict.CONFIRMED):
-                e.verdict, e.decided_by, e.basis = f.verdict, result.experiment, f.basis
+                basis = f.basis
+                if basis is None and f.verdict is Verdict.CONFIRMED:
+                    basis = CONFIRMS_BY.get(result.experiment)
+                e.verdict, e.decided_by, e.basis = f.verdict, result.experiment, basis
                 if f.recovered is not None:
                     e.recovered = f.recovered
 
@@ -135,8 +138,15 @@ class Ledger:
                         basis=e.basis, unchecked=tuple(e.unchecked))
                 for e in self.entries]
 
+    def answer(self) -> rules.Answer:
+        """The root cause, the other confirmed causes, and what remains undetermined (rule
+        ``elimination-needs-all``: an answer by elimination needs every rival excluded)."""
+        needs = any(c not in QUIET for c in self.signature.classes)
+        return rules.answer(self.findings(), needs)
+
     def root_cause(self) -> tuple[str | None, list[str]]:
-        return rules.root_cause(self.findings())
+        a = self.answer()
+        return a.root, a.others
 
     def explained(self, cat: Catalogue) -> bool:
         """Every class of trouble in the signature has a confirmed hypothesis that explains it

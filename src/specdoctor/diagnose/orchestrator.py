@@ -90,6 +90,10 @@ class Diagnosis:
     investigation: int | None = None
     notes: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    # No cause named although the symptom needs one: the candidates that remain and why
+    # ({"candidates": [...], "why": "..."}; empty when a cause is named or nothing is wrong).
+    undetermined: dict[str, Any] = field(
+        default_factory=lambda: {"candidates": [], "why": ""})
     served: dict[str, Any] | None = None   # diagnose.served's setup, for a URL or logs target
 
     @property
@@ -106,11 +110,14 @@ class Diagnosis:
                             "experiment": e.experiment, "basis": e.basis}
                            for e in self.ledger.entries],
                 "root_cause": self.root_cause, "root_cause_basis": self.root_cause_basis,
+                "undetermined": {"candidates": list(self.undetermined.get("candidates", [])),
+                                 "why": self.undetermined.get("why", "")},
                 "other_causes": self.other_causes,
                 "report": None if self.report is None else str(self.report),
                 "investigation": self.investigation, "notes": self.notes,
                 "wall_s": round(self.wall_s, 1), "signature_detail": self.signature.to_json(),
-                "served": self.served}
+                "served": self.served,
+                "experiments": [r.to_json() for r in self.ledger.results]}
 
 
 class Saver:
@@ -152,12 +159,15 @@ def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
     """Measure, classify, run the ledger's experiments, report.
 
     A launch target is started through ``launcher`` (default: ``specdoctor.launch.Servers``,
-    whose servers die with this process). Every server started on the way is stopped before
+    whose servers die with this process). A URL given alone that does not answer raises
+    ``TargetError`` before anything starts. Every server started on the way is stopped before
     this returns or raises. A crashing
     experiment is inconclusive and the diagnosis goes on; a report that cannot be written is a
     note; any other break saves the partial investigation (status ``failed``) and raises
     ``DiagnosisFailed`` naming it and the traceback."""
     t0 = time.monotonic()
+    if target.url is not None and not target.logs and target.launch is None:
+        _reachable(target.url)
     opts.workdir.mkdir(parents=True, exist_ok=True)
     saver = Saver(store, target)
     servers = launcher if launcher is not None else (
@@ -169,7 +179,8 @@ def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
         _investigate(ctx, target, opts, saver, notes, part)
         assert part.sig is not None and part.ledger is not None and part.facts is not None
         part.step = "deciding the root cause"
-        root, others = part.ledger.root_cause()
+        answer = part.ledger.answer()
+        root, others = answer.root, answer.others
         sig = _against_recovery(part.sig, part.facts, part.ledger, root, notes)
     except BaseException as exc:
         where = _keep_traceback(ctx, "diagnose")
@@ -189,10 +200,20 @@ def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
         if servers is not None:
             servers.stop_all()
     d = Diagnosis(sig, part.ledger, root, others, investigation=saver.id, notes=notes,
-                  wall_s=time.monotonic() - t0, served=part.served)
+                  wall_s=time.monotonic() - t0, undetermined=answer.undetermined,
+                  served=part.served)
     d.report = _write_report(ctx, d, opts.workdir, target.describe(), notes)
     saver.save(sig, part.ledger, "done", d.to_json())
     return d
+
+
+def _reachable(url: str) -> None:
+    """A URL that is the whole target must answer before anything is measured or stored:
+    ``TargetError`` (exit status 3) naming the URL and the fix otherwise. With the server's logs
+    beside it the logs are still diagnosed, and the notes say what the URL answered."""
+    from specdoctor.bench.measure import served_models
+
+    served_models(url)
 
 
 def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, notes: list[str],
@@ -228,7 +249,8 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
     if sig.cls == "unreferenced":
         notes.append(no_reference(ctx.method, ctx.k))
     cat = catalogue_mod.load()
-    part.ledger = ledger = build(sig, cat, opts.restart_min, also=kept_candidates(ctx, facts))
+    part.ledger = ledger = build(sig, cat, opts.restart_min,
+                                 also=kept_candidates(ctx, facts) + weak_lookup(sig, facts))
     if oracle_result is not None:
         ledger.apply(oracle_result)
     saver.save(sig, ledger)
@@ -240,6 +262,48 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
         _run_plan(ctx, ledger, cat, opts, t_plan, ctx.baseline_server, saver)
     _redecide_draft_quality(ctx, ledger)
     _speed_last(ctx, opts, cat, saver, notes, part, t_plan)
+    if "crash" in sig.classes or not ctx.measured and ctx.log_total is None:
+        part.step = "running the static experiments beside the crash"
+        _static_whatever(ctx, ledger, cat, notes)
+        saver.save(sig, ledger)
+
+
+# Experiments that need no server: beside a crash (or a server that never measured) they still
+# run, each asked about every hypothesis it settles, so what the files and the launch's own
+# flags show is reported beside the crash (docs/diagnose.md, "A server that cannot start").
+STATIC_KINDS = ("static",)
+STATIC_ALSO = ("vocab-map-check",)
+
+
+def _static_whatever(ctx: Context, ledger: Ledger, cat: Any, notes: list[str]) -> None:
+    """Every static experiment not run yet, on the launch's own layout and files, whatever the
+    server did. Their findings join the ledger where it holds the hypothesis; every result is
+    kept in the ledger's experiments (the report's Experiments section) and summed up in a note,
+    so a lead (Case B's dropped decode_context_parallel_size) is reported beside the crash
+    without becoming the crash's cause."""
+    ran = {r.experiment for r in ledger.results}
+    for spec in cat.experiments.values():
+        if spec.id in ran or not (spec.kind in STATIC_KINDS or spec.id in STATIC_ALSO):
+            continue
+        exp = catalogue_mod.experiment(spec)
+        if exp is None:
+            continue
+        why = exp.unavailable(ctx)
+        if why is not None:
+            notes.append(f"beside the crash: {spec.id} not run ({why})")
+            continue
+        ctx.progress(f"static experiment {spec.id} (whatever the server did)")
+        try:
+            result = exp.run(ctx, spec.settles)
+        except Exception as exc:  # noqa: BLE001 - a crashing experiment must not end the diagnosis
+            _keep_traceback(ctx, spec.id)
+            result = ExperimentResult(spec.id, [], error=f"{type(exc).__name__}: {exc}")
+        ledger.apply(result)
+        said = [f"{f.hypothesis} {f.verdict.value}: {f.evidence}" for f in result.findings
+                if f.verdict is not Verdict.EXCLUDED]
+        notes.append(f"beside the crash: {spec.id}: "
+                     + ("; ".join(said) if said else "nothing found")
+                     + (f" (error: {result.error})" if result.error else ""))
 
 
 def _speed_last(ctx: Context, opts: Options, cat: Any, saver: Saver, notes: list[str],
@@ -258,6 +322,9 @@ def _speed_last(ctx: Context, opts: Options, cat: Any, saver: Saver, notes: list
         notes.append("speed with speculation off: not measured (over the budget)")
         return
     part.step = "measuring with speculation off"
+    method_ref = method_reference(ctx.method, ctx.k, opts.reference_file)
+    if method_ref is not None:
+        ctx.method_reference = (method_ref.words(), method_ref.accepted_per_draft)
     result = _spec_off_first(ctx, notes)
     if result is None:
         return
@@ -268,10 +335,52 @@ def _speed_last(ctx: Context, opts: Options, cat: Any, saver: Saver, notes: list
     added = ledger.extend(build(sig, cat, opts.restart_min).entries, opts.restart_min)
     ledger.signature = sig
     ledger.apply(result)
+    split = result.numbers.get("split") or {}
+    if split.get("lost") == "acceptance" and method_ref is not None:
+        added += _acceptance_lost(ctx, ledger, cat, opts, part.facts, method_ref, notes)
     saver.save(sig, ledger)
     if added:
         part.step = "running the experiments the speed adds"
         _run_plan(ctx, ledger, cat, opts, t_plan, None, saver, only=added)
+    _redecide_draft_quality(ctx, ledger)
+
+
+def method_reference(method: str | None, k: int | None, user_file: Path | None
+                     ) -> references.Reference | None:
+    """What the method reaches at this k, to split slower-than-spec-off by: the published
+    figure and the user's reference (at this k: cut to its first k positions when it states
+    more per-position rates; a mean-only one only at its own k), the higher of the two — the
+    acceptance a healthy drafter of this method is known to reach. Not the oracle: it runs these
+    weights, so it shares whatever made them weak."""
+    if k is None:
+        return None
+    refs = [r for r in (references.published_for(method, k),) if r is not None]
+    if user_file is not None:
+        user = references.load_user_reference(user_file)
+        if user.k == k or (user.shape_stated and user.k > k):
+            refs.append(replace(user, per_position=user.per_position[:k]))
+    return max(refs, key=lambda r: r.accepted_per_draft) if refs else None
+
+
+def _acceptance_lost(ctx: Context, ledger: Ledger, cat: Any, opts: Options, facts: Facts,
+                     ref: references.Reference, notes: list[str]) -> tuple[str, ...]:
+    """Slower than spec-off because the acceptance lost (rule slower-split): the acceptance is
+    now the question. The measurement is stated against what the method reaches, the candidates
+    that explain that shape join the ledger, and the greedy oracle's verdict is restated with the
+    oracle called low (it is below what the method reaches): draft-quality waits for its
+    rivals, the engine-side causes stay excluded. Returns the candidates added."""
+    against = classify(replace(facts, reference=ref, tok_s=None, tok_s_spec_off=None))
+    notes.append(f"acceptance against {ref.words()}: {against.cls} ({against.evidence})")
+    if against.cls in ("healthy", "unreferenced", "no-data", "undetermined"):
+        return ()
+    added = ledger.extend(build(against, cat, opts.restart_min,
+                                also=kept_candidates(ctx, facts)).entries, opts.restart_min)
+    if ctx.oracle_gap is not None:
+        ctx.oracle_below_method = True
+        ledger.apply(ExperimentResult("rule:oracle-equal-low", rules.decide_oracle(
+            ctx.oracle_gap, ctx.oracle_pos0, file_side_excluded=False, reference_low=True,
+            trained=rules.trained_drafter(ctx.method))))
+    return added
 
 
 def _write_report(ctx: Context, d: Diagnosis, workdir: Path, target: str,
@@ -453,6 +562,13 @@ def _oracle_first(ctx: Context, notes: list[str]) -> ExperimentResult | None:
         notes.append(f"oracle failed: {type(exc).__name__}: {exc}")
         _keep_traceback(ctx, "oracle-greedy")
         return None
+
+
+def weak_lookup(sig: Signature, facts: Facts) -> tuple[str, ...]:
+    """``zero`` leaves draft-quality out because a trained drafter that never agrees is broken
+    (rule zero-not-weak); a drafter that is not trained (prompt lookup) that finds nothing to
+    copy is weak for these prompts, so there draft-quality stays a candidate."""
+    return ("draft-quality",) if sig.cls == "zero" and not facts.trained else ()
 
 
 def kept_candidates(ctx: Context, facts: Facts) -> tuple[str, ...]:
@@ -640,13 +756,16 @@ def _against_recovery(sig: Signature, facts: Facts, ledger: Ledger, root: str | 
 
 
 def _redecide_draft_quality(ctx: Context, ledger: Ledger) -> None:
-    """draft-quality waits for the file-side counterfactuals (rule oracle-equal-low)."""
+    """draft-quality waits for the file-side counterfactuals (rule oracle-equal-low) and is
+    confirmed, by elimination, only once every rival the ledger holds was excluded (rule
+    elimination-needs-all: ``rules.ELIMINATION_RIVALS``)."""
     gap = ctx.oracle_gap
     e = ledger.entry("draft-quality")
     if gap is None or e is None or e.verdict is not Verdict.INCONCLUSIVE:
         return
     side = [ledger.entry(h) for h in rules.FILE_SIDE]
-    excluded = all(x is None or x.verdict is Verdict.EXCLUDED for x in side)
+    rivals = [ledger.entry(h) for h in rules.ELIMINATION_RIVALS["draft-quality"]]
+    excluded = all(x is None or x.verdict is Verdict.EXCLUDED for x in rivals)
     confirmed_other = any(x is not None and x.verdict is Verdict.CONFIRMED for x in side)
     if confirmed_other:
         ledger.apply(ExperimentResult("rule:oracle-equal-low", [Finding(
@@ -656,7 +775,9 @@ def _redecide_draft_quality(ctx: Context, ledger: Ledger) -> None:
         return
     if excluded:
         ledger.apply(ExperimentResult("rule:oracle-equal-low", rules.decide_oracle(
-            gap, ctx.oracle_pos0, file_side_excluded=True)))
+            gap, ctx.oracle_pos0, file_side_excluded=True,
+            reference_low=getattr(ctx, "oracle_below_method", False),
+            trained=rules.trained_drafter(getattr(ctx, "method", None)))))
 
 
 def _keep_traceback(ctx: Context, name: str) -> Path | None:

@@ -30,10 +30,9 @@ def markdown(d: Any, target: str) -> str:
              f"## Signature: {sig.cls}", "", sig.evidence, ""]
     if sig.also:
         lines += [f"Also: {', '.join(sig.also)}", ""]
-    lines += ["## Root cause", "",
-              f"**{d.root_cause}**" if d.root_cause else
-              ("none: healthy" if sig.cls == "healthy" else
-               "none confirmed (see the ledger for what is still open)"), ""]
+    words = answer_words(d.root_cause, d.root_cause_basis, d.undetermined, sig.cls)
+    lines += ["## Root cause", "", f"**{words[0]}**" if d.root_cause else words[0], ""]
+    lines += [w for x in words[1:] for w in (x, "")]
     lines += root_cause_lines(d)
     if d.other_causes:
         lines += [f"Other confirmed causes: {', '.join(d.other_causes)}", ""]
@@ -61,6 +60,24 @@ def markdown(d: Any, target: str) -> str:
         lines += ["## Notes", ""] + [f"- {n}" for n in d.notes] + [""]
     lines += [CONVENTIONS, ""]
     return "\n".join(lines)
+
+
+def answer_words(root: str | None, basis: str | None, undetermined: dict[str, Any] | None,
+                 signature_class: str) -> list[str]:
+    """The answer in words, from the diagnosis or its stored JSON: the root cause with how it
+    was reached, or "not determined" with the candidates that remain and why, or none (healthy,
+    or a symptom that needs no cause). The first line is the answer; the others explain it."""
+    if root:
+        return [root + (f" (basis: {basis})" if basis else "")]
+    und = undetermined or {}
+    cands, why = list(und.get("candidates") or []), str(und.get("why") or "")
+    if cands:
+        return [f"not determined: these remain: {', '.join(cands)}", f"why: {why}"]
+    if why:
+        return ["not determined: no candidate remains", f"why: {why}"]
+    if signature_class == "healthy":
+        return ["none: healthy"]
+    return ["none confirmed (see the ledger for what is still open)"]
 
 
 def root_cause_lines(d: Any) -> list[str]:
@@ -126,6 +143,8 @@ def html_page(d: Any, target: str) -> str:
     if sig.also:
         body.append(f"<p>Also: {esc(', '.join(sig.also))}</p>")
     body.append(f"<h2>Root cause</h2><p>{_root_cause(d)}</p>")
+    body += [f"<p>{esc(w)}</p>" for w in answer_words(
+        d.root_cause, d.root_cause_basis, d.undetermined, sig.cls)[1:]]
     body += [f"<p>{esc(line.lstrip('#- '))}</p>" for line in root_cause_lines(d) if line]
     if d.other_causes:
         body.append(f"<p>Other confirmed causes: {esc(', '.join(d.other_causes))}</p>")
@@ -149,10 +168,8 @@ def html_page(d: Any, target: str) -> str:
 def _root_cause(d: Any) -> str:
     from specdoctor.report.html import esc
 
-    if d.root_cause:
-        return f"<b>{esc(d.root_cause)}</b>"
-    return ("none: healthy" if d.signature.cls == "healthy"
-            else "none confirmed (see the ledger for what is still open)")
+    first = answer_words(d.root_cause, d.root_cause_basis, d.undetermined, d.signature.cls)[0]
+    return f"<b>{esc(first)}</b>" if d.root_cause else esc(first)
 
 
 def _experiment(r: Any) -> str:

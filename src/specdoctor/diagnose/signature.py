@@ -7,7 +7,10 @@ reference — preferably the oracle). The result is one class with its evidence 
 
 Classes:
 - ``crash``: errors in the log (the server or a request failed);
-- ``zero``: drafts proposed, none accepted;
+- ``zero``: drafts proposed, none accepted; or, from a trained drafter (a draft model or head:
+  ``rules.TRAINED_DRAFTERS``, not prompt lookup), position 0 under ``ZERO_POS0`` (0.05) — a
+  drafter trained on its target that agrees with it this rarely is broken, not weak, so
+  draft-quality does not explain ``zero`` (the catalogue);
 - ``cliff``: a position j >= 1 whose conditional rate (j given j-1) falls to near zero while
   the positions before it hold up — Case A's pos0 0.50, pos2 0.00. Never called for drafters
   that propose variable-length drafts (ngram): their later positions count short drafts in the
@@ -43,7 +46,7 @@ from typing import Any
 from specdoctor.acceptance.compare import conditional_from_unconditional, differs, drift
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.diagnose.references import Reference
-from specdoctor.experiments.rules import LOAD_SHARE, SLOWER_SHARE
+from specdoctor.experiments.rules import LOAD_SHARE, SLOWER_SHARE, ZERO_POS0, trained_drafter
 from specdoctor.oracle.compare import WEAK_DRAFTER_POS0
 
 CLASSES = ("healthy", "uniform-low", "cliff", "steep-decay", "zero", "crash", "sampling-bound",
@@ -91,6 +94,11 @@ class Facts:
     @property
     def variable_length(self) -> bool:
         return self.method in VARIABLE_LENGTH_METHODS
+
+    @property
+    def trained(self) -> bool:
+        """The drafter is a model trained on the target (not prompt lookup)."""
+        return trained_drafter(self.method)
 
 
 @dataclass(frozen=True)
@@ -191,9 +199,10 @@ def measured_words(p: AcceptanceProfile, b: tuple[float, float]) -> str:
 
 
 def shape(p: AcceptanceProfile | None, ref: Reference | None, variable_length: bool = False,
-          k: int | None = None) -> tuple[str, str, int | None]:
+          k: int | None = None, trained: bool = False) -> tuple[str, str, int | None]:
     """(class, evidence, cliff position) of one greedy profile; ``k`` where the profile does
-    not carry it."""
+    not carry it; ``trained``: the drafter is a trained model (position 0 under ``ZERO_POS0``
+    is then ``zero``)."""
     if p is None or not has_acceptance(p):
         return "no-data", "no draft was counted", None
     k = p.k if k is None else k
@@ -204,6 +213,13 @@ def shape(p: AcceptanceProfile | None, ref: Reference | None, variable_length: b
         return ("zero", "acceptance length 1.00 in every window (under 0.005 draft tokens "
                 "accepted per step)", None)
     pp = p.per_position
+    broken = ("a trained drafter that agrees with its target this rarely is broken, not weak")
+    if trained and pp and pp[0] < ZERO_POS0:
+        return ("zero", "pos " + ", ".join(f"{i} {r:.3f}" for i, r in enumerate(pp))
+                + f": position 0 under {ZERO_POS0} from a trained drafter; {broken}", None)
+    if trained and pp is None and b is not None and b[1] < ZERO_POS0:
+        return ("zero", f"{measured_words(p, b)}, under {ZERO_POS0} (so is position 0) from a "
+                f"trained drafter; {broken}", None)
     if pp is None:
         return _shape_from_total(p, ref, k, "")
     nums = "pos " + ", ".join(f"{i} {r:.2f}" for i, r in enumerate(pp))
@@ -291,7 +307,7 @@ def _shape_from_total(p: AcceptanceProfile, ref: Reference | None, k: int | None
 
 def classify(f: Facts) -> Signature:
     """One class (the most specific trouble), its evidence in numbers, the others that apply."""
-    base, ev, cliff_at = shape(f.greedy, f.reference, f.variable_length, f.k)
+    base, ev, cliff_at = shape(f.greedy, f.reference, f.variable_length, f.k, f.trained)
     if base == "no-data" and f.speculation_off:
         ev = f"speculation is off: {f.speculation_off}"
     also: list[str] = []

@@ -44,6 +44,26 @@ class Verdict(str, enum.Enum):
     PENDING = "pending"     # not run yet (budget, or the diagnosis stopped before it)
 
 
+# What a confirmation from each experiment rests on, where its finding does not say: the
+# experiments that change one thing and measure again confirm by counterfactual; those that set a
+# measured number against a reference only one cause explains, by comparison; the rule that
+# confirms what is left when the rest is excluded, by elimination. Every experiment of the
+# catalogue has one (a test keeps it so), so no confirmed cause is without its basis.
+CONFIRMS_BY: dict[str, "Basis"] = {
+    "oracle-counterfactual": "counterfactual", "relaunch-counterfactual": "counterfactual",
+    "verdict-patch": "counterfactual", "restart-ab": "counterfactual",
+    "compile-cache-ab": "counterfactual", "target-precision-ab": "counterfactual",
+    "vocab-map-check": "counterfactual",
+    "replay": "replay",
+    "logs-scan": "comparison", "oracle-greedy": "comparison", "oracle-sampled": "comparison",
+    "concurrency-ab": "comparison", "spec-off-baseline": "comparison",
+    "trained-depth": "comparison", "probes": "comparison", "config-audit": "comparison",
+    "astexec": "comparison", "masks": "comparison", "kernel-equivalence": "comparison",
+    "taps": "comparison",
+    "rule:oracle-equal-low": "elimination",
+}
+
+
 @dataclass(frozen=True)
 class Finding:
     hypothesis: str
@@ -170,12 +190,16 @@ class Context:
     oracle_greedy: Any = None              # the greedy oracle of the served files (oracle.runner)
     oracle_gap: Gap | None = None          # measured vs that oracle, accepted per draft
     oracle_pos0: float | None = None       # its position-0 rate
+    oracle_below_method: bool = False      # the oracle is below what the method reaches
     oracle_sampled: Any = None             # the sampled oracle at the measured (T, top_p)
     oracle_sampled_gap: Gap | None = None  # the sampled measurement vs that oracle
     oracle_vocab_map: Path | None = None   # the draft-to-target id map the engine applies
     spec_on_passes: list[list[tuple[int, float]]] = field(default_factory=list)  # timing
     tok_s_spec_on: float | None = None     # decode tok/s, speculation on and off
     tok_s_spec_off: float | None = None
+    # What this method reaches at this k (published, or the user's reference): (name, accepted
+    # draft tokens per step); splits slower-than-spec-off into the draft's cost or acceptance.
+    method_reference: tuple[str, float] | None = None
     deadline: float | None = None          # time.monotonic() past which repeated runs stop
     engine_view: Any = None                # the live engine's draft as built (probes.view)
     code_view: Any = None                  # the engine's own config functions run on the

@@ -110,7 +110,8 @@ class OracleGreedy:
         g, c = gap(res, ctx.measured["greedy"])
         pos0 = c.positions[0].oracle.value if c.positions else None
         ctx.oracle_gap, ctx.oracle_pos0 = g, pos0
-        found = rules.decide_oracle(g, pos0, file_side_excluded=False)
+        found = rules.decide_oracle(g, pos0, file_side_excluded=False,
+                                    trained=rules.trained_drafter(ctx.method))
         if g.equal and "sampled" not in ctx.measured:
             # Greedy is the whole measurement and the engine reaches the oracle: its drafts
             # are the drafter's (a sampled measurement, when there is one, decides for itself).

@@ -24,11 +24,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specdoctor.acceptance.compare import differs, drift
+from specdoctor.acceptance.speedup import size_ratio
 from specdoctor.bench import measure as proto
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments import common
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
-from specdoctor.experiments.rules import LOAD_SHARE, SLOWER_SHARE
+from specdoctor.experiments.rules import (
+    LOAD_SHARE,
+    SLOWER_SHARE,
+    decide_speed_split,
+    speed_split,
+)
 from specdoctor.launch import free_port
 
 Timed = tuple[int, float]   # (output tokens, latency in seconds) of one request
@@ -185,12 +191,26 @@ class SpecOffBaseline:
             Verdict.EXCLUDED: f": not slower (threshold {SLOWER_SHARE:.2f}x)",
             Verdict.INCONCLUSIVE: f": slower, but not beyond what load between two runs can "
                                   f"move ({CLEAR_SHARE:.2f}x); rerun on a quiet machine"}[v]
-        confirmed = v is Verdict.CONFIRMED
-        return ExperimentResult(self.id, [Finding("draft-overhead", v, ev,
-                                                  recovered=1.0 - c.ratio if confirmed else None)],
-                                {"tok_s_on": c.tok_s_on, "tok_s_off": c.tok_s_off,
-                                 "paired_median": c.paired_median},
-                                commands=[off.shell_command()])
+        numbers: dict[str, object] = {"tok_s_on": c.tok_s_on, "tok_s_off": c.tok_s_off,
+                                      "paired_median": c.paired_median}
+        total = ctx.measured["greedy"].total
+        k = ctx.k or (total.k if total is not None else None)
+        if v is Verdict.EXCLUDED:
+            finding = Finding("draft-overhead", v, ev, basis="comparison")
+        elif total is None or total.accepted_per_draft is None or not k:
+            finding = Finding("draft-overhead", Verdict.INCONCLUSIVE,
+                              f"{ev}; the acceptance it ran with is not known, so the draft's "
+                              f"cost and the acceptance cannot be told apart",
+                              basis="comparison")
+        else:
+            split = speed_split(c.ratio, total.accepted_per_draft, k, ctx.method_reference,
+                                size_ratio(ctx.draft_dir, ctx.target_dir))
+            numbers["split"] = split.to_json()
+            finding = decide_speed_split(v, split)
+            finding = Finding(finding.hypothesis, finding.verdict,
+                              f"{c.text()}; {finding.evidence}", finding.recovered,
+                              basis=finding.basis)
+        return ExperimentResult(self.id, [finding], numbers, commands=[off.shell_command()])
 
 
 class RestartAB:

@@ -9,7 +9,11 @@ name says otherwise.
 - ``counterfactual-only``: ``decide_counterfactual`` (the only way draft-config-mismatch is
   confirmed);
 - ``difference-not-verdict``: ``config_difference`` returns no verdict by construction;
-- ``root-cause``: ``root_cause``.
+- ``slower-split``: ``decide_speed_split`` (slower than spec-off: the draft's cost or the
+  acceptance);
+- ``root-cause``: ``root_cause``; ``answer`` adds the rule ``elimination-needs-all``: an answer
+  reached by elimination stands only when every rival the numbers allow was excluded, and no
+  cause named where the symptom needs one is "not determined" with the candidates that remain.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from specdoctor.acceptance import speedup as sp
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.experiments.base import Finding, Verdict
 from specdoctor.oracle.compare import WEAK_DRAFTER_POS0
@@ -25,6 +30,22 @@ from specdoctor.oracle.compare import WEAK_DRAFTER_POS0
 # here so that both read the same number.
 LOAD_SHARE = 0.15         # c=8 vs c=1 relative difference when no intervals decide
 SLOWER_SHARE = 0.95       # tok/s under this share of the spec-off tok/s
+# Position 0 under this from a trained drafter (a draft model or head, not prompt lookup) is
+# class `zero`: a drafter trained on its target agrees with it far more often than 1 time in 20
+# at the first draft, so one that does not is broken (a contract or config mismatch, the wrong
+# vocabulary, an engine fault), not weak: `zero` excludes draft-quality.
+ZERO_POS0 = 0.05
+# Speculative methods whose drafter is trained to predict the target (vLLM's method names; the
+# MTP family's model-specific names end in "_mtp"). Prompt lookup (ngram, suffix) is not.
+TRAINED_DRAFTERS = frozenset({"draft_model", "eagle", "eagle3", "mtp", "dflash", "medusa",
+                              "mlp_speculator"})
+
+
+def trained_drafter(method: str | None) -> bool:
+    """Whether ``method`` drafts with a model trained on its target (unknown: no)."""
+    return method is not None and (method in TRAINED_DRAFTERS or method.endswith("_mtp"))
+
+
 # An oracle whose position 0 is under WEAK_DRAFTER_POS0 (oracle.compare's threshold, imported
 # above) is itself low: "the drafter is weak for this data", so matching it is not "healthy".
 
@@ -49,6 +70,16 @@ MIN_REL_GAP = 0.05
 RECOVER_GAIN = 0.25
 RECOVER_MIN_ABS = 0.05
 EXPECTED = ("sampling-confound",)   # confirmed = expected behaviour, not a bug
+# An answer by elimination (basis "elimination") stands only when each of its rivals that is a
+# candidate (the signature allows it) was excluded. draft-quality ("the drafter is weak") is
+# what remains when the engine reaches the oracle: its rivals are every file-side cause the
+# oracle shares, every engine-side cause, and the two readings of the same greedy numbers (k
+# past the drafter's training, a metric read in another convention). The replay's leads are not
+# among them: a greedy engine that meets the greedy oracle drafts the drafter's own chain.
+ELIMINATION_RIVALS = {"draft-quality": (*FILE_SIDE, *ENGINE_SIDE, "k-beyond-training",
+                                        "metric-convention")}
+# Verdicts that leave a candidate open.
+OPEN = (Verdict.PENDING, Verdict.INCONCLUSIVE, Verdict.NOT_REPRODUCIBLE)
 
 
 @dataclass(frozen=True)
@@ -91,13 +122,15 @@ def gap_from_profiles(measured: AcceptanceProfile, oracle: AcceptanceProfile) ->
 
 
 def decide_oracle(gap: Gap, oracle_pos0: float | None, file_side_excluded: bool,
-                  reference_low: bool = False) -> list[Finding]:
+                  reference_low: bool = False, trained: bool = False) -> list[Finding]:
     """Greedy measured vs greedy oracle.
 
     Below: an engine-side cause; draft-quality is excluded, never confirmed. Equal: the
     engine-side causes are excluded; if the oracle is itself low (weak position 0, or below
     the published reference), draft-quality is confirmed once the file-side causes are
-    excluded, and inconclusive until then."""
+    excluded, and inconclusive until then — except for a trained drafter (``trained``) whose
+    oracle position 0 is under ``ZERO_POS0``: that drafter is broken, not weak, so
+    draft-quality is excluded (basis comparison) and the causes that break it stay open."""
     ev = gap.text()
     if gap.below:
         return [Finding("draft-quality", Verdict.EXCLUDED,
@@ -113,15 +146,22 @@ def decide_oracle(gap: Gap, oracle_pos0: float | None, file_side_excluded: bool,
     out = [Finding(h, Verdict.EXCLUDED, f"{ev}: the engine reaches what the weights allow")
            for h in ENGINE_SIDE]
     low = reference_low or (oracle_pos0 is not None and oracle_pos0 < WEAK_DRAFTER_POS0)
-    if not low:
+    if trained and oracle_pos0 is not None and oracle_pos0 < ZERO_POS0:
+        out.append(Finding("draft-quality", Verdict.EXCLUDED,
+                           f"{ev}; the oracle's position 0 is {oracle_pos0:.3f} (under "
+                           f"{ZERO_POS0}): a trained drafter that agrees with its target this "
+                           f"rarely is broken, not weak", basis="comparison"))
+    elif not low:
         out.append(Finding("draft-quality", Verdict.EXCLUDED,
                            f"{ev}; the oracle itself is not low (pos0 {oracle_pos0:.2f})"
                            if oracle_pos0 is not None else f"{ev}; the oracle is not low"))
     elif file_side_excluded:
+        how = ("the oracle below what the method reaches" if reference_low
+               or oracle_pos0 is None else f"oracle pos0 {oracle_pos0:.2f}")
         out.append(Finding("draft-quality", Verdict.CONFIRMED,
-                           f"{ev}, both low (oracle pos0 {oracle_pos0:.2f}), and no "
+                           f"{ev}, both low ({how}), and no "
                            f"counterfactual on the served files recovers: the drafter is weak",
-                           recovered=0.0))
+                           recovered=0.0, basis="elimination"))
     else:
         out.append(Finding("draft-quality", Verdict.INCONCLUSIVE,
                            f"{ev}, both low; waits for the counterfactuals of "
@@ -169,6 +209,88 @@ def decide_sampling(greedy: Gap, sampled: Gap, greedy_measured: float) -> list[F
             for h in ("rejection-sampler", "sampling-confound", "engine-drafting")]
 
 
+@dataclass(frozen=True)
+class SpeedSplit:
+    """Slower than spec-off, split into its two causes with numbers (``acceptance.speedup``)."""
+
+    speedup: float                 # measured: decode tok/s on over off
+    accepted: float                # measured accepted draft tokens per step
+    k: int
+    c: float                       # the draft's cost per drafted token, a target step = 1
+    reference: tuple[str, float] | None   # what the method reaches: (name, accepted per draft)
+    at_reference: float | None     # predicted speedup with that acceptance and this c
+    at_ceiling: float              # predicted speedup with every draft accepted
+    size_ratio: float | None       # the drafter's weights over the target's (files)
+    lost: str | None               # "acceptance", "draft-cost" or None (not decided)
+
+    def text(self) -> str:
+        ref = ("" if self.reference is None else
+               f"; at the {self.reference[0]}'s {self.reference[1]:.2f} accepted per draft it "
+               f"would be {self.at_reference:.2f}x")
+        size = ("" if self.size_ratio is None else
+                f"; the drafter's weights are {self.size_ratio:.3f} of the target's (files)")
+        return (f"speedup {self.speedup:.2f}x = AL / (1 + k·c) with AL {1 + self.accepted:.2f}, "
+                f"k {self.k}: the draft costs c = {self.c:.3f} of a target step per drafted "
+                f"token{size}; it breaks even at {sp.break_even(self.k, self.c):.2f} accepted "
+                f"per draft (measured {self.accepted:.2f}){ref}; with every draft accepted "
+                f"{self.at_ceiling:.2f}x")
+
+    def to_json(self) -> dict[str, object]:
+        return {"speedup": round(self.speedup, 4), "accepted_per_draft": round(self.accepted, 4),
+                "k": self.k, "c": round(self.c, 4),
+                "break_even": round(sp.break_even(self.k, self.c), 4),
+                "reference": None if self.reference is None else
+                {"name": self.reference[0], "accepted_per_draft": round(self.reference[1], 4)},
+                "at_reference": None if self.at_reference is None else round(self.at_reference, 4),
+                "at_ceiling": round(self.at_ceiling, 4),
+                "size_ratio": None if self.size_ratio is None else round(self.size_ratio, 4),
+                "lost": self.lost}
+
+
+def speed_split(ratio: float, accepted: float, k: int, reference: tuple[str, float] | None,
+                size_ratio: float | None = None) -> SpeedSplit:
+    """Which of the two lost: with the acceptance the method reaches (``reference``), would a
+    draft of this cost be faster than speculation off? Yes: the acceptance lost. No (or not
+    even with every draft accepted, when there is no reference): the draft's cost."""
+    c = sp.draft_cost(ratio, accepted, k)
+    at_ref = None if reference is None else sp.speedup(reference[1], k, c)
+    at_ceiling = sp.speedup(float(k), k, c)
+    lost = ("draft-cost" if at_ceiling < 1.0 else "acceptance" if at_ref is not None
+            and at_ref >= 1.0 else "draft-cost" if at_ref is not None else None)
+    return SpeedSplit(ratio, accepted, k, c, reference, at_ref, at_ceiling, size_ratio, lost)
+
+
+def decide_speed_split(timing: Verdict, split: SpeedSplit) -> Finding:
+    """draft-overhead for a server slower than spec-off (``timing``: the speed comparison's own
+    verdict, confirmed only when clearly slower): confirmed (basis comparison) only when the
+    timing is clear and even the acceptance the method reaches could not pay for this draft;
+    excluded when that acceptance would (the acceptance is what lost, and its hypotheses stay
+    open); inconclusive when nothing says what the method reaches and perfect acceptance would
+    still pay, or when the timing itself is not clear."""
+    ev = split.text()
+    if split.lost == "acceptance":
+        return Finding("draft-overhead", Verdict.EXCLUDED,
+                       f"{ev}: this draft would be faster than speculation off with the "
+                       f"acceptance the method reaches, so the acceptance is what lost, not the "
+                       f"draft's cost", basis="comparison")
+    if split.lost is None:
+        return Finding("draft-overhead", Verdict.INCONCLUSIVE,
+                       f"{ev}: nothing says what acceptance this method reaches at k={split.k}, "
+                       f"so the draft's cost and the acceptance cannot be told apart (give "
+                       f"--reference FILE)", basis="comparison")
+    why = ("even with every draft accepted" if split.at_ceiling < 1.0 else
+           "even with the acceptance the method reaches")
+    if timing is not Verdict.CONFIRMED:
+        return Finding("draft-overhead", Verdict.INCONCLUSIVE,
+                       f"{ev}: {why} this draft would not pay, but the slowdown is not beyond "
+                       f"what load between two runs can move; rerun on a quiet machine",
+                       basis="comparison")
+    return Finding("draft-overhead", Verdict.CONFIRMED,
+                   f"{ev}: {why} this draft would not be faster than speculation off: the "
+                   f"draft's cost is what lost", recovered=1.0 - split.speedup,
+                   basis="comparison")
+
+
 def recovered_share(before: float, after: float, ceiling: float) -> float:
     """The share of the room above ``before`` (up to ``ceiling``: the reference, or k) that
     ``after`` closes; orders confirmed causes for ``root_cause``."""
@@ -195,8 +317,10 @@ def decide_counterfactual(hypothesis: str, change: str, before: float, after: fl
     ev = (f"{change}: {before:.3f} → {after:.3f} accepted per draft "
           f"({share:.0%} of the room up to {ceiling:.2f} recovered)")
     if recovers(before, after, significant):
-        return Finding(hypothesis, Verdict.CONFIRMED, ev, recovered=share)
-    return Finding(hypothesis, Verdict.EXCLUDED, ev + ": no recovery", recovered=share)
+        return Finding(hypothesis, Verdict.CONFIRMED, ev, recovered=share,
+                       basis="counterfactual")
+    return Finding(hypothesis, Verdict.EXCLUDED, ev + ": no recovery", recovered=share,
+                   basis="counterfactual")
 
 
 def config_difference(field_name: str, draft_value: object, target_value: object) -> str:
@@ -219,6 +343,66 @@ def root_cause(findings: Iterable[Finding]) -> tuple[str | None, list[str]]:
         if f.hypothesis != best.hypothesis and f.hypothesis not in others:
             others.append(f.hypothesis)
     return best.hypothesis, others
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a set of verdicts answers: the root cause (None when not determined), the other
+    confirmed causes, and, when no cause is named although the symptom needs one, the
+    candidates that remain with why (``{"candidates": [...], "why": "..."}``, empty otherwise)."""
+
+    root: str | None
+    others: list[str]
+    undetermined: dict[str, object]
+
+    @staticmethod
+    def none() -> dict[str, object]:
+        return {"candidates": [], "why": ""}
+
+
+def _why_open(f: Finding) -> str:
+    last = f.evidence.split("; [")[-1] if f.evidence else ""
+    last = (last if last.startswith("[") or last == f.evidence else "[" + last)
+    last = last.strip().splitlines()[0] if last.strip() else ""
+    return f"{f.hypothesis} ({f.verdict.value}{': ' + last[:200] if last else ''})"
+
+
+def answer(findings: Iterable[Finding], needs_cause: bool) -> Answer:
+    """``root_cause`` with the rule ``elimination-needs-all``.
+
+    A root cause whose basis is ``elimination`` is named only when each of its rivals that is a
+    candidate here (``ELIMINATION_RIVALS``; any other candidate for an answer not listed there)
+    was excluded; otherwise it is not named, and the rivals still open and the answer itself are
+    the candidates that remain. With no cause named and a symptom that needs one
+    (``needs_cause``), the candidates still pending or inconclusive remain, each with its last
+    evidence; when every candidate was excluded, none remains and the why says so."""
+    fs = list(findings)
+    root, others = root_cause(fs)
+    by = {f.hypothesis: f for f in fs}
+    if root is not None and by[root].basis == "elimination":
+        rivals = ELIMINATION_RIVALS.get(root) or tuple(h for h in by if h != root)
+        if any(h in by and by[h].verdict is Verdict.CONFIRMED for h in rivals):
+            # a rival confirmed after all: what was left by elimination is not the answer
+            rest = [f for f in fs if f.hypothesis != root]
+            return answer(rest, needs_cause)
+        left = [by[h] for h in rivals if h in by and by[h].verdict is not Verdict.EXCLUDED
+                and by[h].verdict is not Verdict.CONFIRMED]
+        if left:
+            return Answer(None, others, {
+                "candidates": [*(f.hypothesis for f in left), root],
+                "why": (f"{root} is reached only by elimination, and not every rival the "
+                        f"numbers allow was excluded by an experiment that ran: "
+                        + "; ".join(_why_open(f) for f in left))})
+    if root is not None or not needs_cause:
+        return Answer(root, others, Answer.none())
+    left = [f for f in fs if f.verdict in OPEN]
+    if not left:
+        return Answer(None, [], {"candidates": [], "why": (
+            "every candidate was excluded: the cause is none of those the catalogue knows for "
+            "this symptom" if fs else "no candidate explains this symptom")})
+    return Answer(None, [], {"candidates": [f.hypothesis for f in left], "why": (
+        "no experiment confirmed a cause, and these were not excluded: "
+        + "; ".join(_why_open(f) for f in left))})
 
 
 def one_per_hypothesis(findings: Iterable[Finding], evidence: str = "all") -> list[Finding]:

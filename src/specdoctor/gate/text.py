@@ -123,7 +123,11 @@ def _diagnosis(d: dict) -> list[str]:
     if "error" in d:
         return [f"diagnose: could not run ({d['error']})"]
     sig = d.get("signature") or {}
+    und = d.get("undetermined") or {}
     lines = [f"diagnose: root cause {d.get('root_cause') or 'not determined'}"
+             + (f" (basis: {d['root_cause_basis']})" if d.get("root_cause_basis") else "")
+             + (f" (these remain: {', '.join(und['candidates'])})"
+                if not d.get("root_cause") and und.get("candidates") else "")
              + (f" (also: {', '.join(d['other_causes'])})" if d.get("other_causes") else ""),
              f"  signature: {sig.get('class')} — {sig.get('evidence')}"]
     if d.get("report"):

@@ -1,0 +1,39 @@
+"""The diagnosis' JSON says how its answer was reached: ``root_cause_basis`` and
+``undetermined`` (the candidates that remain and why, empty when a cause is named)."""
+
+from __future__ import annotations
+
+from specdoctor.diagnose import catalogue as C
+from specdoctor.diagnose import ledger as L
+from specdoctor.diagnose.orchestrator import Diagnosis
+from specdoctor.diagnose.signature import Facts, classify
+from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
+from tests.diagnose.recorded import counts
+
+
+def _ledger() -> L.Ledger:
+    sig = classify(Facts(counts([0.3, 0.1, 0.0, 0.0]), None, method="draft_model", k=4))
+    # no reference: the signature alone leaves no candidate, so the served-file causes are
+    # kept by hand (as when the reference is the oracle)
+    return L.build(sig, C.load(), 2.0, also=("draft-config-mismatch", "rope-sync"))
+
+
+def test_a_named_cause_has_its_basis_and_nothing_undetermined():
+    led = _ledger()
+    led.apply(ExperimentResult("oracle-counterfactual", [Finding(
+        "draft-config-mismatch", Verdict.CONFIRMED, "rope fixed: 0.4 → 3.9", recovered=0.9,
+        basis="counterfactual")]))
+    root, others = led.root_cause()
+    j = Diagnosis(led.signature, led, root, others).to_json()
+    assert j["root_cause"] == "draft-config-mismatch"
+    assert j["root_cause_basis"] == "counterfactual"
+    assert j["undetermined"] == {"candidates": [], "why": ""}
+
+
+def test_undetermined_is_written_as_given():
+    led = _ledger()
+    d = Diagnosis(led.signature, led, None, [],
+                  undetermined={"candidates": ["rope-sync"], "why": "not checked"})
+    j = d.to_json()
+    assert j["root_cause"] is None and j["root_cause_basis"] is None
+    assert j["undetermined"] == {"candidates": ["rope-sync"], "why": "not checked"}
