@@ -130,3 +130,17 @@ def test_the_texts_say_not_determined_with_the_candidates_and_why():
     assert answer_words("rope-sync", "comparison", None, "cliff") == [
         "rope-sync (basis: comparison)"]
     assert answer_words(None, None, {"candidates": [], "why": ""}, "healthy") == ["none: healthy"]
+
+
+def test_not_determined_names_the_fields_an_experiment_could_not_check():
+    # the contract's counterfactual left draft-config-mismatch open: two keys no reference
+    # could check; draft-quality, by elimination, waits for it
+    open_ = Finding("draft-config-mismatch", Verdict.INCONCLUSIVE, "not checked (no reference)",
+                    unchecked=("foo_scale = 3: no reference", "bar_ids (the other layer sets)"))
+    fs = [Finding("draft-quality", Verdict.CONFIRMED, "weak", recovered=0.0, basis="elimination"),
+          open_]
+    a = rules.answer(fs, needs_cause=True)
+    assert a.root is None and a.undetermined["candidates"] == ["draft-config-mismatch",
+                                                                "draft-quality"]
+    assert ("not checked: foo_scale = 3: no reference, bar_ids (the other layer sets)"
+            in a.undetermined["why"])

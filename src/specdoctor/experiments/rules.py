@@ -364,7 +364,10 @@ def _why_open(f: Finding) -> str:
     last = f.evidence.split("; [")[-1] if f.evidence else ""
     last = (last if last.startswith("[") or last == f.evidence else "[" + last)
     last = last.strip().splitlines()[0] if last.strip() else ""
-    return f"{f.hypothesis} ({f.verdict.value}{': ' + last[:200] if last else ''})"
+    todo = (f"; not checked: {', '.join(f.unchecked[:6])}"
+            + (f" and {len(f.unchecked) - 6} more" if len(f.unchecked) > 6 else "")
+            if f.unchecked else "")
+    return f"{f.hypothesis} ({f.verdict.value}{': ' + last[:200] if last else ''}{todo})"
 
 
 def answer(findings: Iterable[Finding], needs_cause: bool) -> Answer:
