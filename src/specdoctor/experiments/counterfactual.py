@@ -27,7 +27,16 @@ How each lead is tried:
 - layer ids no file can check (inside the target, as many as the fc reads) are searched: every
   set the fc can take, through the oracle in one pass (``oracle.heads.search``), the best chosen
   on half of the prompts and held out on the other half, then confirmed like any lead with a
-  copy naming it. A search the oracle cannot run is said not to have been checked.
+  copy naming it. A search the oracle cannot run is said not to have been checked. The sets
+  are searched with the fields that already recovered alone applied (a wrong mask token can
+  hide the right layers), and the winner is confirmed together with them and alone;
+- fields that each recover alone are named in one finding, with what they recover together;
+- a served drafter the oracle cannot run (ids naming one state twice) counts as accepting
+  nothing, and a copy that runs is tried against that.
+
+What could not be checked (a key no reference gives a value for, a lead the oracle does not
+read, a layer search a relaunch cannot run, candidate values left untried) keeps its hypothesis
+inconclusive and is listed in the finding's ``unchecked``.
 
 The changed drafter is a copy under a neutral temporary name (``cf-<n>/draft``), so nothing in
 its path says what was changed.
