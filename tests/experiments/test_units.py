@@ -141,3 +141,17 @@ def test_the_review_also_carries_the_leads_other_experiments_left(tmp_path):
     assert (lead.field, lead.value, lead.hypothesis) == ("rope_theta", 500000.0,
                                                          "draft-config-mismatch")
     assert "(probes)" in lead.why
+
+
+def test_a_relaunching_experiment_says_what_it_lacks(tmp_path):
+    from specdoctor.experiments import common
+    from specdoctor.experiments.base import Context
+    from specdoctor.launch import LaunchSpec
+
+    bare = Context(workdir=tmp_path)
+    assert common.relaunch_unavailable(bare, "relaunch it") == "needs a launch command to relaunch it"
+    launched = Context(workdir=tmp_path, launch=LaunchSpec(("vllm", "serve", "m")),
+                       launcher=object(), prompts=[])
+    assert common.relaunch_unavailable(launched, "relaunch it", "send") == "no prompts to send"
+    launched.prompts = ["def f():"]
+    assert common.relaunch_unavailable(launched, "relaunch it") is None

@@ -86,6 +86,16 @@ UNKNOWN_METHOD = ("the speculative method is unknown (give --method, or the serv
 UNKNOWN_K = "k is unknown (give --k)"
 
 
+def relaunch_unavailable(ctx: Context, purpose: str, send: str = "measure") -> str | None:
+    """Why an experiment that relaunches the user's command and sends it the diagnosis' prompts
+    cannot run here (no launch command, no prompts), or None."""
+    if ctx.launch is None or ctx.launcher is None:
+        return f"needs a launch command to {purpose}"
+    if not ctx.prompts:
+        return f"no prompts to {send}"
+    return None
+
+
 def read_config(model_dir: Path) -> dict[str, Any]:
     return json.loads((model_dir / "config.json").read_text())
 

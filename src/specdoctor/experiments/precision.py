@@ -81,11 +81,7 @@ class Experiment:
     id = "target-precision-ab"
 
     def unavailable(self, ctx: Context) -> str | None:
-        if ctx.launch is None or ctx.launcher is None:
-            return "needs a launch command to relaunch the target at a higher precision"
-        if not ctx.prompts:
-            return "no prompts to measure"
-        return None
+        return common.relaunch_unavailable(ctx, "relaunch the target at a higher precision")
 
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
         from specdoctor.experiments.probes.experiment import configs

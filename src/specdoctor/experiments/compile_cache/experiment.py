@@ -61,11 +61,7 @@ class Experiment:
     id = "compile-cache-ab"
 
     def unavailable(self, ctx: Context) -> str | None:
-        if ctx.launch is None or ctx.launcher is None:
-            return "needs a launch command to relaunch with a fresh compile cache"
-        if not ctx.prompts:
-            return "no prompts to measure"
-        return None
+        return common.relaunch_unavailable(ctx, "relaunch with a fresh compile cache")
 
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
         assert ctx.launch is not None

@@ -94,11 +94,7 @@ class Experiment:
     id = "probes"
 
     def unavailable(self, ctx: Context) -> str | None:
-        if ctx.launch is None or ctx.launcher is None:
-            return "needs a launch command to relaunch with the startup probes"
-        if not ctx.prompts:
-            return "no prompts to measure"
-        return None
+        return common.relaunch_unavailable(ctx, "relaunch with the startup probes")
 
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
         from specdoctor.packs.run import collect

@@ -172,10 +172,9 @@ class Experiment:
     id = "taps"
 
     def unavailable(self, ctx: Context) -> str | None:
-        if ctx.launch is None or ctx.launcher is None:
-            return "needs a launch command to relaunch with the draft's attention tapped"
-        if not ctx.prompts:
-            return "no prompts to send"
+        why = common.relaunch_unavailable(ctx, "relaunch with the draft's attention tapped", "send")
+        if why is not None:
+            return why
         if ctx.method in LOOKUP_METHODS:
             return f"{ctx.method} drafts by prompt lookup: there is no draft attention to tap"
         if ctx.method in NO_ATTENTION:
