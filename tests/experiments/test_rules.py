@@ -169,3 +169,19 @@ def test_without_a_reference_a_draft_that_could_pay_is_not_decided():
     f = rules.decide_speed_split(Verdict.CONFIRMED, split)
     assert f.verdict is Verdict.INCONCLUSIVE and "--reference" in f.evidence
     assert split.to_json()["break_even"] == round(3 * split.c, 4)
+
+
+def test_an_accepted_count_decides_where_almost_nothing_is_accepted():
+    from specdoctor.experiments.rules import Gap, count_consistent, with_counts
+
+    # the default lab served with the sampler fixed: 0 accepted over 192 drafts where a correct
+    # verifier accepts 0.002 per draft (0.4 expected): consistent, whatever the bootstrap says
+    assert count_consistent(0, 0.002 * 192)
+    g = with_counts(Gap(0.0, 0.002, 0.002, 0.002), accepted=0, drafts=192)
+    assert g.equal and g.low <= 0 <= g.high
+    # 0 where 20 are expected, or 200 where 0.4 are: not consistent, the gap stands
+    assert not count_consistent(0, 20.0) and not count_consistent(200, 0.4)
+    kept = with_counts(Gap(0.0, 0.05, 0.04, 0.06), accepted=0, drafts=400)
+    assert kept.below and (kept.low, kept.high) == (0.04, 0.06)
+    # the tails are two-sided: 9 where 3 are expected is off (P(X >= 9) = 0.004)
+    assert count_consistent(3, 3.0) and not count_consistent(9, 3.0)

@@ -84,7 +84,9 @@ def gap(oracle_result: Any, measured: Any) -> tuple[rules.Gap, Any]:
                          "--per-request-spec-decode-metrics detailed, or measure at c=1)")
     c = cmp.compare_units(oracle_result.prompt_units(), mu)
     a = c.accepted_per_draft
-    return rules.Gap(a.measured.value or 0.0, a.oracle.value or 0.0, a.gap.low, a.gap.high), c
+    g = rules.Gap(a.measured.value or 0.0, a.oracle.value or 0.0, a.gap.low, a.gap.high)
+    drafts, accepted = int(round(mu[:, 0].sum())), int(round(mu[:, 1:].sum()))
+    return rules.with_counts(g, accepted, drafts), c
 
 
 def expected_profile(oracle_result: Any) -> AcceptanceProfile:

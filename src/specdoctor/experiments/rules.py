@@ -112,6 +112,34 @@ class Gap:
                 f"draft{iv}")
 
 
+def count_consistent(observed: int, expected: float, alpha: float = 0.05) -> bool:
+    """Whether ``observed`` accepted tokens are consistent with ``expected`` of them (the
+    oracle's rate times the drafts measured), each draft position an independent rare event:
+    the two-sided Poisson tail of the observed count is at least ``alpha``. A bootstrap over
+    prompts cannot say this when almost nothing is accepted (no prompt with an event gives an
+    interval of zero width), so a count this small decides instead."""
+    import math
+
+    if expected <= 0:
+        return observed == 0
+    pmf = [math.exp(-expected)]
+    for i in range(1, observed + 1):
+        pmf.append(pmf[-1] * expected / i)
+    below = sum(pmf)                       # P(X <= observed)
+    above = 1.0 - sum(pmf[:-1])            # P(X >= observed)
+    return 2 * min(below, above) >= alpha
+
+
+def with_counts(g: Gap, accepted: int, drafts: int) -> Gap:
+    """``g`` with its interval widened to include no gap where the accepted count itself is
+    consistent with the oracle's (``count_consistent``); otherwise ``g`` unchanged."""
+    if drafts <= 0 or not count_consistent(accepted, g.oracle * drafts):
+        return g
+    low = 0.0 if g.low is None else min(g.low, 0.0)
+    high = 0.0 if g.high is None else max(g.high, 0.0)
+    return Gap(g.measured, g.oracle, low, high)
+
+
 def gap_from_profiles(measured: AcceptanceProfile, oracle: AcceptanceProfile) -> Gap:
     """A gap from totals alone: the interval is a conservative sum of the two intervals."""
     m, o = measured.accepted_per_draft or 0.0, oracle.accepted_per_draft or 0.0
