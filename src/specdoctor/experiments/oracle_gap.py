@@ -41,18 +41,19 @@ def oracle_unavailable(ctx: Context) -> str | None:
     return None
 
 
-def run_oracle(ctx: Context, temperature: float, top_p: float, draft_dir: Any = None,
-               vocab_map: Any = None) -> Any:
-    """``vocab_map``: a draft-to-target id map file; default: the map the engine applies
-    (``ctx.oracle_vocab_map``, set when the drafter's tokenizer is not the target's)."""
-    from specdoctor.oracle.runner import OracleConfig, run_oracle as _run
+def oracle_config(ctx: Context, temperature: float, top_p: float, draft_dir: Any = None,
+                  vocab_map: Any = None) -> Any:
+    """The oracle's config for the served settings on the diagnosis' prompts. ``vocab_map``: a
+    draft-to-target id map file; default: the map the engine applies (``ctx.oracle_vocab_map``,
+    set when the drafter's tokenizer is not the target's)."""
+    from specdoctor.oracle.runner import OracleConfig
     from specdoctor.oracle.simulate import Sampling
 
     s = ctx.settings
     if s is None or ctx.k is None:  # oracle_unavailable says which, with the flag
         raise ValueError(oracle_unavailable(ctx) or "the served settings are unknown")
     draft_mode = "argmax" if s.draft_sample_method in ("greedy", "argmax") else "probabilistic"
-    cfg = OracleConfig(
+    return OracleConfig(
         target=ctx.target_dir, prompts=tuple(ctx.prompts), method=ctx.method or "draft_model",
         draft=(draft_dir or ctx.draft_dir) if ctx.method not in NO_DRAFT_DIR else None,
         tokenizer=ctx.tokenizer_dir,
@@ -62,7 +63,14 @@ def run_oracle(ctx: Context, temperature: float, top_p: float, draft_dir: Any = 
         max_model_len=s.max_model_len,
         dtype=s.dtype if s.dtype in ("float32", "bfloat16", "float16") else "float32",
         vocab_map=vocab_map or ctx.oracle_vocab_map)
-    return _run(cfg)
+
+
+def run_oracle(ctx: Context, temperature: float, top_p: float, draft_dir: Any = None,
+               vocab_map: Any = None) -> Any:
+    """The oracle of ``oracle_config`` run."""
+    from specdoctor.oracle.runner import run_oracle as _run
+
+    return _run(oracle_config(ctx, temperature, top_p, draft_dir, vocab_map))
 
 
 def served_oracle(ctx: Context) -> Any:

@@ -15,7 +15,12 @@
   vocabulary holds, in order. The two must describe one map. When they disagree, the verdict is
   the map counterfactual: the same head with ``d2t`` rebuilt from ``t2d``, run through the
   oracle; confirmed if acceptance recovers. vLLM reads ``d2t`` alone, so a stale or shifted
-  ``d2t`` is served silently.
+  ``d2t`` is served silently (and a checkpoint without one is served with zero offsets).
+  Agreeing with ``t2d`` does not make ``d2t`` the map the head was trained with (both can be
+  regenerated from other data), so the head's own proposals decide: a map learned from where
+  its first drafts land on half the prompts, scored on the other half against the served one
+  (``oracle.slotmap``); significantly better there, the oracle counterfactual with the learned
+  map measures the recovery.
 - Drafters that draft in the target's vocabulary (DFlash, MTP): compare vocab sizes.
 """
 from __future__ import annotations
@@ -171,13 +176,21 @@ def map_copy(draft_dir: Path, d2t: np.ndarray, workdir: Path) -> Path:
     if out.exists():
         shutil.rmtree(out)
     shutil.copytree(draft_dir, out, symlinks=False)
-    for f in sorted(out.glob("*.safetensors")):
+    value = torch.from_numpy(np.asarray(d2t, dtype=np.int64))
+    files = sorted(out.glob("*.safetensors"))
+    placed = False
+    for f in files:
         t = load_file(str(f))
         names = [n for n in t if n == "d2t" or n.endswith(".d2t")]
         if names:
             for n in names:
-                t[n] = torch.from_numpy(np.asarray(d2t, dtype=np.int64)).to(t[n].dtype)
+                t[n] = value.to(t[n].dtype)
             save_file(t, str(f), metadata={"format": "pt"})
+            placed = True
+    if not placed and files:   # a checkpoint saved without its map: add one
+        t = load_file(str(files[0]))
+        t["d2t"] = value
+        save_file(t, str(files[0]), metadata={"format": "pt"})
     return out
 
 
@@ -278,36 +291,94 @@ class VocabMapCheck:
         vocab = int(tcfg.get("vocab_size") or cfg.get("vocab_size") or 0)
         d2t, t2d = _read_map(ctx.draft_dir)
         if d2t is None:
-            same = int(cfg.get("draft_vocab_size") or vocab) == vocab
-            v = Verdict.EXCLUDED if same else Verdict.INCONCLUSIVE
-            return ExperimentResult(self.id, [Finding(
-                HID, v, "no d2t: the head drafts in the target's vocabulary" if same else
-                "draft_vocab_size differs from the target's but the checkpoint has no d2t")])
-        chk = check_map(d2t, t2d, vocab)
-        nums: dict[str, Any] = {"draft_vocab": len(d2t), "target_vocab": vocab,
+            if int(cfg.get("draft_vocab_size") or vocab) == vocab:
+                return ExperimentResult(self.id, [Finding(
+                    HID, Verdict.EXCLUDED, "no d2t: the head drafts in the target's vocabulary")])
+            chk = MapCheck(None, f"draft_vocab_size {cfg.get('draft_vocab_size')} is smaller "
+                                 f"than the target's {vocab} and the checkpoint has no d2t: "
+                                 f"vLLM serves draft id i as target id i (zero offsets)")
+        else:
+            chk = check_map(d2t, t2d, vocab)
+        nums: dict[str, Any] = {"draft_vocab": None if d2t is None else len(d2t),
+                                "target_vocab": vocab, "has_d2t": d2t is not None,
                                 "has_t2d": t2d is not None, "consistent": chk.consistent}
-        if chk.consistent:
-            return ExperimentResult(self.id, [Finding(HID, Verdict.EXCLUDED, chk.evidence)], nums)
-        if chk.repaired is None:
+        if chk.consistent is False and chk.repaired is None:
             return ExperimentResult(self.id, [Finding(HID, Verdict.INCONCLUSIVE, chk.evidence)],
                                     nums)
         why = oracle_unavailable(ctx)
         if why is not None:
+            v = Verdict.INCONCLUSIVE
             return ExperimentResult(self.id, [Finding(
-                HID, Verdict.INCONCLUSIVE, f"{chk.evidence}; the map counterfactual needs the "
-                                           f"oracle: {why}")], nums)
+                HID, v, f"{chk.evidence}; whether the map sends the head's slots to the tokens "
+                        f"it was trained for needs the oracle: {why}")], nums)
+        if chk.consistent is False:
+            base = served_oracle(ctx)
+            ctx.progress("oracle counterfactual: d2t rebuilt from t2d")
+            after_res = run_oracle(ctx, 0.0, 1.0,
+                                   map_copy(ctx.draft_dir, chk.repaired, ctx.workdir))
+            before_p, after_p = expected_profile(base), expected_profile(after_res)
+            b, a = common.apd(before_p), common.apd(after_p)
+            f = rules.decide_counterfactual(
+                HID, f"{chk.evidence}; d2t rebuilt from t2d (oracle)", b, a, float(ctx.k or 1),
+                significant=rules.oracle_change_is_real(b, a))
+            nums.update({"before": round(b, 4), "after": round(a, 4)})
+            return ExperimentResult(self.id, [f], nums,
+                                    {"before": before_p, "after d2t rebuilt from t2d": after_p},
+                                    wall_s=time.perf_counter() - t0)
+        f, curves = self._proposals(ctx, chk, nums)
+        return ExperimentResult(self.id, [f], nums, curves, wall_s=time.perf_counter() - t0)
+
+    def _proposals(self, ctx: Context, chk: MapCheck, nums: dict[str, Any]
+                   ) -> tuple[Finding, dict[str, Any]]:
+        """Does the served map send the head's proposals to the tokens it was trained for?
+        A map learned from the head's first drafts on half the prompts, scored on the other
+        half (``oracle.slotmap``); where it does better, the oracle counterfactual with the
+        map learned from every prompt measures what it recovers."""
+        from specdoctor.experiments.oracle_gap import (
+            expected_profile, oracle_config, run_oracle, served_oracle,
+        )
+        from specdoctor.oracle import slotmap
+        from specdoctor.oracle.heads.proposals import first_slot_pairs, served_targets
+
+        assert ctx.draft_dir is not None
+        ctx.progress("vocabulary map: the head's proposals against the tokens d2t names")
+        config = oracle_config(ctx, 0.0, 1.0)
+        served = served_targets(config)
+        if served is None:
+            return Finding(HID, Verdict.EXCLUDED, "the head drafts in the target's vocabulary "
+                                                  "(no map to get wrong)"), {}
+        h, learned = slotmap.held_out(first_slot_pairs(config), served)
+        nums["proposals"] = {"positions": h.positions, "served_hits": h.served,
+                             "learned_hits": h.learned, "better": h.better, "worse": h.worse,
+                             "slots_changed": h.slots_changed, "p": h.p}
+        ev = f"{chk.evidence}; {h.text()}"
+        if not h.learned_better and h.rules_out:
+            return Finding(HID, Verdict.EXCLUDED, f"{ev}: the head's proposals land where d2t "
+                                                  f"sends them (a gain of "
+                                                  f"{slotmap.MARGIN:.0%} is ruled out)"), {}
+        if not h.learned_better:
+            return Finding(HID, Verdict.INCONCLUSIVE,
+                           f"{ev}: neither shown better (p < {slotmap.ALPHA}) nor ruled out "
+                           f"(a gain of {slotmap.MARGIN:.0%}); more prompts decide"), {}
         base = served_oracle(ctx)
-        ctx.progress("oracle counterfactual: d2t rebuilt from t2d")
-        after_res = run_oracle(ctx, 0.0, 1.0, map_copy(ctx.draft_dir, chk.repaired, ctx.workdir))
+        ctx.progress("oracle counterfactual: d2t learned from the head's proposals")
+        offsets = learned - np.arange(len(learned))
+        after_res = run_oracle(ctx, 0.0, 1.0, map_copy(ctx.draft_dir, offsets, ctx.workdir))
         before_p, after_p = expected_profile(base), expected_profile(after_res)
         b, a = common.apd(before_p), common.apd(after_p)
-        f = rules.decide_counterfactual(
-            HID, f"{chk.evidence}; d2t rebuilt from t2d (oracle)", b, a, float(ctx.k or 1),
-            significant=rules.oracle_change_is_real(b, a))
         nums.update({"before": round(b, 4), "after": round(a, 4)})
-        return ExperimentResult(self.id, [f], nums,
-                                {"before": before_p, "after d2t rebuilt from t2d": after_p},
-                                wall_s=time.perf_counter() - t0)
+        f = rules.decide_counterfactual(
+            HID, f"{ev}; d2t learned from the head's proposals (oracle)", b, a,
+            float(ctx.k or 1), significant=rules.oracle_change_is_real(b, a))
+        if f.verdict is Verdict.CONFIRMED:
+            f = replace(f, evidence=f.evidence + "; fix: serve the head with the d2t/t2d it was "
+                        "trained with (a map regenerated from other data, or none, sends its "
+                        "slots to other tokens)")
+        else:
+            f = replace(f, verdict=Verdict.INCONCLUSIVE,
+                        evidence=f.evidence + ": the held-out positions say the map is wrong, "
+                        "the oracle does not recover")
+        return f, {"before": before_p, "after d2t learned from proposals": after_p}
 
     def _translated(self, ctx: Context, mapping: list[int], moved: int
                     ) -> tuple[Finding, dict[str, Any]]:

@@ -149,9 +149,9 @@ def build(cfg: dict[str, Any], t: dict[str, Any], target_cfg: dict[str, Any],
     ck.check_shape("fc.weight", fc, (hidden, len(ids) * target.hidden))
     d2t = t.get("d2t")
     if draft_vocab != vocab and d2t is None:
-        raise ck.InputError(f"draft_vocab_size {draft_vocab} differs from vocab_size {vocab} "
-                            "but the checkpoint has no d2t map",
-                            "ship d2t (draft id -> target id offset) with the head")
+        # as vLLM serves it: a smaller draft vocabulary without d2t keeps the zero offsets it
+        # starts with (draft id i proposes target id i), with no error and no log line
+        d2t = torch.zeros(draft_vocab, dtype=torch.long)
     if d2t is not None:
         ck.check_shape("d2t", d2t, (draft_vocab,))
         top = int((torch.arange(draft_vocab, device=d2t.device) + d2t.long()).max())
