@@ -26,6 +26,8 @@ import numpy as np
 # majority token at least this share of them; otherwise the slot keeps its served target.
 MIN_COUNT = 2
 MIN_SHARE = 0.5
+# ... and its served target reached through it at most this share of the time.
+MAX_SERVED_SHARE = 0.1
 # One-sided p below which the learned map is better on held-out positions.
 ALPHA = 0.01
 # A gain in first-draft agreement that would matter: the served map is cleared when the
@@ -46,23 +48,37 @@ class SlotPairs:
 def learn(pairs: Sequence[SlotPairs], served: np.ndarray,
           min_count: int = MIN_COUNT, min_share: float = MIN_SHARE) -> np.ndarray:
     """The target id behind each slot, from the pairs: the majority next token of a slot seen
-    at least ``min_count`` times with that token in at least ``min_share`` of them; else the
-    served one (``served``: target id per slot)."""
-    learned = np.asarray(served, dtype=np.int64).copy()
+    at least ``min_count`` times with that token in at least ``min_share`` of them, where the
+    head reaches that token through this slot more often than through the slot the served map
+    gives it, and whose served token is (almost) never reached through it; else the served one
+    (``served``: target id per slot). A map that is not the head's moves whole slots: a moved
+    slot is never right under the served map, and the token it was trained for is no longer
+    reached through any other. A head that confuses two tokens is neither."""
+    served = np.asarray(served, dtype=np.int64)
+    learned = served.copy()
     if not pairs:
         return learned
     slots = np.concatenate([p.slots for p in pairs]).astype(np.int64)
     nexts = np.concatenate([p.nexts for p in pairs]).astype(np.int64)
-    order = np.lexsort((nexts, slots))
-    slots, nexts = slots[order], nexts[order]
+    # how often each token is reached through the slot the served map gives it
+    reached = served[slots] == nexts
+    through_own = np.bincount(nexts[reached], minlength=int(nexts.max()) + 1)
     for s in np.unique(slots):
         got = nexts[slots == s]
         if len(got) < min_count:
             continue
         values, counts = np.unique(got, return_counts=True)
         best = int(np.argmax(counts))
-        if counts[best] >= min_count and counts[best] / len(got) >= min_share:
-            learned[s] = values[best]
+        token, n = int(values[best]), int(counts[best])
+        if n < min_count or n / len(got) < min_share or token == served[s]:
+            continue
+        # A slot the map moved is (almost) never right under it; a head that confuses two
+        # tokens is still right through this slot at times, and reaches the other token
+        # through its own slot more often than through this one: the head's error, not the
+        # map's.
+        right = int((got == served[s]).sum())
+        if right <= MAX_SERVED_SHARE * len(got) and n > through_own[token]:
+            learned[s] = token
     return learned
 
 

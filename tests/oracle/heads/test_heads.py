@@ -45,6 +45,16 @@ def test_a_well_formed_head_is_read():
     assert head.aux_ids == (0, 2, 4) and head.d2t is not None and len(head.layers) == 1
 
 
+def test_a_smaller_draft_vocabulary_without_d2t_is_served_with_zero_offsets():
+    """As vLLM 0.32 serves it (llama_eagle3.py starts the map at zeros and loads none): draft
+    id i proposes target id i, with no error."""
+    t = _eagle3_tensors()
+    del t["d2t"]
+    head = eagle3.build(_eagle3_cfg(), t, TARGET, _shared)
+    assert head.d2t is not None and head.d2t.tolist() == [0] * 50
+    assert head.draft_ids(torch.eye(50)[[3, 49]]).tolist() == [3, 49]
+
+
 @pytest.mark.parametrize(("cfg", "tensors", "message"), [
     (_eagle3_cfg(architectures=["Eagle3Speculator"]), None,
      r"'Eagle3Speculator', not an EAGLE3 head.*vLLM 0\.32"),
