@@ -131,3 +131,16 @@ def test_the_baseline_compares_as_many_passes_on_each_side(tmp_path, monkeypatch
     ctx.measured["greedy"] = SimpleNamespace(requests=reqs, total=None)
     (f,) = relaunch.SpecOffBaseline().run(ctx, ("draft-overhead",)).findings
     assert f.verdict is Verdict.INCONCLUSIVE and "cannot be told apart" in f.evidence
+
+
+def test_a_machine_whose_speed_moved_between_the_sides_decides_nothing_it_could_explain():
+    # prompt lookup at 0.66x of spec-off (the clinic, f9bf92a, load 2.4 -> 7.0 during the case)
+    on, off = _at(460.3), _at(701.0)
+    assert compare_speed(on, off).verdict is Verdict.CONFIRMED            # probes not counted
+    moved = compare_speed(on, off, drift=0.3)
+    assert moved.verdict is Verdict.INCONCLUSIVE and "moved by up to 30%" in moved.text()
+    # a drafter 26x its weights stays clearly slower whatever such a drift did
+    assert compare_speed(_at(138.4), _at(546.5), drift=0.3).verdict is Verdict.CONFIRMED
+    # and "not slower" needs to hold against the drift too
+    assert compare_speed(_at(472.9), OFF).verdict is Verdict.EXCLUDED
+    assert compare_speed(_at(472.9), OFF, drift=0.3).verdict is Verdict.INCONCLUSIVE

@@ -195,6 +195,7 @@ class Context:
     oracle_sampled_gap: Gap | None = None  # the sampled measurement vs that oracle
     oracle_vocab_map: Path | None = None   # the draft-to-target id map the engine applies
     spec_on_passes: list[list[tuple[int, float]]] = field(default_factory=list)  # timing
+    speed_probes: list[float] = field(default_factory=list)  # CPU probe around them
     tok_s_spec_on: float | None = None     # decode tok/s, speculation on and off
     tok_s_spec_off: float | None = None
     # What this method reaches at this k (published, or the user's reference): (name, accepted

@@ -7,12 +7,13 @@ between requests (metric scrapes, the client) is left out. Each prompt counts wi
 of three passes on either side (the measurement and two more on the live server with
 speculation, three after a warm-up without; as many on each side when the server with
 speculation was already stopped), so a load spike or a first-use compile does not count. The
-two
-servers still run one after the other, so what else the machine does moves their ratio:
-``draft-overhead`` is confirmed only when
-speculation is clearly slower (the total ratio and the median of the per-prompt ratios both
-under CLEAR_SHARE; a load spike moves some prompts, not the median), excluded when it is not
-slower (SLOWER_SHARE, the signature's threshold), and inconclusive in between. Seen on a shared
+two servers still run one after the other, so what else the machine does moves their ratio: a CPU
+probe (``bench.probe``) before and after each side's passes measures how far the machine's
+speed moved, and that drift is counted against the ratio. ``draft-overhead`` is confirmed only
+when speculation is clearly slower (the total ratio and the median of the per-prompt ratios,
+each times 1 + drift, under CLEAR_SHARE; a load spike moves some prompts, not the median),
+excluded when it is not slower (both, divided by 1 + drift, at least SLOWER_SHARE, the
+signature's threshold), and inconclusive in between. Seen on a shared
 2-core machine (the clinic, decode speed): healthy setups from 0.87x to 1.75x of spec-off, the
 same prompt-lookup setup at 0.88x and 1.21x in two comparisons, a drafter carrying the target's
 function in 26x its weights at 0.25x."""
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from specdoctor.acceptance.compare import differs, drift
 from specdoctor.acceptance.speedup import size_ratio
 from specdoctor.bench import measure as proto
+from specdoctor.bench.probe import cpu_speed, drift
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments import common
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
@@ -54,6 +56,7 @@ class SpeedComparison:
     tok_s_off: float
     paired_median: float     # median over prompts of (on tok/s) / (off tok/s)
     prompts: int
+    drift: float = 0.0       # how far the machine's speed moved between the sides (probe)
 
     @property
     def ratio(self) -> float:
@@ -61,17 +64,22 @@ class SpeedComparison:
 
     @property
     def verdict(self) -> Verdict:
-        """draft-overhead: confirmed when clearly slower, excluded when not slower."""
-        both = max(self.ratio, self.paired_median)
-        if both < CLEAR_SHARE:
+        """draft-overhead: confirmed when clearly slower, excluded when not slower, each with
+        the machine's drift counted against it (one side may have run up to ``1 + drift``
+        times faster or slower than the other for reasons of its own)."""
+        room = 1.0 + self.drift
+        if max(self.ratio, self.paired_median) * room < CLEAR_SHARE:
             return Verdict.CONFIRMED
-        return Verdict.EXCLUDED if min(self.ratio, self.paired_median) >= SLOWER_SHARE \
+        return Verdict.EXCLUDED if min(self.ratio, self.paired_median) / room >= SLOWER_SHARE \
             else Verdict.INCONCLUSIVE
 
     def text(self) -> str:
+        moved = ("" if self.drift <= 0 else
+                 f"; the machine's speed moved by up to {self.drift:.0%} across the runs (a CPU "
+                 f"probe before and after each side's passes), counted against the ratio")
         return (f"spec on {self.tok_s_on:.1f} tok/s vs off {self.tok_s_off:.1f} tok/s "
                 f"({self.ratio:.2f}x; per-prompt median {self.paired_median:.2f}x over "
-                f"{self.prompts} prompts)")
+                f"{self.prompts} prompts{moved})")
 
 
 def tok_s(timed: Sequence[Timed]) -> float:
@@ -79,13 +87,14 @@ def tok_s(timed: Sequence[Timed]) -> float:
     return tokens / max(sum(s for _, s in timed), 1e-9)
 
 
-def compare_speed(on: Sequence[Timed], off: Sequence[Timed]) -> SpeedComparison | None:
+def compare_speed(on: Sequence[Timed], off: Sequence[Timed], drift: float = 0.0
+                  ) -> SpeedComparison | None:
     """Pure: None when there is nothing to compare (no tokens on either side)."""
     pairs = [(a, b) for a, b in zip(on, off) if a[0] > 0 and b[0] > 0 and a[1] > 0 and b[1] > 0]
     if not pairs or tok_s(on) <= 0 or tok_s(off) <= 0:
         return None
     med = statistics.median((a[0] / a[1]) / (b[0] / b[1]) for a, b in pairs)
-    return SpeedComparison(tok_s(on), tok_s(off), med, len(pairs))
+    return SpeedComparison(tok_s(on), tok_s(off), med, len(pairs), drift)
 
 
 class ConcurrencyAB:
@@ -146,8 +155,10 @@ def time_spec_on(ctx: Context) -> None:
     the spec-off one), kept in ``ctx.spec_on_passes``."""
     if ctx.url is not None:
         ctx.progress("speculation on: timing passes")
+        ctx.speed_probes.append(cpu_speed())
         ctx.spec_on_passes.extend(
             timed_requests(ctx.url, ctx, passes=ON_EXTRA_PASSES, warm_up=False))
+        ctx.speed_probes.append(cpu_speed())
 
 
 class SpecOffBaseline:
@@ -172,13 +183,16 @@ class SpecOffBaseline:
                                     commands=[off.shell_command()], error=str(exc))
         try:
             ctx.progress("speculation off: measuring")
+            probes = [cpu_speed()]
             off_passes = timed_requests(server.url, ctx, passes=OFF_PASSES)
+            probes.append(cpu_speed())
         finally:
             ctx.launcher.stop(server)
         on_passes = [measured_timing(ctx.measured["greedy"]), *ctx.spec_on_passes]
         # as many passes on each side: a best of three against a best of one would favour it
         n = min(len(on_passes), len(off_passes))
-        c = compare_speed(best_of(on_passes[:n]), best_of(off_passes[:n]))
+        moved = drift([*ctx.speed_probes, *probes]) if ctx.speed_probes else 0.0
+        c = compare_speed(best_of(on_passes[:n]), best_of(off_passes[:n]), moved)
         if c is None:
             return ExperimentResult(self.id, [Finding(
                 "draft-overhead", Verdict.INCONCLUSIVE, "no output tokens to time on one side")],
@@ -192,7 +206,8 @@ class SpecOffBaseline:
             Verdict.INCONCLUSIVE: f": slower, but not beyond what load between two runs can "
                                   f"move ({CLEAR_SHARE:.2f}x); rerun on a quiet machine"}[v]
         numbers: dict[str, object] = {"tok_s_on": c.tok_s_on, "tok_s_off": c.tok_s_off,
-                                      "paired_median": c.paired_median}
+                                      "paired_median": c.paired_median, "drift": c.drift,
+                                      "probes_on": list(ctx.speed_probes), "probes_off": probes}
         total = ctx.measured["greedy"].total
         k = ctx.k or (total.k if total is not None else None)
         if v is Verdict.EXCLUDED:
