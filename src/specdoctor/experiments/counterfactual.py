@@ -590,6 +590,11 @@ class OracleCounterfactual:
                 tried = [x for x in tried if x.hypothesis != lead.hypothesis
                          or x.verdict is not Verdict.CONFIRMED]
                 f = combined(lead.hypothesis, f, alone)
+            elif f.verdict is Verdict.INCONCLUSIVE:   # a set left open is said beside a cause
+                tried = [replace(x, evidence=f"{x.evidence}; also open: {f.evidence}",
+                                 unchecked=(*x.unchecked, *f.unchecked))
+                         if x.hypothesis == lead.hypothesis and x.verdict is Verdict.CONFIRMED
+                         else x for x in tried]
             tried.append(f)
         for lead in found:
             if lead.oracle_reads is False and not lead.search:
