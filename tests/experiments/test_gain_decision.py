@@ -84,3 +84,16 @@ def test_a_value_left_open_is_not_hidden_by_a_later_exclusion():
     (f,) = search([ids], ("draft-config-mismatch",), trial)[0]
     assert f.verdict is Verdict.INCONCLUSIVE
     assert "[0, 1]" in f.evidence and "[2, 3]" in f.evidence
+
+
+def test_fresh_prompts_are_the_suites_prompts_the_diagnosis_did_not_measure(tmp_path):
+    from specdoctor.bench.prompts import suite, take
+    from specdoctor.experiments.base import Context
+    from specdoctor.experiments.common import fresh_prompts
+
+    used = tuple(take("code", 8) + take("essay", 8))
+    ctx = Context(workdir=tmp_path, prompts=used, suite="code,essay")
+    fresh = fresh_prompts(ctx)
+    assert fresh == tuple(p for p in suite("code") if p not in used)
+    assert len(fresh) == len(suite("code")) - 8 and not set(fresh) & set(used)
+    assert fresh_prompts(Context(workdir=tmp_path, prompts=used, suite="essay")) == ()

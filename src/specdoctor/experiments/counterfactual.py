@@ -464,6 +464,17 @@ def layer_search(ctx: Context, lead: Lead, trial: Callable[[Lead, int], Trial], 
             return (replace(held, evidence=f"{head}: no set recovers on the held-out half "
                             f"({held.evidence})", recovered=0.0), nums, None)
         if held.verdict is Verdict.INCONCLUSIVE:
+            fresh = fresh_check(ctx, method, loadable, pairs[best][1], served, lead)
+            if fresh is not None:
+                nums["fresh"] = fresh.evidence
+                if fresh.verdict is Verdict.EXCLUDED:
+                    return (replace(fresh, evidence=f"{head}; not decided there "
+                                    f"({held.evidence}); {fresh.evidence}", recovered=0.0),
+                            nums, None)
+                if fresh.verdict is Verdict.CONFIRMED:
+                    held = replace(fresh, evidence=f"not decided on the held-out half "
+                                   f"({held.evidence}); {fresh.evidence}")
+        if held is not None and held.verdict is Verdict.INCONCLUSIVE:
             chosen = pairs[best][0]
             ctx.leads.append(BaseLead(lead.hypothesis, lead.field, chosen.value,
                                       f"the best of {len(pairs)} layer sets on half the "
@@ -488,6 +499,32 @@ def layer_search(ctx: Context, lead: Lead, trial: Callable[[Lead, int], Trial], 
     nums["together"] = numbers
     return replace(both, evidence=f"{head}; confirmed with a copy naming them all: "
                    f"{both.evidence}; the layers alone: {f.evidence}{extra}"), nums, curve
+
+
+# Fewest fresh prompts worth a second held-out set.
+FRESH_MIN = 4
+
+
+def fresh_check(ctx: Context, method: str, loadable: Path, best: tuple[int, ...],
+                served: tuple[int, ...] | None, lead: Lead) -> Finding | None:
+    """The search's best set against the served one on prompts of the same suites that the
+    diagnosis never measured (``common.fresh_prompts``), through the oracle: a second held-out
+    set, for a choice its first held-out half did not decide. None when there are too few
+    fresh prompts or nothing served to compare with."""
+    from specdoctor.oracle.heads.search import aux_search
+
+    fresh = common.fresh_prompts(ctx)
+    if served is None or len(fresh) < FRESH_MIN or ctx.target_dir is None:
+        return None
+    ctx.progress(f"oracle counterfactual: {lead.field}, the best set on {len(fresh)} fresh "
+                 "prompts")
+    res = aux_search(method, ctx.target_dir, loadable, list(fresh), [best, served],
+                     ctx.k or 3, ctx.max_tokens, ctx.tokenizer_dir)
+    every = list(range(len(fresh)))
+    f = rules.decide_gain(lead.hypothesis, f"on {len(fresh)} fresh prompts of the same suites",
+                          rules.paired_gain(res.units(0, every), res.units(1, every)),
+                          _ceiling(ctx))
+    return replace(f, evidence=f"{list(best)} against the served {list(served)} {f.evidence}")
 
 
 def _as_searched(f: Finding, numbers: dict[str, float], top: float, held: Finding) -> Finding:
