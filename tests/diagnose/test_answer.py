@@ -144,3 +144,22 @@ def test_not_determined_names_the_fields_an_experiment_could_not_check():
                                                                 "draft-quality"]
     assert ("not checked: foo_scale = 3: no reference, bar_ids (the other layer sets)"
             in a.undetermined["why"])
+
+
+def test_a_layer_search_left_open_keeps_the_weak_drafter_from_being_named():
+    # the search's best set neither shown nor ruled out on its held-out half: draft-quality is
+    # not reached by elimination; the answer is not determined and names the set left open
+    led = _weak_ledger()
+    _exclude(led, tuple(h for h in rules.ELIMINATION_RIVALS["draft-quality"]
+                        if h != "draft-config-mismatch"))
+    led.apply(ExperimentResult("oracle-counterfactual", [Finding(
+        "draft-config-mismatch", Verdict.INCONCLUSIVE,
+        "dflash_config.target_layer_ids: searched 27 sets; the best set is not decided on the "
+        "held-out half", unchecked=("dflash_config.target_layer_ids = [0, 1] (the search's "
+                                    "best, not decided)",))]))
+    _redecide(led)
+    assert led.entry("draft-quality").verdict is Verdict.INCONCLUSIVE
+    a = led.answer()
+    assert a.root is None
+    assert {"draft-config-mismatch", "draft-quality"} <= set(a.undetermined["candidates"])
+    assert "target_layer_ids = [0, 1]" in a.undetermined["why"]

@@ -96,6 +96,21 @@ def relaunch_unavailable(ctx: Context, purpose: str, send: str = "measure") -> s
     return None
 
 
+def fresh_prompts(ctx: Context) -> tuple[str, ...]:
+    """Prompts of the diagnosis' own suites that it did not measure with (in suite order): a
+    second held-out set for a choice made on the measured ones."""
+    from specdoctor.bench.prompts import suite
+
+    used = set(ctx.prompts)
+    out: list[str] = []
+    for name in (s.strip() for s in ctx.suite.split(",")):
+        try:
+            out += [p for p in suite(name) if p not in used and p not in out]
+        except (KeyError, ValueError, OSError):
+            continue
+    return tuple(out)
+
+
 def read_config(model_dir: Path) -> dict[str, Any]:
     return json.loads((model_dir / "config.json").read_text())
 

@@ -26,8 +26,11 @@ How each lead is tried:
   placeholder token: the tokenizer's special tokens in turn) tries them in order;
 - layer ids no file can check (inside the target, as many as the fc reads) are searched: every
   set the fc can take, through the oracle in one pass (``oracle.heads.search``), the best chosen
-  on half of the prompts and held out on the other half, then confirmed like any lead with a
-  copy naming it. A search the oracle cannot run is said not to have been checked. The sets
+  on half of the prompts and held out on the other half (``rules.decide_gain``, paired over
+  those prompts and over their drafts): a significant gain is confirmed with a copy naming it;
+  only an interval that rules out a gain excludes; between the two the best set stays open,
+  named, and the relaunch tries it first on the user's launch (all prompts, the same paired
+  decision). A search the oracle cannot run is said not to have been checked. The sets
   are searched with the fields that already recovered alone applied (a wrong mask token can
   hide the right layers), and the winner is confirmed together with them and alone;
 - fields that each recover alone are named in one finding, with what they recover together;
@@ -55,6 +58,7 @@ from typing import Any
 from specdoctor.experiments import common
 from specdoctor.experiments import rules
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.experiments.base import Lead as BaseLead
 from specdoctor.experiments.contract import compare as cmp
 from specdoctor.experiments.contract import contract as contract_mod
 from specdoctor.experiments.oracle_gap import (
@@ -67,6 +71,9 @@ HYPOTHESES = ("draft-config-mismatch", "attention-mask")
 RELAUNCH_MIN = 3.0
 # Candidate values of one lead tried in turn before giving up on it.
 MAX_TRIES = 4
+# The source of a layer set the oracle's search chose but its held-out half did not decide:
+# left in ``ctx.leads`` for the relaunch to try first.
+SEARCHED = "oracle-counterfactual search"
 
 
 @dataclass(frozen=True)
@@ -279,14 +286,18 @@ def search(found: list[Lead], hypotheses: tuple[str, ...], trial: Callable[[Lead
 
     def alone(lead: Lead) -> Finding:
         f, used, n_tried = run(lead), lead, 0
+        open_ = [f] if f.verdict is Verdict.INCONCLUSIVE else []
         for c in lead.alternatives[:MAX_TRIES - 1]:
             if f.verdict is Verdict.CONFIRMED or not more():
                 break
             used = lead.trying(c)
             f = run(used)
             n_tried += 1
+            open_ += [f] if f.verdict is Verdict.INCONCLUSIVE else []
         if f.verdict is Verdict.CONFIRMED:
             winners[lead.field] = used
+        elif open_ and f.verdict is Verdict.EXCLUDED:   # a value left open is no exclusion
+            f = replace(open_[0], evidence=f"{open_[0].evidence}; {f.evidence}")
         elif lead.alternatives[n_tried:]:   # values no run tried: say so
             rest = ", ".join(_show(c.value) for c in lead.alternatives[n_tried:][:8])
             f = replace(f, verdict=Verdict.INCONCLUSIVE,
@@ -438,6 +449,7 @@ def layer_search(ctx: Context, lead: Lead, trial: Callable[[Lead, int], Trial], 
     head = (f"{lead.field}: searched {len(pairs)} sets of {width} target layers through the "
             "oracle" + (f" with {', '.join(b.change() for b in base)}" if base else "")
             + f"; best on half the prompts {list(pairs[best][1])} (as vLLM taps them)")
+    held: Finding | None = None
     if s_idx is not None:
         a_before, b_before = res.per_draft(s_idx, half_a), res.per_draft(s_idx, half_b)
         nums.update(served=list(served or ()), served_all=round(res.per_draft(s_idx), 4),
@@ -445,19 +457,99 @@ def layer_search(ctx: Context, lead: Lead, trial: Callable[[Lead, int], Trial], 
                     half_b=[round(b_before, 4), round(b_after, 4)])
         head += (f": {a_before:.3f} → {a_after:.3f} accepted per draft there, held out on the "
                  f"other half {b_before:.3f} → {b_after:.3f} (served {list(served or ())})")
-        if not rules.recovers(b_before, b_after, rules.oracle_change_is_real(b_before, b_after)):
-            return (Finding(lead.hypothesis, Verdict.EXCLUDED, head + ": no set recovers on the "
-                            "held-out half", recovered=0.0), nums, None)
+        held = rules.decide_gain(lead.hypothesis, "held out", rules.paired_gain(
+            res.units(best, half_b), res.units(s_idx, half_b)), _ceiling(ctx))
+        nums["held_out"] = held.evidence
+        if held.verdict is Verdict.EXCLUDED:
+            return (replace(held, evidence=f"{head}: no set recovers on the held-out half "
+                            f"({held.evidence})", recovered=0.0), nums, None)
+        if held.verdict is Verdict.INCONCLUSIVE:
+            fresh = fresh_check(ctx, method, loadable, pairs[best][1], served, lead)
+            if fresh is not None:
+                nums["fresh"] = fresh.evidence
+                if fresh.verdict is Verdict.EXCLUDED:
+                    return (replace(fresh, evidence=f"{head}; not decided there "
+                                    f"({held.evidence}); {fresh.evidence}", recovered=0.0),
+                            nums, None)
+                if fresh.verdict is Verdict.CONFIRMED:
+                    held = replace(fresh, evidence=f"not decided on the held-out half "
+                                   f"({held.evidence}); {fresh.evidence}")
+        if held is not None and held.verdict is Verdict.INCONCLUSIVE:
+            chosen = pairs[best][0]
+            ctx.leads.append(BaseLead(lead.hypothesis, lead.field, chosen.value,
+                                      f"the best of {len(pairs)} layer sets on half the "
+                                      f"prompts, not decided on the other half", SEARCHED))
+            return (Finding(lead.hypothesis, Verdict.INCONCLUSIVE,
+                            f"{head}: the best set is not decided on the held-out half "
+                            f"({held.evidence}); a relaunch naming it decides",
+                            recovered=held.recovered,
+                            unchecked=(f"{lead.field} = {_show(chosen.value)} (the search's "
+                                       "best, not decided)",)), nums, None)
     extra = f"; ties: {ties[:4]}" if ties else ""
     f, curve, numbers = trial(pairs[best][0], n)
     nums["confirm"] = numbers
     if not base:
-        return replace(f, evidence=f"{head}; confirmed with a copy naming it: {f.evidence}"
-                       f"{extra}"), nums, curve
+        if held is None:
+            return replace(f, evidence=f"{head}; confirmed with a copy naming it: "
+                           f"{f.evidence}{extra}"), nums, curve
+        f = _as_searched(f, numbers, top, held)   # the held-out half decided it
+        return replace(f, evidence=f"{head}; {held.evidence}; with a copy naming it: "
+                       f"{f.evidence}{extra}"), nums, curve
     both, curve, numbers = trial(joint([*base, pairs[best][0]]), n + 1)
     nums["together"] = numbers
     return replace(both, evidence=f"{head}; confirmed with a copy naming them all: "
                    f"{both.evidence}; the layers alone: {f.evidence}{extra}"), nums, curve
+
+
+# Fewest fresh prompts worth a second held-out set.
+FRESH_MIN = 4
+
+
+def fresh_check(ctx: Context, method: str, loadable: Path, best: tuple[int, ...],
+                served: tuple[int, ...] | None, lead: Lead) -> Finding | None:
+    """The search's best set against the served one on prompts of the same suites that the
+    diagnosis never measured (``common.fresh_prompts``), through the oracle: a second held-out
+    set, for a choice its first held-out half did not decide. None when there are too few
+    fresh prompts or nothing served to compare with."""
+    from specdoctor.oracle.heads.search import aux_search
+
+    fresh = common.fresh_prompts(ctx)
+    if served is None or len(fresh) < FRESH_MIN or ctx.target_dir is None:
+        return None
+    ctx.progress(f"oracle counterfactual: {lead.field}, the best set on {len(fresh)} fresh "
+                 "prompts")
+    res = aux_search(method, ctx.target_dir, loadable, list(fresh), [best, served],
+                     ctx.k or 3, ctx.max_tokens, ctx.tokenizer_dir)
+    every = list(range(len(fresh)))
+    f = rules.decide_gain(lead.hypothesis, f"on {len(fresh)} fresh prompts of the same suites",
+                          rules.paired_gain(res.units(0, every), res.units(1, every)),
+                          _ceiling(ctx))
+    return replace(f, evidence=f"{list(best)} against the served {list(served)} {f.evidence}")
+
+
+def _as_searched(f: Finding, numbers: dict[str, float], top: float, held: Finding) -> Finding:
+    """The held-out half confirmed the search's best set; the copy naming it (all prompts,
+    through the oracle) must reproduce the search's figure for that set, and then the held-out
+    verdict stands (the copy's own rule reads all prompts, half of them the ones it was chosen
+    on). A copy that gives another figure leaves it open."""
+    after = numbers.get("after")
+    if after is not None and abs(after - top) <= 0.02 * max(top, 0.1):
+        return replace(f, verdict=Verdict.CONFIRMED, recovered=held.recovered,
+                       basis="counterfactual")
+    got = "does not run" if after is None else f"gives {after:.3f}"
+    return replace(f, verdict=Verdict.INCONCLUSIVE,
+                   evidence=f"{f.evidence}; the copy {got} where the search gave {top:.3f}",
+                   basis=None, unchecked=(f.evidence.split(":")[0],))
+
+
+def searched_best(ctx: Context, lead: Lead, every: tuple[cmp.Candidate, ...]
+                  ) -> list[cmp.Candidate]:
+    """The set the oracle's search chose for ``lead`` and its held-out half left open (a lead
+    ``layer_search`` left in the context), as a candidate to relaunch, marked ``SEARCHED``."""
+    chosen = [x.value for x in ctx.leads if x.source == SEARCHED and x.field == lead.field
+              and x.hypothesis == lead.hypothesis]
+    return [replace(c, source=SEARCHED) for c in every
+            if chosen and json.dumps(c.value) == json.dumps(chosen[-1])][:1]
 
 
 class OracleCounterfactual:
@@ -535,6 +627,11 @@ class OracleCounterfactual:
                 tried = [x for x in tried if x.hypothesis != lead.hypothesis
                          or x.verdict is not Verdict.CONFIRMED]
                 f = combined(lead.hypothesis, f, alone)
+            elif f.verdict is Verdict.INCONCLUSIVE:   # a set left open is said beside a cause
+                tried = [replace(x, evidence=f"{x.evidence}; also open: {f.evidence}",
+                                 unchecked=(*x.unchecked, *f.unchecked))
+                         if x.hypothesis == lead.hypothesis and x.verdict is Verdict.CONFIRMED
+                         else x for x in tried]
             tried.append(f)
         for lead in found:
             if lead.oracle_reads is False and not lead.search:
@@ -551,9 +648,10 @@ class OracleCounterfactual:
 
 class RelaunchCounterfactual:
     """Relaunch the user's command with the drafter copy: any method the engine serves. A
-    search over layer sets needs the oracle (one relaunch per set is out of reach): only its
-    structured candidates (vLLM's default, training metadata, the other convention) are
-    relaunched; the rest is said not to have been checked."""
+    search over layer sets needs the oracle (one relaunch per set is out of reach): the set the
+    oracle's search chose and left open (``SEARCHED``) and the structured candidates (vLLM's
+    default, training metadata, the other convention) are relaunched; the rest is said not to
+    have been checked."""
 
     id = "relaunch-counterfactual"
 
@@ -579,8 +677,9 @@ class RelaunchCounterfactual:
             if not lead.search:
                 plain.append(lead)
                 continue
-            options = [c for c in (cmp.Candidate(lead.value, lead.source, lead.edits),
-                                   *lead.alternatives) if c.source != "search"]
+            every = (cmp.Candidate(lead.value, lead.source, lead.edits), *lead.alternatives)
+            options = [*searched_best(ctx, lead, every),
+                       *(c for c in every if c.source != "search")]
             if options:
                 plain.append(replace(lead.trying(options[0]), alternatives=tuple(options[1:]),
                                      search=False))
@@ -606,6 +705,13 @@ class RelaunchCounterfactual:
                 return (Finding(lead.hypothesis, Verdict.INCONCLUSIVE,
                                 f"{lead.change()}: relaunch failed: {err}"), None, {})
             a = common.apd(m.total)
+            after_u, before_u = common.units(m), common.units(ctx.measured["greedy"])
+            if lead.source == SEARCHED and after_u is not None and before_u is not None \
+                    and after_u.shape[0] == before_u.shape[0]:
+                # the oracle search's best, not decided on its held-out half: three ways
+                f = rules.decide_gain(lead.hypothesis, lead.change() + " (relaunched)",
+                                      rules.paired_gain(after_u, before_u), _ceiling(ctx))
+                return f, m.total, {"before": round(before, 4), "after": round(a, 4)}
             f = rules.decide_counterfactual(
                 lead.hypothesis, lead.change() + " (relaunched)", before, a, _ceiling(ctx),
                 common.significantly_higher(m.total, before_p))

@@ -7,7 +7,8 @@ name says otherwise.
 - ``oracle-equal-low`` / ``oracle-gap-engine``: ``decide_oracle``;
 - ``sampled-off-oracle`` / ``sampled-equal-oracle``: ``decide_sampling``;
 - ``counterfactual-only``: ``decide_counterfactual`` (the only way draft-config-mismatch is
-  confirmed);
+  confirmed); ``decide_gain`` where per-prompt counts of both sides exist (a search's held-out
+  half, a relaunch of its best set): confirmed, excluded or inconclusive;
 - ``difference-not-verdict``: ``config_difference`` returns no verdict by construction;
 - ``slower-split``: ``decide_speed_split`` (slower than spec-off: the draft's cost or the
   acceptance);
@@ -20,11 +21,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from specdoctor.acceptance import speedup as sp
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.experiments.base import Finding, Verdict
 from specdoctor.oracle.compare import WEAK_DRAFTER_POS0
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Thresholds the signature (diagnose) classifies with and the experiments decide with, kept
 # here so that both read the same number.
@@ -349,6 +354,123 @@ def decide_counterfactual(hypothesis: str, change: str, before: float, after: fl
                        basis="counterfactual")
     return Finding(hypothesis, Verdict.EXCLUDED, ev + ": no recovery", recovered=share,
                    basis="counterfactual")
+
+
+# Two-sided 95% quantiles of Student's t by degrees of freedom (prompts - 1): a bootstrap over
+# few prompts gives an interval as narrow as if their spread were known; widened by
+# t / z * sqrt(n / (n - 1)) it is as wide as the t interval over those prompts.
+_T975 = ((1, 12.71), (2, 4.30), (3, 3.18), (4, 2.78), (5, 2.57), (6, 2.45), (7, 2.36),
+         (8, 2.31), (9, 2.26), (10, 2.23), (12, 2.18), (15, 2.13), (20, 2.09), (30, 2.04))
+
+
+def small_sample_widening(prompts: int) -> float:
+    """How much wider than a percentile bootstrap over ``prompts`` units a 95% interval is
+    (1 for many prompts)."""
+    import math
+
+    if prompts < 2:
+        return math.inf
+    t = next((q for df, q in _T975 if prompts - 1 <= df), 1.96)
+    return t / 1.96 * math.sqrt(prompts / (prompts - 1))
+
+
+def count_gain_significant(after: tuple[float, float], before: tuple[float, float],
+                           alpha: float = 0.05) -> bool:
+    """Over drafts: whether ``after`` (accepted, drafts) accepts more per draft than ``before``
+    beyond chance, each accepted token a count over its drafts (Poisson, the two counts
+    compared given their sum: one-sided binomial tail). The two runs draft over the same text
+    (correlated, which only narrows the true spread), so this is conservative for a gain."""
+    import math
+
+    (a, da), (b, db) = after, before
+    n = int(round(a + b))
+    if da <= 0 or db <= 0 or n == 0:
+        return False
+    p = da / (da + db)
+    k0 = int(round(a))
+
+    def log_pmf(k: int) -> float:
+        return (math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+                + k * math.log(p) + (n - k) * math.log1p(-p))
+
+    tail = sum(math.exp(log_pmf(k)) for k in range(k0, n + 1))   # P(X >= a)
+    return tail < alpha
+
+
+@dataclass(frozen=True)
+class PairedGain:
+    """A change's gain in accepted per draft over the same prompts (after - before), its 95%
+    interval over prompts (paired bootstrap widened for few prompts), and whether the counts
+    over drafts show it."""
+
+    before: float
+    after: float
+    low: float | None
+    high: float | None
+    prompts: int
+    counts_significant: bool
+
+    @property
+    def gain(self) -> float:
+        return self.after - self.before
+
+    def margin(self) -> float:
+        """The smallest gain that counts: 5% of ``before``, at least RECOVER_MIN_ABS."""
+        return max(MIN_REL_GAP * self.before, RECOVER_MIN_ABS)
+
+    def text(self) -> str:
+        iv = ("" if self.low is None else
+              f", gain 95% [{self.low:+.3f}, {self.high:+.3f}] over {self.prompts} prompts")
+        return f"{self.before:.3f} → {self.after:.3f} accepted per draft{iv}"
+
+
+def paired_gain(after: "np.ndarray", before: "np.ndarray", seed: int = 0) -> PairedGain:
+    """``after`` against ``before``: rows per prompt (the same prompts, in order), columns
+    drafts then accepted draft tokens (one column, or one per position)."""
+    import numpy as np
+
+    from specdoctor.oracle import stats
+
+    a = np.asarray(after, dtype=np.float64)
+    b = np.asarray(before, dtype=np.float64)
+    a = np.column_stack([a[:, 0], a[:, 1:].sum(axis=1)])
+    b = np.column_stack([b[:, 0], b[:, 1:].sum(axis=1)])
+    ta, tb = a.sum(axis=0), b.sum(axis=0)
+    va = float(ta[1] / ta[0]) if ta[0] else 0.0
+    vb = float(tb[1] / tb[0]) if tb[0] else 0.0
+    (ci,) = stats.paired_gaps(a, b, seed=seed)
+    low = high = None
+    if ci.low is not None and ci.high is not None and ci.value is not None:
+        w = small_sample_widening(a.shape[0])
+        low = ci.value - w * (ci.value - ci.low)
+        high = ci.value + w * (ci.high - ci.value)
+    return PairedGain(vb, va, low, high, int(a.shape[0]),
+                      count_gain_significant((float(ta[1]), float(ta[0])),
+                                             (float(tb[1]), float(tb[0]))))
+
+
+def decide_gain(hypothesis: str, change: str, g: PairedGain, ceiling: float) -> Finding:
+    """A change measured against the served setup on the same prompts, three ways: confirmed
+    (basis counterfactual) when the gain is significant over prompts (its interval above 0)
+    and over drafts (``count_gain_significant``) and at least the margin; excluded only when
+    the interval rules out a gain of the margin (its upper bound below it); inconclusive
+    otherwise — a gain that is there but not shown is no exclusion."""
+    share = recovered_share(g.before, g.after, ceiling)
+    ev = f"{change}: {g.text()} ({share:.0%} of the room up to {ceiling:.2f})"
+    m = g.margin()
+    if g.low is not None and g.low > 0 and g.counts_significant and g.gain >= m:
+        return Finding(hypothesis, Verdict.CONFIRMED, ev + ": a significant recovery",
+                       recovered=share, basis="counterfactual")
+    if g.high is not None and g.high < m:
+        return Finding(hypothesis, Verdict.EXCLUDED,
+                       ev + f": no gain of {m:.3f} or more (the interval's upper bound)",
+                       recovered=share, basis="counterfactual")
+    why = ("fewer than two prompts" if g.low is None else
+           "not significant over drafts" if g.low > 0 and not g.counts_significant else
+           f"below the margin {m:.3f}" if g.low > 0 and g.gain < m else
+           "not significant over prompts")
+    return Finding(hypothesis, Verdict.INCONCLUSIVE,
+                   ev + f": neither shown nor ruled out ({why})", recovered=share)
 
 
 def config_difference(field_name: str, draft_value: object, target_value: object) -> str:

@@ -30,6 +30,12 @@ class SearchResult:
         d = float(self.drafts[i, cols].sum())
         return float(self.accepted[i, cols].sum()) / d if d else 0.0
 
+    def units(self, i: int, prompts: Sequence[int]) -> np.ndarray:
+        """Rows per prompt of candidate ``i``: drafts, accepted draft tokens (the units of a
+        paired comparison over prompts, ``rules.paired_gain``)."""
+        cols = list(prompts)
+        return np.column_stack([self.drafts[i, cols], self.accepted[i, cols]])
+
 
 def aux_search(method: str, target_dir: Path, draft_dir: Path, prompts: Sequence[str],
                candidates: Sequence[Sequence[int]], k: int, max_tokens: int,
