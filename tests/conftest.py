@@ -9,6 +9,8 @@
 - ``tapdir``: a fresh directory for the taps pack, its gate pointed there.
 - Tests marked ``lab`` boot a real vLLM server: where vLLM is not installed they are skipped,
   with the reason, instead of erroring in their fixtures.
+- ``dflash_pos0_with_packs``: one lab server that two test modules share (a boot is ~1.5
+  minutes on 2 cores, and the suite must fit CI's time), started by the first that asks.
 """
 
 from __future__ import annotations
@@ -77,3 +79,20 @@ def tapdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     taps.reset()
     yield tmp_path
     taps.reset()
+
+
+@pytest.fixture(scope="session")
+def dflash_pos0_with_packs() -> Iterator[dict]:
+    """The DFlash ``pos0`` control at k=4 with the ``raise-everywhere`` and ``startup`` probe
+    packs stacked, through ``lab up`` (``tests.lab.serve.lab_server``), for the whole session.
+
+    Two modules use it: tests/lab/drafters/test_drafters_live.py holds the control to the
+    profile it was designed for, tests/packs/test_packs_lab.py reads what the packs printed.
+    The packs only observe (the packs' own test checks the acceptance stays as designed), so the
+    control's exact profile must hold with them on; each module only adds requests, and reads
+    counters and lines as deltas or as totals since start-up taken at the same moment."""
+    from tests.lab.serve import lab_server
+
+    with lab_server("--method", "dflash", "--control", "pos0", "--k", "4",
+                    "--patch", "raise-everywhere", "--patch", "startup") as info:
+        yield info

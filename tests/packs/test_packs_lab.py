@@ -1,5 +1,7 @@
-"""Probe packs on a real lab server (one boot): the DFlash control drafter served with two
-packs stacked, ``raise-everywhere`` (every probe fails on purpose) and ``startup``.
+"""Probe packs on a real lab server: the DFlash control drafter served with two packs stacked,
+``raise-everywhere`` (every probe fails on purpose) and ``startup``. The server is the session's
+``dflash_pos0_with_packs`` (tests/conftest.py), which tests/lab/drafters/test_drafters_live.py
+also measures: one boot for both.
 
 The server must still serve, with exactly the acceptance the control drafter was built for
 (position 0 always accepted, later positions never), and the startup pack must print what the
@@ -18,23 +20,21 @@ from specdoctor.bench import measure as proto
 from specdoctor.bench.prompts import take
 from specdoctor.packs import run
 from specdoctor.sources import prometheus
-from tests.lab.serve import lab_server
 
 pytestmark = pytest.mark.lab
-K = 3
+K = 4
 
 
 @pytest.fixture(scope="module")
-def served():
-    with lab_server("--method", "dflash", "--control", "pos0", "--k", str(K),
-                    "--patch", "raise-everywhere", "--patch", "startup") as info:
-        before = _counters(info["url"])
-        m = proto.run(info["url"], take("code", 4), proto.MeasureParams(num_prompts=4,
-                                                                         max_tokens=24))
-        after = _counters(info["url"])
-        lines = run.collect(Path(info["log"]).read_text(errors="replace"))
-        yield {"info": info, "measurement": m, "before": before, "after": after,
-               "lines": lines}
+def served(dflash_pos0_with_packs):
+    info = dflash_pos0_with_packs
+    assert info["k"] == K and info["patches"] == ["raise-everywhere", "startup"]
+    before = _counters(info["url"])
+    m = proto.run(info["url"], take("code", 4), proto.MeasureParams(num_prompts=4,
+                                                                     max_tokens=24))
+    after = _counters(info["url"])
+    lines = run.collect(Path(info["log"]).read_text(errors="replace"))
+    return {"info": info, "measurement": m, "before": before, "after": after, "lines": lines}
 
 
 def _counters(url: str):
@@ -51,7 +51,8 @@ def test_server_serves_with_the_designed_acceptance(served):
     assert m.error is None and len(m.requests) == 4
     t = m.total
     assert t is not None and t.drafts and t.drafts > 20
-    assert list(t.accepted_per_position) == [t.drafts, 0, 0]  # the pos0 control, unchanged
+    # the pos0 control, unchanged: position 0 always, the later ones never
+    assert list(t.accepted_per_position) == [t.drafts] + [0] * (K - 1)
 
 
 def test_startup_lines_show_what_the_engine_built(served):

@@ -3,7 +3,10 @@ control whose profile is designed exactly (see ``lab.drafters``). If the measure
 anything else, specdoctor's measurement path (or the lab's understanding of the method) is
 wrong — this is the proof the trained drafters' and the faults' figures rest on.
 
-Three boots in all (~2 minutes each on 2 cores); no training: the controls are hand-wired.
+Three servers in all (~2 minutes each on 2 cores), two booted here: the DFlash control is the
+session's shared server (``dflash_pos0_with_packs`` in tests/conftest.py), served with two
+observing probe packs that tests/packs/test_packs_lab.py reads; no training: the controls are
+hand-wired.
 """
 
 from __future__ import annotations
@@ -29,6 +32,12 @@ N, MAX_TOKENS = 6, 40
 def server(request):
     method = request.param
     control, k = CASES[method]
+    if method == "dflash":
+        # the same launch with two observing packs on, shared with the packs' lab test
+        info = request.getfixturevalue("dflash_pos0_with_packs")
+        assert (info["method"], info["control"], info["k"]) == (method, control, k)
+        yield info
+        return
     with lab_server("--method", method, "--control", control, "--k", str(k)) as info:
         yield info
 
