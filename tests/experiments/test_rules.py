@@ -185,3 +185,27 @@ def test_an_accepted_count_decides_where_almost_nothing_is_accepted():
     assert kept.below and (kept.low, kept.high) == (0.04, 0.06)
     # the tails are two-sided: 9 where 3 are expected is off (P(X >= 9) = 0.004)
     assert count_consistent(3, 3.0) and not count_consistent(9, 3.0)
+
+
+def test_a_drafting_verdict_holds_the_causes_a_named_contract_lead_is_for():
+    """Rule drafting-not-config: the replay's drafting difference waits for the relaunch of a
+    served field the contract names; nothing waits once a relaunch ran, without the replay's
+    confirmation, or for a cause already decided."""
+    drafting = Finding("engine-drafting", Verdict.CONFIRMED, "drafts differ", basis="replay")
+    cfg = Finding("draft-config-mismatch", Verdict.INCONCLUSIVE, "oracle cannot run them")
+    mask = Finding("attention-mask", Verdict.EXCLUDED, "as trained")
+    leads = {"draft-config-mismatch", "attention-mask"}
+    assert rules.held_by_contract([drafting, cfg, mask], leads, False) == (
+        "draft-config-mismatch",)
+    assert rules.held_by_contract([drafting, cfg, mask], leads, True) == ()
+    assert rules.held_by_contract([drafting, cfg], {"attention-mask"}, False) == ()
+    by_rule = Finding("engine-drafting", Verdict.CONFIRMED, "a verdict patch", basis="patch")
+    assert rules.held_by_contract([by_rule, cfg], leads, False) == ()
+    pending = Finding("engine-drafting", Verdict.PENDING, "")
+    assert rules.held_by_contract([pending, cfg], leads, False) == ()
+
+
+def test_the_drafting_loss_is_a_share_of_the_room_a_counterfactual_recovers_in():
+    # 0.045 accepted per step lost in drafting, measured 0.68 of k = 3
+    assert abs(rules.drafting_share(0.045, 0.68, 3.0) - 0.045 / 2.32) < 1e-9
+    assert rules.drafting_share(-0.01, 0.68, 3.0) == 0.0

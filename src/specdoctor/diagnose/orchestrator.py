@@ -262,6 +262,7 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
         _run_plan(ctx, ledger, cat, opts, t_plan, ctx.baseline_server, saver)
     _redecide_draft_quality(ctx, ledger)
     _speed_last(ctx, opts, cat, saver, notes, part, t_plan)
+    _restate_drafting(ctx, ledger)
     if "crash" in sig.classes or not ctx.measured and ctx.log_total is None:
         part.step = "running the static experiments beside the crash"
         _static_whatever(ctx, ledger, cat, notes)
@@ -662,19 +663,24 @@ def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, 
               saver: Saver, only: tuple[str, ...] | None = None) -> Any:
     """The ledger's experiments cheapest first (``only``: just for these hypotheses)."""
     ctx.deadline = t0 + opts.budget_min * 60   # experiments that repeat runs stop here
+    holding: tuple[str, ...] = ()
     for step in ledger.plan(cat, opts.restart_min):
         if only is not None:
             step = replace(step, hypotheses=tuple(h for h in step.hypotheses if h in only))
             if not step.hypotheses:
                 continue
         if ledger.explained(cat):
-            root, _ = ledger.root_cause()
-            ctx.progress("every symptom has a confirmed cause: stopping")
-            for e in ledger.entries:
-                if e.verdict is Verdict.PENDING and not e.evidence:
-                    e.evidence.append(f"not run: every symptom already has a confirmed cause "
-                                      f"({root})")
-            break
+            held = _held_by_contract(ctx, ledger)
+            if not held:
+                holding = ()
+                _close_explained(ctx, ledger)
+                break
+            if held != holding:
+                holding = held
+                _say_held(ctx, ledger, held)
+            step = replace(step, hypotheses=tuple(h for h in step.hypotheses if h in held))
+            if not step.hypotheses:
+                continue
         open_h = tuple(h for h in step.hypotheses if ledger.entry(h) is not None
                        and ledger.entry(h).verdict in (Verdict.PENDING, Verdict.INCONCLUSIVE))
         if not open_h or (step.experiment in RUN_EARLY and
@@ -715,7 +721,76 @@ def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, 
         ledger.apply(result)
         _redecide_draft_quality(ctx, ledger)
         saver.save(ledger.signature, ledger)
+    else:
+        if holding and ledger.explained(cat):
+            _close_explained(ctx, ledger)
     return server
+
+
+def _close_explained(ctx: Context, ledger: Ledger) -> None:
+    """The plan stops: every symptom has a confirmed cause; what was not run says so."""
+    root, _ = ledger.root_cause()
+    ctx.progress("every symptom has a confirmed cause: stopping")
+    for e in ledger.entries:
+        if e.verdict is Verdict.PENDING and not e.evidence:
+            e.evidence.append(f"not run: every symptom already has a confirmed cause "
+                              f"({root})")
+
+
+def _held_by_contract(ctx: Context, ledger: Ledger) -> tuple[str, ...]:
+    """Rule drafting-not-config (``rules.held_by_contract``): the causes a replay's drafting
+    verdict must not close while the drafter's contract names a lead for them, with the value
+    to set, that no relaunch has checked."""
+    relaunched = any(r.experiment == "relaunch-counterfactual" for r in ledger.results)
+    findings = ledger.findings()
+    if not rules.held_by_contract(findings, rules.CONTRACT_CAUSES, relaunched):
+        return ()   # nothing could be held: the contract is not read
+    from specdoctor.experiments.counterfactual import review_for
+
+    # a lead with a reference value (a search over every fitting value names none to set)
+    named = {x.hypothesis for x in review_for(ctx).leads if not x.search}
+    return rules.held_by_contract(findings, named, relaunched)
+
+
+def _say_held(ctx: Context, ledger: Ledger, held: tuple[str, ...]) -> None:
+    ctx.progress("the drafting difference is confirmed, but the drafter's contract names a "
+                 f"lead not checked yet: relaunching for {', '.join(held)} first")
+    ledger.apply(ExperimentResult("rule:drafting-not-config", [Finding(
+        h, Verdict.PENDING, "the replay found the engine's drafts differ from the drafter's "
+        "chain on the served files; the drafter's contract names a lead on a served field for "
+        "this cause, which a relaunch with the field set to its reference decides before the "
+        "drafting difference is taken as the engine's") for h in held]))
+
+
+def _restate_drafting(ctx: Context, ledger: Ledger) -> None:
+    """A drafting difference found by the replay and a cause confirmed by a counterfactual:
+    the replay's share is of what the replay saw off a correct engine, the counterfactual's of
+    the room up to k. The drafting loss is restated in the counterfactual's unit (accepted per
+    step, as a share of the room above the measured acceptance: ``rules.drafting_share``) so
+    that ``root_cause`` orders the two by what each costs."""
+    e = ledger.entry("engine-drafting")
+    if e is None or e.verdict is not Verdict.CONFIRMED or e.basis != "replay":
+        return
+    cfs = [x for x in ledger.entries if x.verdict is Verdict.CONFIRMED
+           and x.basis == "counterfactual" and x.hypothesis != e.hypothesis]
+    greedy = ctx.measured.get("greedy")
+    replay = next((r for r in reversed(ledger.results) if r.experiment == "replay"), None)
+    if not cfs or greedy is None or greedy.total is None or replay is None or not ctx.k:
+        return
+    drafting = (replay.numbers.get("localisation") or {}).get("drafting") or {}
+    losses = [float(d["expected_chain"]) - float(d["expected_engine"])
+              for d in drafting.values() if d.get("differs")]
+    if not losses:
+        return
+    loss, before = max(losses), common.apd(greedy.total)
+    e.recovered = share = rules.drafting_share(loss, before, float(ctx.k))
+    best = max(cfs, key=lambda x: x.recovered or 0.0)
+    e.evidence.append(
+        f"[rule:drafting-share] restated: the drafting loss the replay measured, {loss:.3f} "
+        f"accepted per step, is {share:.0%} of the room above the measured {before:.3f} up to "
+        f"{ctx.k}; {best.hypothesis} recovered {best.recovered or 0.0:.0%} of it by "
+        f"counterfactual. The drafting difference was measured on the served files; it was "
+        f"not measured again with {best.hypothesis} fixed")
 
 
 def _against_recovery(sig: Signature, facts: Facts, ledger: Ledger, root: str | None,

@@ -590,3 +590,40 @@ def one_per_hypothesis(findings: Iterable[Finding], evidence: str = "all") -> li
 
 def any_recovers(findings: Sequence[Finding]) -> bool:
     return any(f.verdict is Verdict.CONFIRMED for f in findings)
+
+
+# -- drafting-not-config: a replay's drafting verdict waits for the drafter's contract leads -----
+
+# The causes a relaunch with a served field set to its reference decides (the relaunch
+# counterfactual's hypotheses).
+CONTRACT_CAUSES = ("draft-config-mismatch", "attention-mask")
+
+
+def held_by_contract(findings: Iterable[Finding], lead_causes: Iterable[str],
+                     relaunched: bool) -> tuple[str, ...]:
+    """Rule ``drafting-not-config``: the causes whose relaunch must still run although the
+    symptom has a confirmed cause.
+
+    A replay (basis ``replay``) that finds the engine's drafts differ from the drafter's chain
+    compares the engine with the oracle's reading of the served files. Where the drafter's
+    contract names a lead on a served field (``lead_causes``: the hypotheses its leads are for),
+    a field the engine reads otherwise than the oracle (a token id the engine looks up where the
+    oracle does not, say) would show as the same difference, so the drafting verdict does not
+    close the plan: the relaunch with the field set to its reference runs, and recovery decides.
+    Nothing is held once a relaunch ran (``relaunched``) or the cause was decided otherwise."""
+    by = {f.hypothesis: f for f in findings}
+    drafting = by.get("engine-drafting")
+    if relaunched or drafting is None or drafting.verdict is not Verdict.CONFIRMED \
+            or drafting.basis != "replay":
+        return ()
+    leads = set(lead_causes)
+    return tuple(h for h in CONTRACT_CAUSES
+                 if h in leads and h in by and by[h].verdict in OPEN)
+
+
+def drafting_share(loss: float, before: float, ceiling: float) -> float:
+    """The replay's drafting loss (accepted per step a correct verifier gives the drafter's
+    chain minus what it gives the engine's drafts) as a share of the room above the measured
+    ``before`` up to ``ceiling``: the unit a counterfactual's recovery is stated in, so that the
+    two causes are ordered by what each costs (``root_cause``)."""
+    return recovered_share(before, before + max(loss, 0.0), ceiling)

@@ -13,6 +13,13 @@ After the target verified up to position P - 1 and emitted x_P, the drafter pred
   attention: a key is seen when ``|q - k| < W``;
 - draft j is the LM head's argmax at mask j (position P + 1 + j); the block the server runs is
   k + 1 long whatever the config's ``block_size`` (that is what it was trained with).
+
+This is a correct engine: each layer's context K is normed with that layer's own k_norm. vLLM
+0.32 on CPU is not: ``_normalize_context_k`` (qwen3_dflash.py) passes the layers' k_norm weights
+stacked [layers, head_dim] to ``ops.rms_norm``, whose CPU kernel applies the first row to every
+layer, so from the second draft layer on the context K is normed with the first layer's weight.
+The oracle does not copy that; the replay reports it as drafts that differ from the drafter's
+chain (engine-drafting).
 """
 
 from __future__ import annotations
