@@ -24,6 +24,7 @@ from specdoctor.diagnose.references import reference_from_profile
 from specdoctor.diagnose.signature import Facts, classify
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 from tests.diagnose.recorded import counts
+from tests.diagnose.test_orchestrator_plan import Inconclusive
 
 QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 128,
          "intermediate_size": 384, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -86,17 +87,6 @@ class Relaunch:
         return ExperimentResult(self.id, [rules.decide_counterfactual(
             "draft-config-mismatch", "dflash_config.mask_token_id 500 → 2 (relaunched)",
             before, after, 3.0, True)], curves={"before": MEASURED, "after mask": RECOVERED})
-
-
-class Inconclusive:
-    id = "any"
-
-    def unavailable(self, ctx):
-        return None
-
-    def run(self, ctx, hypotheses):
-        return ExperimentResult(self.id, [Finding(h, Verdict.INCONCLUSIVE, "x")
-                                          for h in hypotheses])
 
 
 def _plan(tmp_path: Path, tokenizer: Path, mask: int, monkeypatch) -> tuple[object, Relaunch]:
