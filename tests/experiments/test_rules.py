@@ -174,17 +174,32 @@ def test_without_a_reference_a_draft_that_could_pay_is_not_decided():
 def test_an_accepted_count_decides_where_almost_nothing_is_accepted():
     from specdoctor.experiments.rules import Gap, count_consistent, with_counts
 
-    # the default lab served with the sampler fixed: 0 accepted over 192 drafts where a correct
-    # verifier accepts 0.002 per draft (0.4 expected): consistent, whatever the bootstrap says
-    assert count_consistent(0, 0.002 * 192)
-    g = with_counts(Gap(0.0, 0.002, 0.002, 0.002), accepted=0, drafts=192)
+    # the default lab served with the sampler fixed: 0 accepted over 192 drafts at k=4 where a
+    # correct verifier accepts 0.002 per draft (0.4 expected): consistent, whatever the
+    # bootstrap says
+    assert count_consistent(0, 192 * 4, 0.002 / 4)
+    g = with_counts(Gap(0.0, 0.002, 0.002, 0.002), accepted=0, drafts=192, k=4)
     assert g.equal and g.low <= 0 <= g.high
     # 0 where 20 are expected, or 200 where 0.4 are: not consistent, the gap stands
-    assert not count_consistent(0, 20.0) and not count_consistent(200, 0.4)
-    kept = with_counts(Gap(0.0, 0.05, 0.04, 0.06), accepted=0, drafts=400)
+    assert not count_consistent(0, 400 * 4, 0.05 / 4)
+    assert not count_consistent(200, 192 * 4, 0.002 / 4)
+    kept = with_counts(Gap(0.0, 0.05, 0.04, 0.06), accepted=0, drafts=400, k=4)
     assert kept.below and (kept.low, kept.high) == (0.04, 0.06)
-    # the tails are two-sided: 9 where 3 are expected is off (P(X >= 9) = 0.004)
-    assert count_consistent(3, 3.0) and not count_consistent(9, 3.0)
+    # the tails are two-sided: 9 where 3 are expected is off
+    assert count_consistent(3, 1000, 0.003) and not count_consistent(9, 1000, 0.003)
+
+
+def test_a_count_short_of_an_oracle_that_accepts_everything_is_never_consistent():
+    """The clinic's self-draft with positions one ahead (commit 6743950): 3.600 accepted per draft
+    where the greedy oracle of a self-draft accepts all 4; a Poisson tail called 288 of 320
+    consistent and widened the gap to [0.000, 0.578], so the engine read as reaching its
+    oracle. No rejection is possible under that oracle."""
+    from specdoctor.experiments.rules import Gap, count_consistent, with_counts
+
+    assert not count_consistent(288, 320, 1.0) and count_consistent(320, 320, 1.0)
+    assert not count_consistent(300, 320, 0.99)
+    g = Gap(3.6, 4.0, 0.05, 0.578)
+    assert with_counts(g, accepted=288, drafts=80, k=4) == g and g.below
 
 
 def test_a_drafting_verdict_holds_the_causes_a_named_contract_lead_is_for():

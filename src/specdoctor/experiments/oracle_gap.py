@@ -94,7 +94,7 @@ def gap(oracle_result: Any, measured: Any) -> tuple[rules.Gap, Any]:
     a = c.accepted_per_draft
     g = rules.Gap(a.measured.value or 0.0, a.oracle.value or 0.0, a.gap.low, a.gap.high)
     drafts, accepted = int(round(mu[:, 0].sum())), int(round(mu[:, 1:].sum()))
-    return rules.with_counts(g, accepted, drafts), c
+    return rules.with_counts(g, accepted, drafts, mu.shape[1] - 1), c
 
 
 def expected_profile(oracle_result: Any) -> AcceptanceProfile:

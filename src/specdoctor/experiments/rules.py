@@ -117,28 +117,39 @@ class Gap:
                 f"draft{iv}")
 
 
-def count_consistent(observed: int, expected: float, alpha: float = 0.05) -> bool:
-    """Whether ``observed`` accepted tokens are consistent with ``expected`` of them (the
-    oracle's rate times the drafts measured), each draft position an independent rare event:
-    the two-sided Poisson tail of the observed count is at least ``alpha``. A bootstrap over
-    prompts cannot say this when almost nothing is accepted (no prompt with an event gives an
-    interval of zero width), so a count this small decides instead."""
+def count_consistent(observed: int, trials: int, rate: float, alpha: float = 0.05) -> bool:
+    """Whether ``observed`` accepted draft tokens out of ``trials`` drafted (drafts x k) are
+    consistent with the oracle's acceptance ``rate`` per draft token: the two-sided binomial
+    tail of the observed count is at least ``alpha``. A bootstrap over prompts cannot say this
+    when almost nothing is accepted (no prompt with an event gives an interval of zero width),
+    so the count decides instead. Binomial, not Poisson: where the oracle accepts every draft
+    (a self-draft, greedy) a single rejection is impossible, and a Poisson tail, whose variance
+    is its mean, would call a loss of one draft token in ten consistent with none. The chain
+    makes the real count vary more than a binomial's, so this test is the stricter one and
+    ``with_counts`` widens an interval only where even it cannot tell."""
     import math
 
-    if expected <= 0:
+    rate = min(max(rate, 0.0), 1.0)
+    if trials <= 0 or rate == 0.0:
         return observed == 0
-    pmf = [math.exp(-expected)]
-    for i in range(1, observed + 1):
-        pmf.append(pmf[-1] * expected / i)
-    below = sum(pmf)                       # P(X <= observed)
-    above = 1.0 - sum(pmf[:-1])            # P(X >= observed)
+    if rate == 1.0:
+        return observed == trials
+    log_p, log_q = math.log(rate), math.log1p(-rate)
+
+    def pmf(i: int) -> float:
+        return math.exp(math.lgamma(trials + 1) - math.lgamma(i + 1) - math.lgamma(trials - i + 1)
+                        + i * log_p + (trials - i) * log_q)
+
+    below = sum(pmf(i) for i in range(0, observed + 1))           # P(X <= observed)
+    above = sum(pmf(i) for i in range(observed, trials + 1))      # P(X >= observed)
     return 2 * min(below, above) >= alpha
 
 
-def with_counts(g: Gap, accepted: int, drafts: int) -> Gap:
+def with_counts(g: Gap, accepted: int, drafts: int, k: int) -> Gap:
     """``g`` with its interval widened to include no gap where the accepted count itself is
-    consistent with the oracle's (``count_consistent``); otherwise ``g`` unchanged."""
-    if drafts <= 0 or not count_consistent(accepted, g.oracle * drafts):
+    consistent with the oracle's (``count_consistent`` over ``drafts`` x ``k`` draft tokens);
+    otherwise ``g`` unchanged."""
+    if drafts <= 0 or k <= 0 or not count_consistent(accepted, drafts * k, g.oracle / k):
         return g
     low = 0.0 if g.low is None else min(g.low, 0.0)
     high = 0.0 if g.high is None else max(g.high, 0.0)
