@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from specdoctor.acceptance.compare import differs, drift
 from specdoctor.acceptance.speedup import size_ratio
 from specdoctor.bench import measure as proto
-from specdoctor.bench.probe import cpu_speed, drift
+from specdoctor.bench import probe
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments import common
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
@@ -155,10 +155,10 @@ def time_spec_on(ctx: Context) -> None:
     the spec-off one), kept in ``ctx.spec_on_passes``."""
     if ctx.url is not None:
         ctx.progress("speculation on: timing passes")
-        ctx.speed_probes.append(cpu_speed())
+        ctx.speed_probes.append(probe.cpu_speed())
         ctx.spec_on_passes.extend(
             timed_requests(ctx.url, ctx, passes=ON_EXTRA_PASSES, warm_up=False))
-        ctx.speed_probes.append(cpu_speed())
+        ctx.speed_probes.append(probe.cpu_speed())
 
 
 class SpecOffBaseline:
@@ -183,15 +183,15 @@ class SpecOffBaseline:
                                     commands=[off.shell_command()], error=str(exc))
         try:
             ctx.progress("speculation off: measuring")
-            probes = [cpu_speed()]
+            probes = [probe.cpu_speed()]
             off_passes = timed_requests(server.url, ctx, passes=OFF_PASSES)
-            probes.append(cpu_speed())
+            probes.append(probe.cpu_speed())
         finally:
             ctx.launcher.stop(server)
         on_passes = [measured_timing(ctx.measured["greedy"]), *ctx.spec_on_passes]
         # as many passes on each side: a best of three against a best of one would favour it
         n = min(len(on_passes), len(off_passes))
-        moved = drift([*ctx.speed_probes, *probes]) if ctx.speed_probes else 0.0
+        moved = probe.drift([*ctx.speed_probes, *probes]) if ctx.speed_probes else 0.0
         c = compare_speed(best_of(on_passes[:n]), best_of(off_passes[:n]), moved)
         if c is None:
             return ExperimentResult(self.id, [Finding(
