@@ -27,6 +27,7 @@ from specdoctor.acceptance import speedup as sp
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.experiments.base import Finding, Verdict
 from specdoctor.oracle.compare import WEAK_DRAFTER_POS0
+from specdoctor.oracle.stats import binomial_tails
 
 if TYPE_CHECKING:
     import numpy as np
@@ -127,21 +128,12 @@ def count_consistent(observed: int, trials: int, rate: float, alpha: float = 0.0
     is its mean, would call a loss of one draft token in ten consistent with none. The chain
     makes the real count vary more than a binomial's, so this test is the stricter one and
     ``with_counts`` widens an interval only where even it cannot tell."""
-    import math
-
     rate = min(max(rate, 0.0), 1.0)
     if trials <= 0 or rate == 0.0:
         return observed == 0
     if rate == 1.0:
         return observed == trials
-    log_p, log_q = math.log(rate), math.log1p(-rate)
-
-    def pmf(i: int) -> float:
-        return math.exp(math.lgamma(trials + 1) - math.lgamma(i + 1) - math.lgamma(trials - i + 1)
-                        + i * log_p + (trials - i) * log_q)
-
-    below = sum(pmf(i) for i in range(0, observed + 1))           # P(X <= observed)
-    above = sum(pmf(i) for i in range(observed, trials + 1))      # P(X >= observed)
+    below, above = binomial_tails(observed, trials, rate)
     return 2 * min(below, above) >= alpha
 
 
@@ -391,20 +383,11 @@ def count_gain_significant(after: tuple[float, float], before: tuple[float, floa
     beyond chance, each accepted token a count over its drafts (Poisson, the two counts
     compared given their sum: one-sided binomial tail). The two runs draft over the same text
     (correlated, which only narrows the true spread), so this is conservative for a gain."""
-    import math
-
     (a, da), (b, db) = after, before
     n = int(round(a + b))
     if da <= 0 or db <= 0 or n == 0:
         return False
-    p = da / (da + db)
-    k0 = int(round(a))
-
-    def log_pmf(k: int) -> float:
-        return (math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
-                + k * math.log(p) + (n - k) * math.log1p(-p))
-
-    tail = sum(math.exp(log_pmf(k)) for k in range(k0, n + 1))   # P(X >= a)
+    _, tail = binomial_tails(int(round(a)), n, da / (da + db))   # P(X >= a)
     return tail < alpha
 
 

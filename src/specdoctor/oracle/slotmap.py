@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from math import comb
 
 import numpy as np
+
+from specdoctor.oracle.stats import binomial_tails
 
 # A slot's learned target needs this many observations on the learning prompts, and the
 # majority token at least this share of them; otherwise the slot keeps its served target.
@@ -97,7 +98,7 @@ def sign_test(better: int, worse: int) -> float:
     n = better + worse
     if n == 0:
         return 1.0
-    return sum(comb(n, i) for i in range(better, n + 1)) / 2 ** n
+    return binomial_tails(better, n, 0.5)[1]
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,8 @@ class HeldOut:
                 f"target's token {self.served / n:.1%} of the time through the served d2t, "
                 f"{self.learned / n:.1%} through a map learned from its proposals on the other "
                 f"prompts ({self.slots_changed} slots changed; {self.better} positions gained, "
-                f"{self.worse} lost, one-sided sign test p = {self.p:.2g}; gain at most {self.gain_upper:+.1%} at 95%)")
+                f"{self.worse} lost, one-sided sign test p = {self.p:.2g}; gain at most "
+                f"{self.gain_upper:+.1%} at 95%)")
 
 
 def held_out(pairs: Sequence[SlotPairs], served: np.ndarray) -> tuple[HeldOut, np.ndarray]:

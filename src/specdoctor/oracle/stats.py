@@ -1,4 +1,5 @@
-"""Bootstrap intervals for ratios of per-request sums, alone or paired (oracle vs measured).
+"""Bootstrap intervals for ratios of per-request sums, alone or paired (oracle vs measured), and
+the exact binomial tails the count tests read.
 
 ``acceptance.bootstrap`` works on AcceptanceProfiles with integer counters; the oracle's
 expected counts are fractional (sums of probabilities), and a comparison needs the interval of
@@ -77,3 +78,24 @@ def paired_gaps(a: np.ndarray, b: np.ndarray, resamples: int = RESAMPLES, seed: 
     sa, sb = w @ a, w @ b
     return [_ci(points[i - 1], _ratio(sa[:, i], sa[:, 0]) - _ratio(sb[:, i], sb[:, 0]))
             for i in range(1, a.shape[1])]
+
+
+def binomial_tails(observed: int, trials: int, p: float) -> tuple[float, float]:
+    """(P(X <= observed), P(X >= observed)) for X ~ Binomial(trials, p), exact (pure). ``p``
+    at 0 or 1 gives the degenerate distribution."""
+    import math
+
+    if p <= 0.0 or p >= 1.0:
+        at = 0 if p <= 0.0 else trials
+        return (1.0 if observed >= at else 0.0), (1.0 if observed <= at else 0.0)
+    log_p, log_q = math.log(p), math.log1p(-p)
+    head = math.lgamma(trials + 1)
+
+    def pmf(i: int) -> float:
+        return math.exp(head - math.lgamma(i + 1) - math.lgamma(trials - i + 1)
+                        + i * log_p + (trials - i) * log_q)
+
+    lo, hi = max(observed, 0), min(observed, trials)
+    below = sum(pmf(i) for i in range(0, hi + 1)) if observed >= 0 else 0.0
+    above = sum(pmf(i) for i in range(lo, trials + 1)) if observed <= trials else 0.0
+    return below, above
