@@ -194,6 +194,25 @@ def map_copy(draft_dir: Path, d2t: np.ndarray, workdir: Path) -> Path:
     return out
 
 
+def _map_counterfactual(ctx: Context, d2t: np.ndarray, evidence: str, change: str,
+                        nums: dict[str, Any]) -> tuple[Finding, dict[str, Any]]:
+    """The oracle of a copy of the head with ``d2t`` (offsets) against the served one: confirmed
+    if acceptance recovers (``rules.decide_counterfactual``); ``nums`` gets both figures."""
+    from specdoctor.experiments.oracle_gap import expected_profile, run_oracle, served_oracle
+
+    assert ctx.draft_dir is not None
+    base = served_oracle(ctx)
+    ctx.progress(f"oracle counterfactual: {change}")
+    after_res = run_oracle(ctx, 0.0, 1.0, map_copy(ctx.draft_dir, d2t, ctx.workdir))
+    before_p, after_p = expected_profile(base), expected_profile(after_res)
+    b, a = common.apd(before_p), common.apd(after_p)
+    nums.update({"before": round(b, 4), "after": round(a, 4)})
+    f = rules.decide_counterfactual(HID, f"{evidence}; {change} (oracle)", b, a,
+                                    float(ctx.k or 1),
+                                    significant=rules.oracle_change_is_real(b, a))
+    return f, {"before": before_p, f"after {change}": after_p}
+
+
 class VocabMapCheck:
     id = "vocab-map-check"
 
@@ -281,9 +300,7 @@ class VocabMapCheck:
                                                "target_vocab": t.get("vocab_size")})
 
     def _map(self, ctx: Context) -> ExperimentResult:
-        from specdoctor.experiments.oracle_gap import (
-            expected_profile, oracle_unavailable, run_oracle, served_oracle,
-        )
+        from specdoctor.experiments.oracle_gap import oracle_unavailable
 
         t0 = time.perf_counter()
         assert ctx.draft_dir is not None and ctx.target_dir is not None
@@ -307,25 +324,14 @@ class VocabMapCheck:
                                     nums)
         why = oracle_unavailable(ctx)
         if why is not None:
-            v = Verdict.INCONCLUSIVE
             return ExperimentResult(self.id, [Finding(
-                HID, v, f"{chk.evidence}; whether the map sends the head's slots to the tokens "
-                        f"it was trained for needs the oracle: {why}")], nums)
+                HID, Verdict.INCONCLUSIVE, f"{chk.evidence}; whether the map sends the head's "
+                f"slots to the tokens it was trained for needs the oracle: {why}")], nums)
         if chk.consistent is False:
-            base = served_oracle(ctx)
-            ctx.progress("oracle counterfactual: d2t rebuilt from t2d")
-            after_res = run_oracle(ctx, 0.0, 1.0,
-                                   map_copy(ctx.draft_dir, chk.repaired, ctx.workdir))
-            before_p, after_p = expected_profile(base), expected_profile(after_res)
-            b, a = common.apd(before_p), common.apd(after_p)
-            f = rules.decide_counterfactual(
-                HID, f"{chk.evidence}; d2t rebuilt from t2d (oracle)", b, a, float(ctx.k or 1),
-                significant=rules.oracle_change_is_real(b, a))
-            nums.update({"before": round(b, 4), "after": round(a, 4)})
-            return ExperimentResult(self.id, [f], nums,
-                                    {"before": before_p, "after d2t rebuilt from t2d": after_p},
-                                    wall_s=time.perf_counter() - t0)
-        f, curves = self._proposals(ctx, chk, nums)
+            f, curves = _map_counterfactual(ctx, chk.repaired, chk.evidence,
+                                            "d2t rebuilt from t2d", nums)
+        else:
+            f, curves = self._proposals(ctx, chk, nums)
         return ExperimentResult(self.id, [f], nums, curves, wall_s=time.perf_counter() - t0)
 
     def _proposals(self, ctx: Context, chk: MapCheck, nums: dict[str, Any]
@@ -334,20 +340,16 @@ class VocabMapCheck:
         A map learned from the head's first drafts on half the prompts, scored on the other
         half (``oracle.slotmap``); where it does better, the oracle counterfactual with the
         map learned from every prompt measures what it recovers."""
-        from specdoctor.experiments.oracle_gap import (
-            expected_profile, oracle_config, run_oracle, served_oracle,
-        )
+        from specdoctor.experiments.oracle_gap import oracle_config
         from specdoctor.oracle import slotmap
-        from specdoctor.oracle.heads.proposals import first_slot_pairs, served_targets
+        from specdoctor.oracle.heads.proposals import first_slot_pairs
 
-        assert ctx.draft_dir is not None
         ctx.progress("vocabulary map: the head's proposals against the tokens d2t names")
-        config = oracle_config(ctx, 0.0, 1.0)
-        served = served_targets(config)
+        served, pairs = first_slot_pairs(oracle_config(ctx, 0.0, 1.0))
         if served is None:
             return Finding(HID, Verdict.EXCLUDED, "the head drafts in the target's vocabulary "
                                                   "(no map to get wrong)"), {}
-        h, learned = slotmap.held_out(first_slot_pairs(config), served)
+        h, learned = slotmap.held_out(pairs, served)
         nums["proposals"] = {"positions": h.positions, "served_hits": h.served,
                              "learned_hits": h.learned, "better": h.better, "worse": h.worse,
                              "slots_changed": h.slots_changed, "p": h.p}
@@ -360,16 +362,8 @@ class VocabMapCheck:
             return Finding(HID, Verdict.INCONCLUSIVE,
                            f"{ev}: neither shown better (p < {slotmap.ALPHA}) nor ruled out "
                            f"(a gain of {slotmap.MARGIN:.0%}); more prompts decide"), {}
-        base = served_oracle(ctx)
-        ctx.progress("oracle counterfactual: d2t learned from the head's proposals")
-        offsets = learned - np.arange(len(learned))
-        after_res = run_oracle(ctx, 0.0, 1.0, map_copy(ctx.draft_dir, offsets, ctx.workdir))
-        before_p, after_p = expected_profile(base), expected_profile(after_res)
-        b, a = common.apd(before_p), common.apd(after_p)
-        nums.update({"before": round(b, 4), "after": round(a, 4)})
-        f = rules.decide_counterfactual(
-            HID, f"{ev}; d2t learned from the head's proposals (oracle)", b, a,
-            float(ctx.k or 1), significant=rules.oracle_change_is_real(b, a))
+        f, curves = _map_counterfactual(ctx, learned - np.arange(len(learned)), ev,
+                                        "d2t learned from the head's proposals", nums)
         if f.verdict is Verdict.CONFIRMED:
             f = replace(f, evidence=f.evidence + "; fix: serve the head with the d2t/t2d it was "
                         "trained with (a map regenerated from other data, or none, sends its "
@@ -378,7 +372,7 @@ class VocabMapCheck:
             f = replace(f, verdict=Verdict.INCONCLUSIVE,
                         evidence=f.evidence + ": the held-out positions say the map is wrong, "
                         "the oracle does not recover")
-        return f, {"before": before_p, "after d2t learned from proposals": after_p}
+        return f, curves
 
     def _translated(self, ctx: Context, mapping: list[int], moved: int
                     ) -> tuple[Finding, dict[str, Any]]:

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -228,16 +229,24 @@ def run_oracle(config: OracleConfig,
     dirs = [config.target] + ([config.draft] if config.draft is not None else [])
     check_fits(dirs, device, config.dtype)
 
+    threads = cpu_threads(config, sum(param_count(d) for d in dirs))
+    with torch_threads(device, threads):
+        return _run(config, device, vocab_map, threads, on_request)
+
+
+@contextmanager
+def torch_threads(device: str, n: int | None) -> Iterator[None]:
+    """torch's CPU threads set to ``n`` for the block when it runs on the CPU (None: as they
+    are), and put back after."""
     import torch
 
-    threads = cpu_threads(config, sum(param_count(d) for d in dirs))
-    threads_before = torch.get_num_threads()
-    if device == "cpu":
-        torch.set_num_threads(threads)
+    before = torch.get_num_threads()
+    if device == "cpu" and n:
+        torch.set_num_threads(n)
     try:
-        return _run(config, device, vocab_map, threads, on_request)
+        yield
     finally:
-        torch.set_num_threads(threads_before)
+        torch.set_num_threads(before)
 
 
 # Below this many parameters a forward pass is dominated by per-op overhead, and a second

@@ -15,51 +15,36 @@ import numpy as np
 from specdoctor.oracle.slotmap import SlotPairs
 
 if TYPE_CHECKING:
+    from specdoctor.oracle.heads import Head
     from specdoctor.oracle.runner import OracleConfig
 
 
-def served_targets(config: OracleConfig) -> np.ndarray | None:
-    """The target id behind each slot as the engine maps it (None: no map, the head drafts
-    in the target's vocabulary)."""
+def first_slot_pairs(config: OracleConfig) -> tuple[np.ndarray | None, list[SlotPairs]]:
+    """The target id behind each slot as the engine maps it (None, and no pairs: the head
+    drafts in the target's vocabulary), and per prompt the head's first-draft slot at each
+    position the target decoded greedily beside the token the target chose there."""
     from specdoctor.oracle import heads
+    from specdoctor.oracle.models import param_count, pick_device
+    from specdoctor.oracle.runner import cpu_threads, torch_threads
 
     head = heads.load(config.method, config.target, config.draft)
     d2t = getattr(head, "d2t", None)
     if d2t is None:
-        return None
+        return None, []
     d = d2t.long().cpu().numpy()
-    return np.arange(len(d)) + d
-
-
-def first_slot_pairs(config: OracleConfig) -> list[SlotPairs]:
-    """Per prompt, the head's first-draft slot at each position the target decoded greedily
-    and the token the target chose there."""
-    import torch
-
-    from specdoctor.oracle.models import param_count, pick_device
-    from specdoctor.oracle.runner import cpu_threads
-
     device = pick_device(config.device)
-    before = torch.get_num_threads()
-    if device == "cpu":
-        torch.set_num_threads(cpu_threads(config, param_count(config.target)))
-    try:
-        return _pairs(config, device)
-    finally:
-        torch.set_num_threads(before)
+    dirs = [config.target] + ([config.draft] if config.draft is not None else [])
+    with torch_threads(device, cpu_threads(config, sum(param_count(x) for x in dirs))):
+        return np.arange(len(d)) + d, _pairs(config, head, device)
 
 
-def _pairs(config: OracleConfig, device: str) -> list[SlotPairs]:
+def _pairs(config: OracleConfig, head: Head, device: str) -> list[SlotPairs]:
     import torch
 
-    from specdoctor.oracle import heads
     from specdoctor.oracle.heads.engine import new_tokens
     from specdoctor.oracle.heads.target import StreamTarget
     from specdoctor.oracle.models import load_model, load_tokenizer
 
-    head = heads.load(config.method, config.target, config.draft)
-    if getattr(head, "d2t", None) is None:
-        return []
     head = replace(head.to(device, getattr(torch, config.dtype)), d2t=None)  # raw slots
     tok = load_tokenizer(config.tokenizer or config.target)
     target = StreamTarget(load_model(config.target, device, config.dtype), head.aux_ids)
@@ -73,8 +58,7 @@ def _pairs(config: OracleConfig, device: str) -> list[SlotPairs]:
         slots = drafts[0, :, 0].cpu().numpy()
         # entry p proposes token p + 2; keep the entries whose next token the target chose
         first = dec.prompt_len - 1
-        last = min(len(slots), len(seq) - 2)
-        last = max(first, last)
+        last = max(first, min(len(slots), len(seq) - 2))
         out.append(SlotPairs(i, slots[first:last].astype(np.int64),
                              seq[first + 2:last + 2].astype(np.int64)))
     return out

@@ -44,19 +44,14 @@ def aux_search(method: str, target_dir: Path, draft_dir: Path, prompts: Sequence
     """Accepted drafts and drafts per prompt for every candidate set of aux ids (the sets'
     chains computed ``chunk`` at a time as one batch). ``draft_dir`` must load (a copy whose
     config names a set of the fc's size, when the served one does not)."""
-    import torch
-
     from specdoctor.oracle.models import param_count
-    from specdoctor.oracle.runner import SMALL_MODEL_PARAMS
+    from specdoctor.oracle.runner import SMALL_MODEL_PARAMS, torch_threads
 
-    threads_before = torch.get_num_threads()
-    if device == "cpu" and param_count(target_dir) + param_count(draft_dir) < SMALL_MODEL_PARAMS:
-        torch.set_num_threads(1)     # as the oracle runs small models (runner.cpu_threads)
-    try:
+    # as the oracle runs small models (runner.cpu_threads)
+    small = param_count(target_dir) + param_count(draft_dir) < SMALL_MODEL_PARAMS
+    with torch_threads(device, 1 if small else None):
         return _search(method, target_dir, draft_dir, prompts, candidates, k, max_tokens,
                        tokenizer_dir, dtype, device, chunk)
-    finally:
-        torch.set_num_threads(threads_before)
 
 
 def _search(method: str, target_dir: Path, draft_dir: Path, prompts: Sequence[str],
