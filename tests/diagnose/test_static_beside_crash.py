@@ -62,7 +62,8 @@ def test_an_mtp_launch_this_machine_cannot_serve_still_gets_the_static_experimen
     from specdoctor.lab import lab as labmod
 
     labmod.check_installed()
-    cmd = labmod.lab_spec("mtp", k=None, port=8000).shell_command() + (
+    # the ci pair: the server never starts, and the full pair would cost a cold cache ~20 min
+    cmd = labmod.lab_spec("mtp", k=None, port=8000, budget="ci").shell_command() + (
         " --tensor-parallel-size 4 --decode-context-parallel-size 2")
     proc = run_cli("diagnose", "--launch", cmd, "--no-store", "--no-spec-off", "--budget", "1",
                    "--ready-timeout", "400", "--out", str(tmp_path), "--json", timeout=900)
