@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from specdoctor.experiments.base import Verdict
 from specdoctor.oracle import engine_trace
 from specdoctor.oracle.simulate import RequestTrace, Sampling
 
@@ -117,3 +118,64 @@ def test_a_correct_sampled_engine_replays_within_its_noise_and_a_wrong_one_does_
     # the same steps re-scored at another temperature: the engine's decisions no longer match
     wrong = D.verification(engine_trace.replay(engine, target, drafter, K, Sampling(0.3, 0.95)))
     assert wrong.differs, wrong.to_json()
+
+
+def test_a_drafters_chain_shifted_by_no_position_is_its_chain_and_leaves_its_cache(models):
+    cfg, _, drafter = models
+    contexts = []
+    for t in _simulate(cfg, Sampling())[:4]:
+        ids = list(t.prompt_ids) + list(t.output_ids)
+        contexts += [ids[:n] for n in range(len(t.prompt_ids), len(ids), 5)]
+    moved = 0
+    for c in contexts:
+        plain, _ = drafter.argmax_chain(c, K)
+        assert drafter.chain_shifted(c, K, 0) == plain
+        moved += drafter.chain_shifted(c, K, 1) != plain
+        # what the shifted steps wrote is gone: the cache serves the plain chain again
+        assert drafter.argmax_chain(c, K)[0] == plain
+        assert drafter.lm.cache.get_seq_length() == len(drafter.lm.ids)
+    assert 0 < moved < len(contexts), (moved, len(contexts))
+
+
+def test_drafts_one_position_ahead_are_rope_sync_and_other_drafts_are_not(models):
+    """An engine whose drafts are the drafter's chain with its decode steps one position ahead
+    (SGLang PR #25015's mechanism) against one whose differing drafts are other tokens: the
+    replay localises the first to the positions (rope-sync) and the second to drafting."""
+    from specdoctor.experiments.replay import decide as D
+
+    cfg, target, drafter = models
+    engine = _engine(_simulate(cfg, Sampling()))
+    ahead = 0
+    for e in engine:
+        ctx = list(e.prompt_ids)
+        for i, (d, out) in enumerate(e.rows):
+            if d:
+                s = drafter.chain_shifted(ctx, len(d), 1)
+                ahead += s != d
+                e.rows[i] = (s, out)
+            ctx += list(out)
+    r = engine_trace.replay(engine, target, drafter, K, Sampling())
+    assert D.drafting(r).differs, D.drafting(r).to_json()
+    shifted = {off: engine_trace.shifted_chains(engine, r, drafter, off) for off in D.OFFSETS}
+    checks = {off: D.positions(r, off, ch) for off, ch in shifted.items()}
+    assert checks[1].explains and not checks[-1].explains, {k: c.to_json() for k, c in
+                                                            checks.items()}
+    loc = D.localise({"greedy": r})
+    loc.positions = {"greedy": tuple(checks.values())}
+    v = {f.hypothesis: f.verdict for f in D.decide(loc)}
+    assert v["rope-sync"] is Verdict.CONFIRMED and v["engine-drafting"] is Verdict.INCONCLUSIVE
+    # the same number of drafts changed to tokens no offset proposes: drafting, not positions
+    engine = _engine(_simulate(cfg, Sampling()))
+    swapped = 0
+    for e in engine:
+        for i, (d, out) in enumerate(e.rows):
+            if d and len(out) == 1 and swapped < ahead:
+                d[0] = next(x for x in range(1024) if x not in (d[0], out[0]))
+                swapped += 1
+    r = engine_trace.replay(engine, target, drafter, K, Sampling())
+    loc = D.localise({"greedy": r})
+    loc.positions = {"greedy": tuple(D.positions(r, off, engine_trace.shifted_chains(
+        engine, r, drafter, off)) for off in D.OFFSETS)}
+    assert not any(c.explains for c in loc.positions["greedy"])
+    v = {f.hypothesis: f.verdict for f in D.decide(loc)}
+    assert v["engine-drafting"] is Verdict.CONFIRMED and v["rope-sync"] is Verdict.INCONCLUSIVE

@@ -280,6 +280,30 @@ def replay(engine: Sequence[EngineRequest], target: Any, drafter: Any, k: int, s
     return out
 
 
+def shifted_chains(engine: Sequence[EngineRequest], replay: Replay, drafter: Any,
+                   offset: int) -> list[list[int] | None]:
+    """For each step of ``replay`` (re-scored from ``engine``), the drafter's argmax chain
+    with its draft decode steps at rotary positions ``offset`` away from their own
+    (``drafter.chain_shifted``), as long as the engine's drafts; None where the step was not
+    compared. Raises ``NotImplementedError`` for a drafter that cannot shift its positions."""
+    if not hasattr(drafter, "chain_shifted"):
+        raise NotImplementedError(f"{type(drafter).__name__} has no positions to shift")
+    contexts: dict[tuple[int, int], list[int]] = {}
+    for n, e in enumerate(engine):
+        ctx = list(e.prompt_ids)
+        for i, (_, emitted) in enumerate(e.rows):
+            contexts[(n, i)] = list(ctx)
+            ctx += list(emitted)
+    out: list[list[int] | None] = []
+    drafter.reset()
+    for r in replay.records:
+        if r.chain is None or not r.drafts:
+            out.append(None)
+            continue
+        out.append(drafter.chain_shifted(contexts[(r.request, r.row)], len(r.drafts), offset))
+    return out
+
+
 def _never_drafts_nothing(drafter: Any) -> bool:
     """A model drafter proposes at every step; prompt lookup may find nothing."""
     from specdoctor.oracle.simulate import NgramDrafter

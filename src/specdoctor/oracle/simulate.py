@@ -163,6 +163,19 @@ class ModelDrafter:
         return drafts, margins
 
 
+    def chain_shifted(self, ids: Sequence[int], k: int, offset: int) -> list[int]:
+        """The argmax chain with every draft after the first fed at a rotary position
+        ``offset`` away from its own (an engine whose draft decode steps run their positions
+        off by ``offset``; the first draft comes from the context, as the first pass gives
+        it). Greedy, one token at a time, so it cannot reuse the cached chain."""
+        first = self.logits(ids)
+        drafts = [int(np.argmax(first))]
+        while len(drafts) < k:
+            rows = self.lm.logits_shifted(self._draft_ids(ids), self._draft_ids(drafts), offset)
+            drafts.append(int(np.argmax(self._target_logits(rows[-1]))))
+        return drafts
+
+
 class NgramDrafter:
     def __init__(self, min_n: int, max_n: int, max_model_len: int | None) -> None:
         self.min_n, self.max_n, self.max_model_len = min_n, max_n, max_model_len

@@ -22,8 +22,16 @@ context with the oracle's models. Two questions, asked separately because both c
   where the target's own margin is at least ``NEAR_TIE`` is a clear difference, and at least
   ``MIN_CLEAR`` of them decide.
 
+- **Positions** (``positions``): where drafts differ, are they the drafter's own chain with its
+  draft decode steps at rotary positions one off (``OFFSETS``: the first draft from the
+  context as usual, every later one fed at p + 1, or p - 1)? The engine's drafts follow the
+  shifted chain where it differs from the plain one (``EXPLAINS`` of the clearly differing
+  steps, at least ``MIN_CLEAR``), and follow the plain chain against the shifted one in at
+  most ``CONTRADICTS`` of the steps where the two part.
+
 Verification that differs → ``rejection-sampler`` (the rejection sampler, the temperature or
-top-p it applies, or the target logits it reads); drafts that differ → ``engine-drafting``.
+top-p it applies, or the target logits it reads); drafts that differ → ``engine-drafting``, or
+``rope-sync`` where a position offset explains them.
 """
 
 from __future__ import annotations
@@ -41,6 +49,9 @@ MIN_SHARE = 0.01       # ... and this share of the comparable steps
 ALPHA = 1e-3           # family-wise, two-sided, over the positions
 MIN_RATE_GAP = 0.02    # |R_i - E_i| / steps, accepted per step at position i
 MIN_STEPS = 20         # fewer drafting steps decide nothing
+OFFSETS = (1, -1)      # rotary position offsets of the draft decode steps tried
+EXPLAINS = 0.8         # share of the clearly differing steps a shifted chain must reproduce
+CONTRADICTS = 0.1      # most steps, of those where shifted and plain chains part, on the plain
 
 
 @dataclass(frozen=True)
@@ -245,16 +256,84 @@ def _expected_total(betas: list[float]) -> float:
     return total
 
 
+@dataclass(frozen=True)
+class PositionCheck:
+    """The engine's drafts against the drafter's chain with its decode positions ``offset``
+    off, over the steps the replay compared."""
+
+    offset: int
+    differ: int        # steps whose drafts differ clearly from the plain chain
+    explained: int     # ... and equal the shifted chain
+    parted: int        # steps where the shifted chain differs from the plain one
+    follows_plain: int  # ... and the engine's drafts are the plain chain's
+
+    @property
+    def contradicted(self) -> float:
+        return self.follows_plain / self.parted if self.parted else 0.0
+
+    @property
+    def explains(self) -> bool:
+        return (self.explained >= MIN_CLEAR and self.explained >= EXPLAINS * self.differ
+                and self.contradicted <= CONTRADICTS)
+
+    def text(self) -> str:
+        return (f"with the draft decode steps at positions {self.offset:+d} the drafter's "
+                f"chain is the engine's drafts in {self.explained} of the {self.differ} steps "
+                f"that differ; where the shifted and the plain chain part ({self.parted} "
+                f"steps), the engine follows the plain one in {self.follows_plain}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"offset": self.offset, "differ": self.differ, "explained": self.explained,
+                "parted": self.parted, "follows_plain": self.follows_plain,
+                "explains": self.explains}
+
+
+def positions(replay: Any, offset: int, shifted: list[list[int] | None],
+              near_tie: float = NEAR_TIE) -> PositionCheck:
+    """``shifted``: per record of ``replay``, the drafter's chain with its decode positions
+    ``offset`` off (``engine_trace.shifted_chains``; None where not compared)."""
+    differ = explained = parted = plain = 0
+    for r, sh in zip(replay.records, shifted):
+        if sh is None or r.chain is None or not r.drafts:
+            continue
+        j = r.first_mismatch()
+        clear = j is not None and not (j < len(r.chain_margins)
+                                       and r.chain_margins[j] < near_tie)
+        n = len(r.drafts)
+        if clear:
+            differ += 1
+            explained += list(sh[:n]) == list(r.drafts)
+        if list(sh[:n]) != list(r.chain[:n]):
+            parted += 1
+            plain += j is None
+    return PositionCheck(offset, differ, explained, parted, plain)
+
+
 @dataclass
 class Localisation:
     """What the replay of one or more measurements says (by measurement label)."""
 
     verification: dict[str, VerificationCheck] = field(default_factory=dict)
     drafting: dict[str, DraftingCheck] = field(default_factory=dict)
+    # label -> one check per offset tried; absent: not tried (drafts equal, or a drafter
+    # whose positions cannot be shifted: ``positions_note`` says why)
+    positions: dict[str, tuple[PositionCheck, ...]] = field(default_factory=dict)
+    positions_note: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"verification": {k: v.to_json() for k, v in self.verification.items()},
-                "drafting": {k: v.to_json() for k, v in self.drafting.items()}}
+                "drafting": {k: v.to_json() for k, v in self.drafting.items()},
+                "positions": {k: [c.to_json() for c in v] for k, v in self.positions.items()},
+                "positions_note": self.positions_note}
+
+    def offset(self) -> tuple[str, PositionCheck] | None:
+        """The measurement and position offset that explain its differing drafts, if any."""
+        for label, checks in self.positions.items():
+            best = [c for c in checks if c.explains and label in self.drafting
+                    and self.drafting[label].differs]
+            if best:
+                return label, max(best, key=lambda c: c.explained)
+        return None
 
 
 def localise(replays: dict[str, Any]) -> Localisation:
@@ -266,9 +345,9 @@ def localise(replays: dict[str, Any]) -> Localisation:
 
 
 def decide(loc: Localisation) -> list[Finding]:
-    """Findings for rejection-sampler (verification) and engine-drafting (drafting), basis
-    replay. Confirmed when any replayed measurement differs; excluded when every one was
-    compared on enough steps and none differs; inconclusive otherwise."""
+    """Findings for rejection-sampler (verification), engine-drafting and rope-sync
+    (drafting), basis replay. Confirmed when any replayed measurement differs; excluded when
+    every one was compared on enough steps and none differs; inconclusive otherwise."""
     ver_bad = {k: v for k, v in loc.verification.items() if v.differs}
     dra_bad = {k: d for k, d in loc.drafting.items() if d.differs}
 
@@ -298,19 +377,47 @@ def decide(loc: Localisation) -> list[Finding]:
     else:
         out.append(Finding("rejection-sampler", Verdict.INCONCLUSIVE,
                            f"too few drafting steps were replayed ({lines(loc.verification)})"))
-    if dra_bad:
-        out.append(Finding(
-            "engine-drafting", Verdict.CONFIRMED,
-            f"{lines(dra_bad)}: the engine verifies drafts its drafter does not propose on the "
-            f"same context: lost in drafting (the engine feeds the drafter other inputs or "
-            f"state than its checkpoint expects; the taps localise it further)",
-            recovered=dra_dev / total if total else 1.0, basis="replay"))
-    elif loc.drafting and all(d.comparable for d in loc.drafting.values()):
-        out.append(Finding("engine-drafting", Verdict.EXCLUDED,
-                           f"{lines(loc.drafting)}: the engine's drafts are its drafter's own",
-                           basis="replay"))
-    else:
-        out.append(Finding("engine-drafting", Verdict.INCONCLUSIVE,
-                           "the drafts could not be compared with the drafter's on enough steps "
-                           + "; ".join(f"[{k}] {d.text()}" for k, d in loc.drafting.items())))
+    share = dra_dev / total if total else 1.0
+    out += _drafting_findings(loc, dra_bad, lines, share)
     return out
+
+
+def _drafting_findings(loc: Localisation, dra_bad: dict[str, DraftingCheck], lines: Any,
+                       share: float) -> list[Finding]:
+    """engine-drafting and rope-sync: drafts that differ are lost in drafting, and in the
+    positions the engine hands its drafter where a one-position offset reproduces them."""
+    comparable = bool(loc.drafting) and all(d.comparable for d in loc.drafting.values())
+    shifted = loc.offset()
+    if shifted is not None:
+        label, c = shifted
+        return [
+            Finding("rope-sync", Verdict.CONFIRMED,
+                    f"[{label}] {loc.drafting[label].text()}; {c.text()}: the engine runs its "
+                    f"draft decode steps at rotary positions {c.offset:+d} from the tokens they "
+                    f"draft (the positions it hands the drafter, not the served files)",
+                    recovered=share, basis="replay"),
+            Finding("engine-drafting", Verdict.INCONCLUSIVE,
+                    f"the drafts differ from the drafter's chain, and a position offset of "
+                    f"{c.offset:+d} reproduces them (rope-sync): {lines(dra_bad)}")]
+    if dra_bad:
+        tried = "; ".join(f"[{k}] {x.text()}" for k, v in loc.positions.items() for x in v)
+        return [
+            Finding("engine-drafting", Verdict.CONFIRMED,
+                    f"{lines(dra_bad)}: the engine verifies drafts its drafter does not propose "
+                    f"on the same context: lost in drafting (the engine feeds the drafter other "
+                    f"inputs or state than its checkpoint expects; the taps localise it "
+                    f"further)", recovered=share, basis="replay"),
+            Finding("rope-sync", Verdict.INCONCLUSIVE,
+                    (f"{tried}: no position offset of one reproduces the differing drafts"
+                     if tried else f"the drafts differ; positions not shifted: "
+                     f"{loc.positions_note or 'not tried'}"))]
+    if comparable:
+        return [Finding("engine-drafting", Verdict.EXCLUDED,
+                        f"{lines(loc.drafting)}: the engine's drafts are its drafter's own",
+                        basis="replay"),
+                Finding("rope-sync", Verdict.EXCLUDED,
+                        f"{lines(loc.drafting)}: the engine's drafts are its drafter's own at "
+                        f"the positions of the tokens they draft", basis="replay")]
+    return [Finding("engine-drafting", Verdict.INCONCLUSIVE,
+                    "the drafts could not be compared with the drafter's on enough steps "
+                    + "; ".join(f"[{k}] {d.text()}" for k, d in loc.drafting.items()))]

@@ -7,7 +7,9 @@ draft ids vLLM's scheduler sent and the tokens the step emitted) after the launc
 PYTHONPATH, the off measurements are taken again on the same prompts, and every step is
 re-scored by the oracle's models on the engine's own context (``oracle.engine_trace.replay``;
 draft_model, ngram, eagle3, mtp, dflash). ``decide`` says which part differs from a correct
-engine. With no measurement off its oracle, nothing is relaunched: both are excluded by that
+engine; where the drafts differ, a draft model's chain is run again with its draft decode steps
+at rotary positions one off, to see whether a position offset reproduces them (rope-sync).
+With no measurement off its oracle, nothing is relaunched: all three are excluded by that
 comparison.
 """
 
@@ -24,7 +26,7 @@ from specdoctor.experiments.oracle_gap import NO_DRAFT_DIR, oracle_unavailable
 from specdoctor.experiments.replay import decide as D
 from specdoctor.launch import LaunchSpec
 
-HYPOTHESES = ("rejection-sampler", "engine-drafting")
+HYPOTHESES = ("rejection-sampler", "engine-drafting", "rope-sync")
 
 
 def traced_launch(launch: LaunchSpec, log: Path) -> LaunchSpec:
@@ -98,8 +100,12 @@ class Experiment:
                                     wall_s=time.perf_counter() - t0)
         ctx.progress(f"replay: re-scoring {sum(len(v) for v in traces.values())} requests "
                      f"with the oracle's models")
-        replays = self._replay(ctx, traces, labels)
+        replays, shifted, note = self._replay(ctx, traces, labels)
         loc = D.localise(replays)
+        loc.positions = {label: tuple(D.positions(replays[label], off, chains)
+                                      for off, chains in by_offset.items())
+                         for label, by_offset in shifted.items()}
+        loc.positions_note = note
         found = [f for f in D.decide(loc) if f.hypothesis in hypotheses]
         numbers = {"localisation": loc.to_json(),
                    "replay": {k: r.to_json() for k, r in replays.items()},
@@ -155,7 +161,11 @@ class Experiment:
 
     @staticmethod
     def _replay(ctx: Context, traces: dict[str, list[Any]],
-                labels: dict[str, tuple[float, float]]) -> dict[str, Any]:
+                labels: dict[str, tuple[float, float]]
+                ) -> tuple[dict[str, Any], dict[str, dict[int, list[Any]]], str]:
+        """Every measurement's steps re-scored; where its drafts differ from the drafter's
+        chain, that chain again with the draft decode steps at positions one off
+        (``D.OFFSETS``), and why not where it could not be."""
         import torch
 
         from specdoctor.oracle import engine_trace
@@ -166,14 +176,23 @@ class Experiment:
                 else "probabilistic")
         cfg = replay_config(ctx)
         threads = torch.get_num_threads()
+        note = ""
         try:
             target, drafter = engine_trace.load_replay_models(cfg)
-            out = {}
+            out: dict[str, Any] = {}
+            shifted: dict[str, dict[int, list[Any]]] = {}
             with torch.inference_mode():
                 for label, reqs in traces.items():
                     t, p = labels[label]
                     out[label] = engine_trace.replay(reqs, target, drafter, cfg.k,
                                                      Sampling(t, p, mode))
-            return out
+                    if not D.drafting(out[label]).differs:
+                        continue
+                    try:
+                        shifted[label] = {off: engine_trace.shifted_chains(
+                            reqs, out[label], drafter, off) for off in D.OFFSETS}
+                    except NotImplementedError as exc:
+                        note = f"{cfg.method}: {exc}"
+            return out, shifted, note
         finally:
             torch.set_num_threads(threads)
