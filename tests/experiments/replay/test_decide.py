@@ -125,3 +125,42 @@ def test_vllms_dflash_drafts_differ_from_the_checkpoints_own_forward():
     assert verdicts({"greedy": replays["greedy"]}) == {
         "rejection-sampler": Verdict.EXCLUDED, "engine-drafting": Verdict.CONFIRMED,
         "rope-sync": Verdict.INCONCLUSIVE}   # a head's positions are not shifted (yet)
+
+
+def recorded_positions(name: str) -> tuple[Replay, dict[int, list]]:
+    data = json.loads((FIXTURES / f"positions_{name}.json").read_text())
+    assert "benchmarks/replay_positions.py" in data["about"]
+    return (Replay.from_records(data["replay"]),
+            {int(k): v for k, v in data["shifted"].items()})
+
+
+def test_draft_decode_steps_one_position_ahead_are_rope_sync_on_real_vllm():
+    """vLLM with its draft decode steps handed positions one ahead (the lab's draft-pos-ahead
+    patch, SGLang PR #25015's mechanism), a self-draft: the drafts that differ from the
+    drafter's chain are that chain with its decode positions +1, and never the plain chain
+    where the two part; -1 reproduces none of that. So the replay names the positions."""
+    r, shifted = recorded_positions("pos_ahead")
+    checks = {off: D.positions(r, off, ch) for off, ch in shifted.items()}
+    assert D.drafting(r).differs
+    assert checks[1].explains and checks[1].explained == checks[1].differ, checks[1].to_json()
+    assert not checks[-1].explains and checks[-1].contradicted > 0.5, checks[-1].to_json()
+    loc = D.localise({"greedy": r})
+    loc.positions = {"greedy": tuple(checks.values())}
+    found = {f.hypothesis: f for f in D.decide(loc)}
+    assert found["rope-sync"].verdict is Verdict.CONFIRMED and found["rope-sync"].basis == "replay"
+    assert "+1" in found["rope-sync"].evidence
+    assert found["engine-drafting"].verdict is Verdict.INCONCLUSIVE
+
+
+def test_a_shift_that_would_change_the_drafts_is_not_what_a_correct_engine_drafts():
+    """The same server with a patch that does not change its drafts here (a self-draft keeps
+    no KV a later first pass misses): where a one-position shift would change the chain, the
+    engine drafts the plain one every time, so no offset is blamed."""
+    r, shifted = recorded_positions("kv_keep")
+    checks = [D.positions(r, off, ch) for off, ch in shifted.items()]
+    assert not D.drafting(r).differ
+    assert all(c.parted > 0 and c.follows_plain == c.parted and not c.explains for c in checks)
+    loc = D.localise({"greedy": r})
+    loc.positions = {"greedy": tuple(checks)}
+    v = {f.hypothesis: f.verdict for f in D.decide(loc)}
+    assert v["rope-sync"] is Verdict.EXCLUDED and v["engine-drafting"] is Verdict.EXCLUDED
