@@ -116,6 +116,36 @@ def vocab_map_dropped(d: Path) -> None:
     edit_tensors(d, lambda t: [t.pop(k) for k in ("d2t", "t2d")])
 
 
+def own_embedding(d: Path, seed: int = 0) -> None:
+    """The head given an input embedding of its own, distinct from the target's, that its layer
+    reads exactly as it read the shared one: ``embed_tokens`` = E Q (E the target's embedding
+    from the case's ``m1``, Q a random orthogonal matrix), the first-layer norm's weight w folded
+    into the columns of q/k/v that read the embedding (W diag(w) Q, the norm's weight set to 1).
+    RMSNorm sees E Q with the same per-row scale as E, so a server that keeps the head's own
+    embedding drafts as the unedited head does; one that hands it the target's does not."""
+    import torch
+    from safetensors.torch import load_file
+
+    from patients import edit_tensors
+
+    embed = load_file(str(d.parent / "m1" / "model.safetensors"))["model.embed_tokens.weight"]
+    h = embed.shape[1]
+    g = torch.Generator().manual_seed(seed)
+    q, _ = torch.linalg.qr(torch.randn(h, h, generator=g, dtype=torch.float64))
+
+    def edit(t: dict[str, Any]) -> None:
+        w = t["midlayer.input_layernorm.weight"].to(torch.float64)
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            key = f"midlayer.self_attn.{proj}.weight"
+            m = t[key].to(torch.float64).clone()
+            m[:, :h] = (m[:, :h] * w[None, :]) @ q
+            t[key] = m.to(torch.float32)
+        t["midlayer.input_layernorm.weight"] = torch.ones(h, dtype=torch.float32)
+        t["embed_tokens.weight"] = (embed.to(torch.float64) @ q).to(torch.float32)
+
+    edit_tensors(d, edit)
+
+
 def _verify_raw(tmp: Path) -> Setup:
     env = pack("verify-raw", tmp, pack(SAMPLER_FIX, tmp))
     return draft_model(tmp, sampling=["greedy", SAMPLED_LOW_T], env=env)
@@ -166,7 +196,8 @@ def _ngram_patched(tmp: Path, patch: str) -> Setup:
 
 # Healthy twins that are not clinic cases of their own (measure.py measures them).
 TWINS = {"sampled-fixed-t05": _verify_twin, "mtp-two-step": _mtp_two_step(),
-         "healthy-self-block32": lambda tmp: draft_model(tmp, extra=BLOCK32)}
+         "healthy-self-block32": lambda tmp: draft_model(tmp, extra=BLOCK32),
+         "eagle3-own-embed": lab_drafter("eagle3", edit_draft=own_embedding)}
 
 
 UPSTREAM_CASES = [
@@ -306,4 +337,20 @@ UPSTREAM_CASES = [
          how="patch MiMoMTP.forward to return (output, the hidden state it was given) and "
              "model_returns_tuple to say so for MTP: logits from the output, recursion from "
              "the target's state"),
+    Case("up-eagle3-own-embed-overwritten", "engine-drafting",
+         lab_drafter("eagle3", edit_draft=own_embedding, packs=["eagle-embed-shared"]),
+         "trained EAGLE3 that ships an input embedding of its own; the engine replaces it with "
+         "the target's (served files and runtime patch)",
+         origin="upstream", twin="eagle3-own-embed",
+         cite="vllm-project/vllm PR #28549 (first posted as #27732, #27737); "
+              "vllm-project/vllm-ascend PR #5575",
+         upstream="the EAGLE proposer replaced a drafter's embed_tokens with the target's "
+                  "whenever the shapes matched, ignoring an embedding the checkpoint shipped: "
+                  "RedHatAI/gpt-oss-20b-speculator.eagle3 accepted 0.23, 0.07, 0.02 at "
+                  "positions 0..2 instead of 0.70, 0.48, 0.31",
+         how="the head given its own embedding (the target's rotated by a random orthogonal "
+             "matrix, the rotation and the first norm's weight folded into the q/k/v columns "
+             "that read it: served as vLLM 0.32 serves it, it drafts as the unedited head); "
+             "patch SpecDecodeBaseProposer._maybe_share_embeddings to share the target's "
+             "embedding whenever the shapes match, as before the fix"),
 ]
