@@ -29,6 +29,7 @@ from specdoctor.experiments import common, rules
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Launcher, Verdict
 from specdoctor.experiments.logs_scan import error_lines
 from specdoctor.experiments.oracle_gap import OracleGreedy, expected_profile
+from specdoctor.experiments.repeat import fall as repeat_fall
 from specdoctor.launch import LaunchSpec, Servers, free_port
 from specdoctor.launch.servers import READY_TIMEOUT_S
 
@@ -459,13 +460,16 @@ def _start(ctx: Context, launch: LaunchSpec, notes: list[str]) -> Any:
         return None
     ctx.url = server.url
     ctx.baseline_server = server
+    ctx.started_fresh = True
     return server
 
 
 def _measure(ctx: Context, opts: Options, notes: list[str]) -> None:
     runs = []
     if opts.greedy:
-        runs.append(("greedy", 0.0, 1.0, 1))
+        # twice on the same prompts: a correct engine keeps nothing from one request to the
+        # next that changes its acceptance (experiments/repeat.py)
+        runs += [("greedy", 0.0, 1.0, 1), ("greedy again", 0.0, 1.0, 1)]
     if opts.sampled is not None:
         runs.append(("sampled", opts.sampled[0], opts.sampled[1], 1))
     if opts.concurrency8:
@@ -652,6 +656,7 @@ def _facts(ctx: Context, opts: Options, oracle_result: ExperimentResult | None) 
         sampled=sampled.total if sampled is not None else None,
         sampled_label="T={:g}, top_p={:g}".format(*opts.sampled) if opts.sampled else "",
         concurrent=(ctx.measured["greedy c=8"].total if "greedy c=8" in ctx.measured else None),
+        repeat=repeat_fall(ctx),
         windows=tuple(ctx.windows),
         errors=tuple(errors),
         tok_s=greedy.output_tok_s if greedy is not None else None,

@@ -22,7 +22,9 @@ Classes:
   (the sampled oracle when known, else greedy);
 - ``load-dependent``: concurrency 8 accepts differently from concurrency 1 (outside both
   intervals);
-- ``drifting``: acceptance falls over the server's uptime (first vs last third of the windows);
+- ``drifting``: acceptance falls over the server's uptime (first vs last third of the windows),
+  or the same prompts measured again on the same server accept significantly less
+  (``rules.repeat_fell``);
 - ``slower-than-spec-off``: acceptance within the reference, yet fewer tok/s than speculation
   off;
 - ``healthy``: within the reference's tolerance at every compared position;
@@ -46,7 +48,9 @@ from typing import Any
 from specdoctor.acceptance.compare import conditional_from_unconditional, differs, drift
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.diagnose.references import Reference
-from specdoctor.experiments.rules import LOAD_SHARE, SLOWER_SHARE, ZERO_POS0, trained_drafter
+from specdoctor.experiments.rules import (
+    LOAD_SHARE, SLOWER_SHARE, ZERO_POS0, repeat_fell, trained_drafter,
+)
 from specdoctor.oracle.compare import WEAK_DRAFTER_POS0
 
 CLASSES = ("healthy", "uniform-low", "cliff", "steep-decay", "zero", "crash", "sampling-bound",
@@ -82,6 +86,8 @@ class Facts:
     sampled_label: str = ""
     concurrent: AcceptanceProfile | None = None  # greedy at concurrency 8
     windows: tuple[AcceptanceProfile, ...] = ()  # log windows in uptime order
+    # greedy on the same prompts a second time on the same server (``rules.RepeatFall``)
+    repeat: Any = None
     errors: tuple[str, ...] = ()
     tok_s: float | None = None
     tok_s_spec_off: float | None = None
@@ -351,6 +357,12 @@ def classify(f: Facts) -> Signature:
             also.append("drifting")
             parts.append(f"accepted per draft {d[0]:.2f} in the first third of uptime, "
                          f"{d[1]:.2f} in the last")
+    if f.repeat is not None:
+        nums["repeat_first_again"] = [round(f.repeat.first, 4), round(f.repeat.again, 4)]
+        if repeat_fell(f.repeat) and "drifting" not in also:
+            also.append("drifting")
+            parts.append(f"the same prompts again on the same server: {f.repeat.first:.2f} → "
+                         f"{f.repeat.again:.2f} accepted per draft")
     if f.tok_s is not None and f.tok_s_spec_off:
         ratio = f.tok_s / f.tok_s_spec_off
         nums["tok_s_vs_spec_off"] = round(ratio, 3)

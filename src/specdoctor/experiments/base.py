@@ -59,7 +59,7 @@ CONFIRMS_BY: dict[str, "Basis"] = {
     "concurrency-ab": "comparison", "spec-off-baseline": "comparison",
     "trained-depth": "comparison", "probes": "comparison", "config-audit": "comparison",
     "astexec": "comparison", "masks": "comparison", "kernel-equivalence": "comparison",
-    "taps": "comparison",
+    "taps": "comparison", "repeat-ab": "comparison",
     "rule:oracle-equal-low": "elimination",
 }
 
@@ -175,6 +175,7 @@ class Context:
     draft_dir: Path | None = None
     tokenizer_dir: Path | None = None
     baseline_server: Server | None = None  # the server the diagnosis started and measured
+    started_fresh: bool = False  # the first measurement ran on a server the diagnosis started
     # -- what was measured and read ----------------------------------------------------------
     prompts: tuple[str, ...] = ()
     suite: str = "code"                    # the prompt suites, comma-separated

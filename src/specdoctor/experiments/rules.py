@@ -467,6 +467,56 @@ def decide_gain(hypothesis: str, change: str, g: PairedGain, ceiling: float) -> 
                    ev + f": neither shown nor ruled out ({why})", recovered=share)
 
 
+@dataclass(frozen=True)
+class RepeatFall:
+    """The same prompts measured twice on one server (greedy): the first pass against the
+    second (``gain``: after = first, before = again, so a fall is a positive gain), and on how
+    many prompts accepted per draft fell or rose."""
+
+    gain: PairedGain
+    fell: int
+    rose: int
+
+    @property
+    def first(self) -> float:
+        return self.gain.after
+
+    @property
+    def again(self) -> float:
+        return self.gain.before
+
+
+REPEAT_MIN_PROMPTS = 2   # prompts that must fall (one alone is a near-tie flip)
+
+
+def repeat_fall(first: "np.ndarray", again: "np.ndarray") -> RepeatFall:
+    """``first`` and ``again``: rows per prompt (drafts, accepted at each position), the same
+    prompts in the same order."""
+    import numpy as np
+
+    def per_prompt(u: "np.ndarray") -> "np.ndarray":
+        u = np.asarray(u, dtype=np.float64)
+        return np.divide(u[:, 1:].sum(axis=1), u[:, 0], out=np.zeros(u.shape[0]),
+                         where=u[:, 0] > 0)
+
+    d = per_prompt(first) - per_prompt(again)
+    return RepeatFall(paired_gain(first, again), int((d > 1e-9).sum()),
+                      int((d < -1e-9).sum()))
+
+
+def repeat_fell(r: RepeatFall) -> bool:
+    """The second pass accepts less: by at least the margin (5%), beyond chance over drafts,
+    on at least ``REPEAT_MIN_PROMPTS`` prompts and on three times as many as rose. A correct
+    engine keeps nothing from one request to the next that changes what it drafts or accepts,
+    and greedy is deterministic, so a repeat differs only where batching flips a near-tie (a
+    prompt here and there, either way). Over prompts the paired interval is not required: with
+    the few prompts a diagnosis measures, a fall on part of them (those a prefix cache serves)
+    cannot show there."""
+    g = r.gain
+    return (g.counts_significant and g.gain >= g.margin()
+            and r.fell >= REPEAT_MIN_PROMPTS and r.fell >= 3 * r.rose)
+
+
 def config_difference(field_name: str, draft_value: object, target_value: object) -> str:
     """A difference is a lead, never a verdict: it names the counterfactual to run."""
     return (f"{field_name}: draft {draft_value!r} vs target {target_value!r} — a lead for a "
