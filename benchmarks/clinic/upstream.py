@@ -336,4 +336,19 @@ UPSTREAM_CASES = [
          how="patch GPUModelRunner._get_spec_decode_draft_probs to return None, as "
              "GPUModelRunner._sample passed before the fix; the proposer still samples its "
              "drafts (greedy requests are unaffected)"),
+    Case("up-eagle3-last-token-batch", "load-dependent",
+         lab_drafter("eagle3", packs=["last-token-batch"]),
+         "trained EAGLE3; the token each request just sampled is written into the draft's "
+         "first-pass input for the batch's last request only (runtime patch)",
+         origin="upstream", twin="healthy-eagle3",
+         cite="sgl-project/sglang PR #27647, PR #27846",
+         upstream="the EAGLE3/MTP draft models overwrote the last-token input (embedding) of "
+                  "the draft's extend pass at the flattened batch's last position only "
+                  "(input_ids[-1]): with one request right, with several, requests 0..N-2 kept "
+                  "a stale input at their last token and acceptance fell for batched requests",
+         how="patch SpecDecodeBaseProposer.set_inputs_first_pass: after the original, every "
+             "request's sample slot but the batch's last gets back the token the shift left "
+             "there (token ids in place of SGLang's multimodal embeddings). Inert at "
+             "concurrency 1; the diagnosis measures at concurrency 1 unless --load is given, "
+             "and the clinic does not give it"),
 ]
