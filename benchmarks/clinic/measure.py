@@ -2,6 +2,7 @@
 
     python benchmarks/clinic/measure.py --cases up-draft-positions-ahead,healthy-self
     python benchmarks/clinic/measure.py --render        # only rewrite the .md from the .json
+    python benchmarks/clinic/measure.py --cases CASE --concurrency 8   # also at 8 in flight
 
 For every named case (and, for a case with a ``twin``, that twin, measured once per
 invocation), the case's own setup (``patients``/``upstream``: the very argv and env the clinic
@@ -67,9 +68,12 @@ def sampling_params(mode: str) -> tuple[float, float]:
     return float(t), float(p)
 
 
-def measure_setup(name: str, build: Any, tmp: Path, passes: int = 1) -> dict[str, Any]:
+def measure_setup(name: str, build: Any, tmp: Path, passes: int = 1,
+                  concurrency: int = 1) -> dict[str, Any]:
     """Start the case's server, measure it at each of its sampling modes (``passes`` times in
-    a row over the same prompts: pass 2 is keyed ``MODE#2``), stop it."""
+    a row over the same prompts: pass 2 is keyed ``MODE#2``), and, with ``concurrency`` > 1,
+    once more per mode with that many requests in flight (keyed ``MODE@cN``: totals only, the
+    clinic's servers give no per-request metrics to pair), stop it."""
     import patients
     from specdoctor.bench import measure as proto
     from specdoctor.launch import LaunchSpec, free_port, start, stop, wait_ready
@@ -87,12 +91,15 @@ def measure_setup(name: str, build: Any, tmp: Path, passes: int = 1) -> dict[str
     try:
         wait_ready(handle, timeout_s=1800)
         row["boot_s"] = round(time.perf_counter() - t0, 1)
-        for mode in [m + (f"#{i + 1}" if i else "") for i in range(passes)
-                     for m in setup.sampling]:
-            temperature, top_p = sampling_params(mode.split("#")[0])
+        modes = [m + (f"#{i + 1}" if i else "") for i in range(passes) for m in setup.sampling]
+        if concurrency > 1:
+            modes += [f"{m}@c{concurrency}" for m in setup.sampling]
+        for mode in modes:
+            temperature, top_p = sampling_params(mode.split("#")[0].split("@")[0])
+            c = int(mode.split("@c")[1]) if "@c" in mode else 1
             m = proto.measure(spec.url, proto.MeasureParams(num_prompts=N, max_tokens=MAX_TOKENS,
                                                            temperature=temperature,
-                                                           top_p=top_p))
+                                                           top_p=top_p, concurrency=c))
             t = m.total
             row["modes"][mode] = {
                 "per_position": [round(x, 4) for x in t.per_position] if t else None,
@@ -141,7 +148,8 @@ def compare(rows: dict[str, dict[str, Any]], case: str, twin: str) -> dict[str, 
     out: dict[str, Any] = {}
     for mode, m in rows[case].get("modes", {}).items():
         t = rows.get(twin, {}).get("modes", {}).get(mode)
-        if t and m.get("per_request") and t.get("per_request"):
+        # a mode at concurrency > 1 has no per-request counts to pair (totals only)
+        if t and m.get("per_request") and t.get("per_request") and "@c" not in mode:
             out[mode] = paired_difference(m["per_request"], t["per_request"])
             # a drafter whose drafts vary in number (prompt lookup) can lose drafts, not only
             # acceptance: the share of the output that came from accepted drafts shows both
@@ -216,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--recompare", action="store_true",
                     help="with --render: recompute every case's difference from its twin")
     ap.add_argument("--drafters", choices=("full", "ci"), default="full")
+    ap.add_argument("--concurrency", type=int, default=1,
+                    help="also measure each mode at this concurrency (a batch-dependent case)")
     ap.add_argument("--passes", type=int, default=1,
                     help="measure each mode this many times in a row on the same server (state "
                          "that builds up over requests shows in the later passes)")
@@ -245,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         for n in todo:
             print(f"== {n}", file=sys.stderr, flush=True)
             tmp = Path(tempfile.mkdtemp(prefix="srv-"))
-            rows[n] = {**measure_setup(n, builders[n], tmp, a.passes), "run": run}
+            rows[n] = {**measure_setup(n, builders[n], tmp, a.passes, a.concurrency),
+                       "run": run}
             print(json.dumps({k: rows[n].get(k) for k in ("case", "load", "boot_s", "error")}
                              | {"modes": {m: v.get("per_position") for m, v in
                                           rows[n].get("modes", {}).items()}}),

@@ -145,14 +145,16 @@ def trained() -> Path:
 
 def draft_model(tmp: Path, edit: Callable[[Path], None] | None = None,
                 sampling: Sequence[str] = ("greedy",), env: dict[str, str] | None = None,
-                k: int = 4, extra: Sequence[str] = ()) -> Setup:
+                k: int = 4, extra: Sequence[str] = (),
+                spec_extra: dict | None = None) -> Setup:
     """The lab's ``ci`` trained target drafting for itself (a copy of it as the drafter);
-    ``extra``: more server flags."""
+    ``extra``: more server flags; ``spec_extra``: more speculative-config fields."""
     t = publish(trained(), tmp / "m1")
     d = publish(trained(), tmp / "m2")
     if edit is not None:
         edit(d)
-    spec = {"method": "draft_model", "model": str(d), "num_speculative_tokens": k}
+    spec = {"method": "draft_model", "model": str(d), "num_speculative_tokens": k,
+            **(spec_extra or {})}
     return Setup(server(t, spec, extra), {**BASE_ENV, **(env or {})}, list(sampling))
 
 

@@ -155,6 +155,22 @@ def _verify_twin(tmp: Path) -> Setup:
     return draft_model(tmp, sampling=["greedy", SAMPLED_LOW_T], env=pack(SAMPLER_FIX, tmp))
 
 
+# Drafts sampled from the drafter's distribution (vLLM's draft_sample_method "probabilistic"),
+# measured greedy and at T=1.0 top_p 0.95, beside the cpu-sampler-fix pack.
+PROBABILISTIC = {"draft_sample_method": "probabilistic"}
+SAMPLED_T1 = "1.0,0.95"
+
+
+def _probabilistic(packs: tuple[str, ...] = ()) -> Any:
+    def build(tmp: Path) -> Setup:
+        env = pack(SAMPLER_FIX, tmp)
+        for name in packs:
+            env = pack(name, tmp, env)
+        return draft_model(tmp, sampling=["greedy", SAMPLED_T1], env=env,
+                           spec_extra=PROBABILISTIC)
+    return build
+
+
 # vLLM's CPU backend caches KV in blocks of 128 tokens by default, longer than every prompt of
 # the code suite (25 to 47 tokens): nothing would ever be found in the prefix cache. A server
 # with 32-token blocks (the smallest the CPU kernel takes) caches a block of the longer ones.
@@ -195,7 +211,8 @@ def _ngram_patched(tmp: Path, patch: str) -> Setup:
 
 
 # Healthy twins that are not clinic cases of their own (measure.py measures them).
-TWINS = {"sampled-fixed-t05": _verify_twin, "mtp-two-step": _mtp_two_step(),
+TWINS = {"sampled-fixed-t05": _verify_twin, "sampled-probabilistic": _probabilistic(),
+         "mtp-two-step": _mtp_two_step(),
          "healthy-self-block32": lambda tmp: draft_model(tmp, extra=BLOCK32),
          "eagle3-own-embed": lab_drafter("eagle3", edit_draft=own_embedding)}
 
@@ -353,4 +370,33 @@ UPSTREAM_CASES = [
              "that read it: served as vLLM 0.32 serves it, it drafts as the unedited head); "
              "patch SpecDecodeBaseProposer._maybe_share_embeddings to share the target's "
              "embedding whenever the shapes match, as before the fix"),
+    Case("up-sampled-drafts-judged-argmax", "rejection-sampler",
+         _probabilistic(("draft-probs-dropped",)),
+         "self-draft whose drafts are sampled from its distribution (draft_sample_method "
+         "probabilistic), measured greedy and at T=1.0 top_p 0.95 with the CPU sampler defect "
+         "patched; the rejection sampler is not given the draft probabilities (runtime patch)",
+         origin="upstream", twin="sampled-probabilistic",
+         cite="vllm-project/vllm issue #40149, PR #40269 (and PR #41044 for MTP)",
+         upstream="with probabilistic draft sampling the model runner passed draft_probs=None "
+                  "to the rejection sampler, whose fallback treats a proposal as one-hot "
+                  "(the argmax contract): sampled drafts were accepted with probability p(x) "
+                  "instead of min(1, p(x)/q(x)), lowering sampled acceptance",
+         how="patch GPUModelRunner._get_spec_decode_draft_probs to return None, as "
+             "GPUModelRunner._sample passed before the fix; the proposer still samples its "
+             "drafts (greedy requests are unaffected)"),
+    Case("up-eagle3-last-token-batch", "load-dependent",
+         lab_drafter("eagle3", packs=["last-token-batch"]),
+         "trained EAGLE3; the token each request just sampled is written into the draft's "
+         "first-pass input for the batch's last request only (runtime patch)",
+         origin="upstream", twin="healthy-eagle3",
+         cite="sgl-project/sglang PR #27647, PR #27846",
+         upstream="the EAGLE3/MTP draft models overwrote the last-token input (embedding) of "
+                  "the draft's extend pass at the flattened batch's last position only "
+                  "(input_ids[-1]): with one request right, with several, requests 0..N-2 kept "
+                  "a stale input at their last token and acceptance fell for batched requests",
+         how="patch SpecDecodeBaseProposer.set_inputs_first_pass: after the original, every "
+             "request's sample slot but the batch's last gets back the token the shift left "
+             "there (token ids in place of SGLang's multimodal embeddings). Inert at "
+             "concurrency 1; the diagnosis measures at concurrency 1 unless --load is given, "
+             "and the clinic does not give it"),
 ]

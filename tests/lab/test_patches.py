@@ -90,3 +90,14 @@ def test_the_clinic_bite_test_is_paired_over_prompts():
     lower = [{"drafts": 10, "accepted_tokens": a} for a in (20, 22, 19, 21, 20, 23, 18, 20)]
     d = paired_difference(lower, twin)
     assert d["bites"] and d["ci95"][1] < 0 and abs(d["difference"] + 0.9625) < 1e-9
+
+
+def test_only_the_batch_last_request_keeps_its_sampled_token():
+    stale_slots = _load("last_token_batch").stale_slots
+    # three requests whose sample slots are 2, 5 and 8 in a 10-token flattened batch (the last
+    # request had a draft rejected): the first two keep what the shift left there, the last
+    # gets its sampled token
+    assert stale_slots([2, 5, 8], 10) == [2, 5]
+    # one request (concurrency 1): nothing changes, as in SGLang before the fix
+    assert stale_slots([7], 8) == []
+    assert stale_slots([], 0) == []
