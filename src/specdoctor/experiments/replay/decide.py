@@ -20,7 +20,10 @@ context with the oracle's models. Two questions, asked separately because both c
   numerics between an fp32 oracle and the engine cannot decide with many steps). Greedy
   (every β is 0 or 1, V = 0): a step whose outcome differs from the correct one at a position
   where the target's own margin is at least ``NEAR_TIE`` is a clear difference, and at least
-  ``MIN_CLEAR`` of them decide.
+  ``MIN_CLEAR`` of them decide. Sampled steps can be certain too (a drafter whose q never
+  exceeds the target's p there: β = 1, V = 0, so z cannot see them): an outcome a correct
+  verifier gives with probability under ``SURE`` is impossible, and at least ``MIN_CLEAR`` of
+  them (and ``MIN_SHARE`` of the steps), with a rate difference of ``SURE_RATE_GAP``, decide.
 
 - **Positions** (``positions``): where drafts differ, are they the drafter's own chain with its
   draft decode steps at rotary positions one off (``OFFSETS``: the first draft from the
@@ -49,6 +52,9 @@ MIN_SHARE = 0.01       # ... and this share of the comparable steps
 ALPHA = 1e-3           # family-wise, two-sided, over the positions
 MIN_RATE_GAP = 0.02    # |R_i - E_i| / steps, accepted per step at position i
 MIN_STEPS = 20         # fewer drafting steps decide nothing
+SURE = 1e-6            # a correct verifier's outcome below this probability is impossible
+SURE_RATE_GAP = 0.10   # ... and the rate difference that must come with such outcomes (fp32
+                       # oracle vs an engine whose p and q differ by numerics: a few points)
 OFFSETS = (1, -1)      # rotary position offsets of the draft decode steps tried
 EXPLAINS = 0.8         # share of the clearly differing steps a shifted chain must reproduce
 CONTRADICTS = 0.1      # most steps, of those where shifted and plain chains part, on the plain
@@ -113,6 +119,7 @@ class PositionTest:
     z: float | None       # sampled: (R - E) / sqrt(V)
     critical: float
     greedy: bool = False  # every beta 0 or 1: counted, not tested
+    impossible: int = 0   # sampled: outcomes a correct verifier gives with probability < SURE
 
     @property
     def rate_gap(self) -> float:
@@ -126,15 +133,28 @@ class PositionTest:
     def significant(self) -> bool:
         if self.deterministic:
             return self.clear >= MIN_CLEAR and self.clear >= MIN_SHARE * self.steps
+        if (self.impossible >= MIN_CLEAR and self.impossible >= MIN_SHARE * self.steps
+                and abs(self.rate_gap) >= SURE_RATE_GAP):
+            return True
         return (self.z is not None and abs(self.z) > self.critical
                 and abs(self.rate_gap) >= MIN_RATE_GAP)
+
+    def why(self) -> str:
+        """What makes this position significant, in words."""
+        if self.deterministic:
+            return f"position {self.position}: {self.clear} clear difference(s)"
+        if self.z is not None and abs(self.z) > self.critical:
+            return f"position {self.position}: z = {self.z:+.1f}"
+        return (f"position {self.position}: {self.impossible} outcome(s) a correct verifier "
+                f"gives with probability under {SURE:g}")
 
     def to_json(self) -> dict[str, Any]:
         return {"position": self.position, "steps": self.steps, "realized": self.realized,
                 "expected": round(self.expected, 4), "variance": round(self.variance, 4),
                 "clear": self.clear, "near_ties": self.near_ties,
                 "z": None if self.z is None else round(self.z, 2),
-                "critical": round(self.critical, 3), "significant": self.significant}
+                "critical": round(self.critical, 3), "impossible": self.impossible,
+                "significant": self.significant}
 
 
 @dataclass(frozen=True)
@@ -161,9 +181,8 @@ class VerificationCheck:
         real = "/".join(f"{x:.3f}" for x in self.per_step("realized"))
         exp = "/".join(f"{x:.3f}" for x in self.per_step("expected"))
         sig = [p for p in self.positions if p.significant]
-        how = ("; ".join(f"position {p.position}: {p.clear} clear difference(s)"
-                         if p.deterministic else f"position {p.position}: z = {p.z:+.1f}"
-                         for p in sig) if sig else "no position differs significantly")
+        how = ("; ".join(p.why() for p in sig) if sig
+               else "no position differs significantly")
         return (f"on the engine's own {self.steps} steps the engine accepted {real} per "
                 f"position per step where a correct verifier accepts {exp} in expectation "
                 f"({how})")
@@ -220,6 +239,7 @@ def verification(replay: Any, near_tie: float = NEAR_TIE, alpha: float = ALPHA
     var = [0.0] * k
     clear = [0] * k
     ties = [0] * k
+    sure = [0] * k
     steps = 0
     greedy = replay.temperature <= 0
     for r in replay.records:
@@ -240,11 +260,13 @@ def verification(replay: Any, near_tie: float = NEAR_TIE, alpha: float = ALPHA
                     ties[i] += 1
                 else:
                     clear[i] += 1
+            elif not greedy and (e if got else 1 - e) < SURE:
+                sure[i] += 1
     tests = []
     for i in range(k):
         z = None if var[i] <= 1e-12 else (real[i] - exp[i]) / math.sqrt(var[i])
         tests.append(PositionTest(i, steps, real[i], exp[i], var[i], clear[i], ties[i], z,
-                                  crit, greedy))
+                                  crit, greedy, sure[i]))
     return VerificationCheck(tuple(tests), steps, replay.temperature, replay.top_p)
 
 
