@@ -164,3 +164,28 @@ def test_a_shift_that_would_change_the_drafts_is_not_what_a_correct_engine_draft
     loc.positions = {"greedy": tuple(checks)}
     v = {f.hypothesis: f.verdict for f in D.decide(loc)}
     assert v["rope-sync"] is Verdict.EXCLUDED and v["engine-drafting"] is Verdict.EXCLUDED
+
+
+def recorded_certain(name: str) -> Replay:
+    data = json.loads((FIXTURES / f"certain_{name}.json").read_text())
+    assert "benchmarks/replay_certain.py" in data["about"]
+    return Replay.from_records(data["replay"])
+
+
+def test_sampled_drafts_judged_as_argmax_are_lost_in_verification_though_certain():
+    """A self-draft with probabilistic drafts at T=1 (q = p: a correct verifier accepts every
+    draft in the nucleus with certainty, so there is no variance for z) whose rejection sampler
+    got no draft probabilities (vLLM issue #40149, the lab's draft-probs-dropped patch): the
+    engine rejects what a correct verifier never rejects, step after step. Its twin, served
+    right, does exactly what a correct verifier does."""
+    v = D.verification(recorded_certain("fault"))
+    assert all(p.z is None for p in v.positions)        # certain: the z-test sees nothing
+    assert v.differs and v.direction == "below", v.to_json()
+    assert all(p.impossible > 0.5 * p.steps for p in v.positions)
+    found = {f.hypothesis: f for f in D.decide(D.localise({"sampled": recorded_certain(
+        "fault")}))}
+    assert found["rejection-sampler"].verdict is Verdict.CONFIRMED
+    assert "probability under" in found["rejection-sampler"].evidence
+    twin = D.verification(recorded_certain("twin"))
+    assert twin.steps >= D.MIN_STEPS and not twin.differs, twin.to_json()
+    assert all(p.impossible == 0 and p.realized == round(p.expected) for p in twin.positions)
