@@ -151,7 +151,9 @@ O = Options()  # the defaults shown here are the diagnosis's own
                    "logs do not say; picks the published reference.")
 @click.option("--k", "spec_k", type=click.IntRange(1, 64), default=None,
               help="With --logs or --url: draft tokens per step, where the logs do not say.")
-@click.option("--load", "load_ab", is_flag=True, help="Also measure greedy at concurrency 8.")
+@click.option("--load/--no-load", "load_ab", default=O.concurrency8, show_default=True,
+              help="Also measure greedy at concurrency 8: a correct engine accepts the same "
+                   "as at concurrency 1 (batching bugs show only there).")
 @click.option("--spec-off/--no-spec-off", "spec_off", default=O.spec_off, show_default=True,
               help="With --launch (or the lab), when acceptance looks healthy: compare tok/s "
                    "with speculation off (one more server start).")

@@ -62,7 +62,7 @@ class Options:
     budget_min: float = 10.0
     restart_min: float = 2.0
     reference_file: Path | None = None
-    concurrency8: bool = False
+    concurrency8: bool = True
     # Compare tok/s with speculation off when acceptance looks healthy (one more server start)
     spec_off: bool = True
     workdir: Path = Path(".")
@@ -657,6 +657,8 @@ def _facts(ctx: Context, opts: Options, oracle_result: ExperimentResult | None) 
         sampled_label="T={:g}, top_p={:g}".format(*opts.sampled) if opts.sampled else "",
         concurrent=(ctx.measured["greedy c=8"].total if "greedy c=8" in ctx.measured else None),
         repeat=repeat_fall(ctx),
+        greedy_again=(ctx.measured["greedy again"].total if "greedy again" in ctx.measured
+                      else None),
         windows=tuple(ctx.windows),
         errors=tuple(errors),
         tok_s=greedy.output_tok_s if greedy is not None else None,

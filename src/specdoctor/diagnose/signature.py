@@ -85,6 +85,9 @@ class Facts:
     sampled_reference: Reference | None = None   # the sampled oracle, when computed
     sampled_label: str = ""
     concurrent: AcceptanceProfile | None = None  # greedy at concurrency 8
+    # greedy at concurrency 1 measured again, after the first pass: the c=8 pass's comparison
+    # (the same prompts seen before, as the c=8 pass sees them: a prefix cache warm for both)
+    greedy_again: AcceptanceProfile | None = None
     windows: tuple[AcceptanceProfile, ...] = ()  # log windows in uptime order
     # greedy on the same prompts a second time on the same server (``rules.RepeatFall``)
     repeat: Any = None
@@ -345,11 +348,11 @@ def classify(f: Facts) -> Signature:
                      if f.sampled_reference is not None else s < SAMPLED_SHARE * sref)
             if below and (healthy_greedy or f.greedy is None or base == "unreferenced"):
                 also.append("sampling-bound")
-    if f.concurrent is not None and f.greedy is not None and differs(f.concurrent, f.greedy,
-                                                                      LOAD_SHARE):
+    one = f.greedy_again if f.greedy_again is not None else f.greedy
+    if f.concurrent is not None and one is not None and differs(f.concurrent, one, LOAD_SHARE):
         also.append("load-dependent")
         parts.append(f"c=8 {f.concurrent.accepted_per_draft:.2f} vs c=1 "
-                     f"{f.greedy.accepted_per_draft:.2f} accepted per draft")
+                     f"{one.accepted_per_draft:.2f} accepted per draft")
     d = drift(f.windows)
     if d is not None:
         nums["drift_first_last"] = [round(d[0], 4), round(d[1], 4)]
