@@ -200,6 +200,20 @@ TWINS = {"sampled-fixed-t05": _verify_twin, "mtp-two-step": _mtp_two_step(),
          "eagle3-own-embed": lab_drafter("eagle3", edit_draft=own_embedding)}
 
 
+# Upstream bugs reproduced, measured against a healthy twin, and dropped because the effect
+# stayed within noise on the lab's models (their measured rows stay in clinic_measured.json as
+# earlier versions).
+DROPPED = {
+    "up-eagle3-draft-seqlens-rejected": (
+        "vllm-project/vllm issue #26191, PR #29845 (first attempted as PR #26498); "
+        "vllm-project/vllm-ascend PR #14883: after a partial acceptance the draft decode steps "
+        "kept the verified sequence length and attended to the rejected tokens' KV entries "
+        "(upstream: acceptance length 3.25 vs 3.40 at k=10, +0.4% at k=3). Reproduced by the "
+        "seqlens-rejected pack on the trained EAGLE3 head: -0.021 [-0.053, +0.002] accepted per "
+        "draft at k=3, -0.003 [-0.071, +0.057] at k=6: not a fair case here"),
+}
+
+
 UPSTREAM_CASES = [
     Case("up-eagle3-norm-no-residual", "engine-drafting",
          lab_drafter("eagle3", packs=["eagle-norm"]),
@@ -353,4 +367,15 @@ UPSTREAM_CASES = [
              "that read it: served as vLLM 0.32 serves it, it drafts as the unedited head); "
              "patch SpecDecodeBaseProposer._maybe_share_embeddings to share the target's "
              "embedding whenever the shapes match, as before the fix"),
+    Case("up-ngram-lookup-max-ignored", "engine-drafting",
+         lambda tmp: _ngram_patched(tmp, "ngram-max-ignored"),
+         "prompt lookup k=3, n 2..4; the proposer matches only n-grams of the minimum length "
+         "(runtime patch)",
+         origin="upstream", twin="healthy-ngram",
+         cite="vllm-project/vllm PR #15348",
+         upstream="V1's n-gram proposer ignored prompt_lookup_max and looked up only the last "
+                  "prompt_lookup_min tokens, proposing what followed their first occurrence "
+                  "instead of what followed the longest match",
+         how="patch NgramProposer.batch_propose: the original runs with its maximum n-gram "
+             "length set to the minimum (restored after the call)"),
 ]
