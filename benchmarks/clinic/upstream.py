@@ -217,6 +217,20 @@ TWINS = {"sampled-fixed-t05": _verify_twin, "sampled-probabilistic": _probabilis
          "eagle3-own-embed": lab_drafter("eagle3", edit_draft=own_embedding)}
 
 
+# Upstream bugs reproduced, measured against a healthy twin, and dropped because the effect
+# stayed within noise on the lab's models (their measured rows stay in clinic_measured.json as
+# earlier versions).
+DROPPED = {
+    "up-eagle3-draft-seqlens-rejected": (
+        "vllm-project/vllm issue #26191, PR #29845 (first attempted as PR #26498); "
+        "vllm-project/vllm-ascend PR #14883: after a partial acceptance the draft decode steps "
+        "kept the verified sequence length and attended to the rejected tokens' KV entries "
+        "(upstream: acceptance length 3.25 vs 3.40 at k=10, +0.4% at k=3). Reproduced by the "
+        "seqlens-rejected pack on the trained EAGLE3 head: -0.021 [-0.053, +0.002] accepted per "
+        "draft at k=3, -0.003 [-0.071, +0.057] at k=6: not a fair case here"),
+}
+
+
 UPSTREAM_CASES = [
     Case("up-eagle3-norm-no-residual", "engine-drafting",
          lab_drafter("eagle3", packs=["eagle-norm"]),
@@ -397,6 +411,16 @@ UPSTREAM_CASES = [
          how="patch SpecDecodeBaseProposer.set_inputs_first_pass: after the original, every "
              "request's sample slot but the batch's last gets back the token the shift left "
              "there (token ids in place of SGLang's multimodal embeddings). Inert at "
-             "concurrency 1; the diagnosis measures at concurrency 1 unless --load is given, "
-             "and the clinic does not give it"),
+             "concurrency 1"),
+    Case("up-ngram-lookup-max-ignored", "engine-drafting",
+         lambda tmp: _ngram_patched(tmp, "ngram-max-ignored"),
+         "prompt lookup k=3, n 2..4; the proposer matches only n-grams of the minimum length "
+         "(runtime patch)",
+         origin="upstream", twin="healthy-ngram",
+         cite="vllm-project/vllm PR #15348",
+         upstream="V1's n-gram proposer ignored prompt_lookup_max and looked up only the last "
+                  "prompt_lookup_min tokens, proposing what followed their first occurrence "
+                  "instead of what followed the longest match",
+         how="patch NgramProposer.batch_propose: the original runs with its maximum n-gram "
+             "length set to the minimum (restored after the call)"),
 ]

@@ -57,6 +57,28 @@ def test_hit_blocks_are_the_full_blocks_found_cached():
     assert hit_blocks(0, [7, 3], 16) == []
 
 
+def test_lookup_without_its_maximum_proposes_after_the_first_min_gram():
+    """vLLM's own n-gram proposer, run with and without the ngram-max-ignored wrapper."""
+    np = pytest.importorskip("numpy")
+    ngram = pytest.importorskip("vllm.v1.spec_decode.ngram_proposer")
+    wrapper = _load("ngram_max_ignored").batch_propose
+    p = object.__new__(ngram.NgramProposer)
+    p.min_n, p.max_n, p.k, p.max_model_len = 2, 4, 3, 64
+    p.num_tokens_threshold, p.num_numba_thread_available = 8192, 1
+    p.valid_ngram_draft = np.zeros((1, 3), dtype=np.int32)
+    p.valid_ngram_num_drafts = np.zeros(1, dtype=np.int32)
+    # the suffix 5 1 2 recurs at offset 3 (followed by 3 4 7); its last two tokens 1 2 first
+    # occur at offset 0 (followed by 9 5 1)
+    ctx = [1, 2, 9, 5, 1, 2, 3, 4, 7, 5, 1, 2]
+    tokens = np.zeros((1, 64), dtype=np.int32)
+    tokens[0, :len(ctx)] = ctx
+    lengths = np.array([len(ctx)], dtype=np.int32)
+    original = ngram.NgramProposer.batch_propose
+    assert original(p, 1, [0], lengths, tokens, 3) == [[3, 4, 7]]
+    assert wrapper(original, p, 1, [0], lengths, tokens, 3) == [[9, 5, 1]]
+    assert p.max_n == 4  # the configured maximum is back after the call
+
+
 def test_stripped_source_keeps_the_code_and_drops_docstrings_and_comments():
     src = '"""Module doc naming vLLM PR #14464."""\n\n# a comment\ndef f(x):\n    """doc"""\n    return x + 1  # add\n'
     out = patches.stripped_source(src)
