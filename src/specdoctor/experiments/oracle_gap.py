@@ -122,12 +122,20 @@ class OracleGreedy:
         ctx.oracle_gap, ctx.oracle_pos0 = g, pos0
         found = rules.decide_oracle(g, pos0, file_side_excluded=False,
                                     trained=rules.trained_drafter(ctx.method))
-        if g.equal and "sampled" not in ctx.measured:
-            # Greedy is the whole measurement and the engine reaches the oracle: its drafts
-            # are the drafter's (a sampled measurement, when there is one, decides for itself).
+        if g.bounded and "sampled" not in ctx.measured:
+            # Greedy is the whole measurement and the engine reaches the oracle, within 5%
+            # either way: its drafts are the drafter's (a sampled measurement, when there is
+            # one, decides for itself).
             found.append(Finding("engine-drafting", Verdict.EXCLUDED,
                                  f"{g.text()}: the engine reaches what its drafter gives",
                                  basis="comparison"))
+        elif g.equal:
+            # Not below beyond chance, but not shown equal either: the engine may lose up to
+            # the interval's bound. The replay compares its drafts token by token.
+            found.append(Finding("engine-drafting", Verdict.INCONCLUSIVE,
+                                 f"{g.text()}: not shown below the oracle, nor within 5% of "
+                                 f"it; the replay compares the engine's drafts with the "
+                                 f"drafter's, step by step"))
         return ExperimentResult(self.id, found, {"comparison": c.to_json()},
                                 {"oracle (greedy)": expected_profile(res),
                                  "measured (greedy)": ctx.measured["greedy"].total},

@@ -112,6 +112,14 @@ class Gap:
     def equal(self) -> bool:
         return not self.below and not self.above
 
+    @property
+    def bounded(self) -> bool:
+        """Equal, and shown to be: the interval rules out a loss of the margin (5% of the
+        oracle) either way. Equal but unbounded is "not shown, not ruled out"."""
+        m = MIN_REL_GAP * max(self.oracle, 1e-9)
+        return (self.equal and self.low is not None and self.high is not None
+                and self.high < m and self.low > -m)
+
     def text(self, what: str = "") -> str:
         iv = "" if self.low is None else f", gap 95% [{self.low:.3f}, {self.high:.3f}]"
         return (f"{what}measured {self.measured:.3f} vs oracle {self.oracle:.3f} accepted per "
