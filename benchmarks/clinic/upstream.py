@@ -230,9 +230,22 @@ def _ngram_patched(tmp: Path, patch: str) -> Setup:
     return Setup(server(t, spec), pack(patch, tmp, dict(BASE_ENV)), ["greedy"])
 
 
+# A batched-token budget of 8 per step (the least vLLM takes beside --max-num-seqs 8): every
+# prompt of the code suite (25 to 47 tokens) is prefilled in 4 to 6 chunks.
+CHUNK8 = ("--max-num-batched-tokens", "8")
+
+
+def _chunked(packs: tuple[str, ...] = ()) -> Any:
+    """The trained EAGLE3 head served with ``CHUNK8``, with ``packs``."""
+    def build(tmp: Path) -> Setup:
+        s = lab_drafter("eagle3", packs=packs)(tmp)
+        return Setup([*s.argv_tail, *CHUNK8], s.env, s.sampling)
+    return build
+
+
 # Healthy twins that are not clinic cases of their own (measure.py measures them).
 TWINS = {"sampled-fixed-t05": _verify_twin, "sampled-probabilistic": _probabilistic(),
-         "mtp-two-step": _mtp_two_step(),
+         "mtp-two-step": _mtp_two_step(), "eagle3-chunked8": _chunked(),
          "healthy-self-block32": lambda tmp: draft_model(tmp, extra=BLOCK32),
          "eagle3-own-embed": lab_drafter("eagle3", edit_draft=own_embedding)}
 
@@ -248,6 +261,19 @@ DROPPED = {
         "(upstream: acceptance length 3.25 vs 3.40 at k=10, +0.4% at k=3). Reproduced by the "
         "seqlens-rejected pack on the trained EAGLE3 head: -0.021 [-0.053, +0.002] accepted per "
         "draft at k=3, -0.003 [-0.071, +0.057] at k=6: not a fair case here"),
+    "up-eagle3-chunk-tail-predicted": (
+        "sgl-project/sglang PR #26329, PR #26800 (PR #28254 for resumed requests); "
+        "ModelTC/LightLLM PR #1079: with chunked prefill the EAGLE draft's first pass read the "
+        "target's predicted token at the tail of every chunk, where a non-final chunk needs the "
+        "prompt's next token. Reproduced by the chunk-tail-token pack on the trained EAGLE3 head "
+        "served with --max-num-batched-tokens 8 (every code prompt in 4 to 6 chunks; the pack "
+        "fired at 60 chunk tails over 17 requests, a debug copy logged them), against the same "
+        "server unpatched (eagle3-chunked8): +0.031 [-0.008, +0.072] accepted per draft, "
+        "+0.004 [-0.001, +0.009] per output token: not a fair case here. vLLM 0.32 unpatched "
+        "does not give the prompt's next token there either: its padded path's backup token "
+        "is the prompt's last one (get_token_id(num_tokens_no_spec - 1)), and chunked at 8 it "
+        "accepts 0.751/0.590/0.465 against 0.758/0.598/0.474 unchunked: one draft KV entry per "
+        "chunk boundary moves nothing measurable on the lab's head"),
 }
 
 
@@ -463,4 +489,19 @@ UPSTREAM_CASES = [
              "second layer is rescaled (keys x4, queries /4) so that it does. "
              "engine-drafting, not kernel-numerics: the kernel is a norm, not attention, and "
              "what it does is hand the drafter context keys its checkpoint does not give"),
+    Case("up-eagle3-draft-len-gate", "draft-config-mismatch",
+         lab_drafter("eagle3", edit_draft=set_field("max_position_embeddings", 64)),
+         "trained EAGLE3 whose config gives it a context of 64 positions, shorter than the "
+         "sequences it serves (served files)",
+         origin="upstream", twin="healthy-eagle3",
+         cite="vllm-project/vllm issue #34734 (PRs #34751, #54054), issue #58080; "
+              "sgl-project/sglang issue #6783",
+         upstream="an EAGLE3 head's config caps its context (max_position_embeddings 2048 in "
+                  "the published heads) below the target's; once a batch's longest sequence "
+                  "plus k passes the drafter's max_model_len, vLLM skips drafting for the whole "
+                  "batch and schedules zero-filled drafts that are always rejected: 0% "
+                  "acceptance reported for sequences past ~2000 tokens, speculation lost",
+         how="the head's max_position_embeddings set to 64 (the lab's code prompts are 25 to "
+             "47 tokens, 64 generated): vLLM 0.32 as shipped derives the drafter's "
+             "max_model_len from it and gates drafting on it (no patch)"),
 ]

