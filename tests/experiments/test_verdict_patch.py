@@ -76,7 +76,7 @@ def test_a_drafting_patch_on_greedy_confirms_when_the_paired_change_is_significa
 
 
 def test_each_patch_is_relaunched_for_the_measurements_it_changes(tmp_path):
-    from specdoctor.bench.measure import MeasureParams, Measurement
+    from specdoctor.bench.measure import Measurement, MeasureParams
     from specdoctor.packs import verdicts
 
     norm, fix = verdicts.get("cpu-dflash-norm-fix"), verdicts.get("cpu-sampler-fix")

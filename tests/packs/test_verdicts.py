@@ -124,18 +124,18 @@ def test_the_sampler_fix_reasons_read_as_before():
     fn = "_expand_kernel_impl at f.py:7"
     cases = [
         ({**base, "form": {**form, "defect_form": False}, "platform": {"cpu": True}},
-         f"{fn} does not have the defect's form (it converts the output and copies it back, "
-         "or does not convert it)"),
+         (f"{fn} does not have the defect's form (it converts the output and copies it back, "
+          "or does not convert it)")),
         ({**base, "platform": {"cpu": False, "name": "CudaPlatform"}},
-         f"{fn} has the defect's form, but the launch runs on CudaPlatform, where the "
-         "rejection sampler does not take this path"),
+         (f"{fn} has the defect's form, but the launch runs on CudaPlatform, where the "
+          "rejection sampler does not take this path")),
         ({**base, "platform": {"cpu": True}, "behaves": {"ran": True, "defect": False}},
-         f"{fn} has the defect's form, but the function in force under the launch's "
-         "environment expands correctly (a patch on its PYTHONPATH already replaces it)"),
+         (f"{fn} has the defect's form, but the function in force under the launch's "
+          "environment expands correctly (a patch on its PYTHONPATH already replaces it)")),
         ({**base, "platform": {"cpu": True},
           "behaves": {"ran": True, "defect": True, "output": [-1.0], "expected": [0.5]}},
-         f"{fn} (vLLM 0.32.0) has the defect's form and, called on a float32 output as the "
-         "rejection sampler calls it, leaves it unwritten ([-1.0] where [0.5] is due)"),
+         (f"{fn} (vLLM 0.32.0) has the defect's form and, called on a float32 output as the "
+          "rejection sampler calls it, leaves it unwritten ([-1.0] where [0.5] is due)")),
     ]
     for out, reason in cases:
         assert verdicts.decide(FIX, out).reason == reason
