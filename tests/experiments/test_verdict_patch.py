@@ -94,3 +94,20 @@ def test_each_patch_is_relaunched_for_the_measurements_it_changes(tmp_path):
     # no greedy comparison with its oracle: nothing for the drafting patch to compare
     ctx.oracle_gap = None
     assert Experiment._gaps(ctx, norm) == {}
+
+
+def test_a_patch_for_one_methods_code_path_is_not_tried_on_another(tmp_path):
+    """cpu-dflash-norm-fix replaces DFlash's context-K norm: an EAGLE3 launch never takes that
+    path, so its open engine-drafting gets no relaunch from it; a DFlash launch does."""
+    from specdoctor.diagnose import catalogue as C
+    from specdoctor.packs import verdicts
+
+    fix = verdicts.get("cpu-dflash-norm-fix")
+    assert fix.hypothesis == "engine-drafting"
+    assert fix.serves("dflash") and not fix.serves("eagle3") and not fix.serves(None)
+    assert verdicts.get("cpu-sampler-fix").serves("eagle3")        # every method's verifier
+    assert "verdict-patch" in C.load().deciders("engine-drafting")
+    ctx = Context(tmp_path, launch=parse_command("vllm serve m", {}), method="eagle3")
+    (f,) = Experiment().run(ctx, ("engine-drafting",)).findings
+    assert f.verdict is Verdict.INCONCLUSIVE and "no verdict patch" in f.evidence
+    assert "eagle3" in f.evidence

@@ -85,7 +85,7 @@ class Experiment:
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
         t0 = time.perf_counter()
         self.curves = {}
-        patches = verdicts.for_hypotheses(hypotheses)
+        patches = [p for p in verdicts.for_hypotheses(hypotheses) if p.serves(ctx.method)]
         found: list[Finding] = []
         numbers: dict[str, Any] = {}
         commands: list[str] = []
@@ -93,7 +93,8 @@ class Experiment:
         for h in hypotheses:
             if h not in covered:
                 found.append(Finding(h, Verdict.INCONCLUSIVE,
-                                     "no verdict patch for a known defect covers it"))
+                                     f"no verdict patch for a known defect covers it for a "
+                                     f"{ctx.method or 'this'} drafter"))
         for p in patches:
             f, num, cmd = self._one(ctx, p)
             found.append(f)

