@@ -22,10 +22,12 @@ Standard library, torch and vLLM only: this file runs inside the engine's enviro
 
 import ast
 import hashlib
-import importlib.util
-import json
 import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # beside its shared helpers
+
+from _check_common import ast_name, report, vllm_file  # noqa: E402
 
 TARGET_MODULE = "vllm.model_executor.models.qwen3_dflash"
 TARGET_CLASS = "DFlashQwen3Model"
@@ -34,16 +36,7 @@ CLOSE = 1e-4   # max |diff| under which two normed tensors are the same numbers 
 
 
 def _source_file():
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = os.path.join(list(spec.submodule_search_locations)[0], "model_executor", "models",
-                        "qwen3_dflash.py")
-    return path if os.path.isfile(path) else None
-
-
-def _name(node):
-    return node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+    return vllm_file("model_executor", "models", "qwen3_dflash.py")
 
 
 def _weight_arg(call):
@@ -70,7 +63,7 @@ def form(path):
     me = fn.args.args[0].arg if fn.args.args else "self"
     grouped = per_layer = False
     for node in ast.walk(fn):
-        if isinstance(node, ast.Call) and _name(node.func) == "rms_norm":
+        if isinstance(node, ast.Call) and ast_name(node.func) == "rms_norm":
             w = _weight_arg(node)
             # self.<stack> as the weight: one call for every layer
             if isinstance(w, ast.Attribute) and isinstance(w.value, ast.Name) \
@@ -81,22 +74,12 @@ def form(path):
             elif isinstance(w, (ast.Subscript, ast.Attribute)):
                 per_layer = True
         if isinstance(node, (ast.For, ast.While, ast.comprehension)):
-            per_layer = per_layer or any(isinstance(c, ast.Call) and _name(c.func) == "rms_norm"
+            per_layer = per_layer or any(isinstance(c, ast.Call) and ast_name(c.func) == "rms_norm"
                                          for c in ast.walk(node))
     out["grouped"] = grouped
     out["per_layer"] = per_layer
     out["defect_form"] = grouped
     return out
-
-
-def platform():
-    try:
-        from vllm.platforms import current_platform
-
-        return {"cpu": bool(current_platform.is_cpu()),
-                "name": type(current_platform).__name__}
-    except Exception as exc:  # noqa: BLE001 - reported, not raised
-        return {"cpu": None, "error": f"{type(exc).__name__}: {exc}"}
 
 
 def _ref(x, w, eps):
@@ -147,23 +130,7 @@ def behaves():
 
 
 def main():
-    path = _source_file()
-    result = {"python": sys.executable, "module": TARGET_MODULE,
-              "target": f"{TARGET_CLASS}.{TARGET_FUNCTION}"}
-    if path is None:
-        result["form"] = {"file": None, "function": False, "defect_form": False}
-    else:
-        result["form"] = form(path)
-        try:
-            import vllm
-
-            result["vllm"] = getattr(vllm, "__version__", None)
-        except Exception as exc:  # noqa: BLE001
-            result["vllm_error"] = f"{type(exc).__name__}: {exc}"
-        result["platform"] = platform()
-        if result["form"]["function"] and result["platform"].get("cpu"):
-            result["behaves"] = behaves()
-    sys.stdout.write("SPECDOCTOR-CHECK " + json.dumps(result) + "\n")
+    report(TARGET_MODULE, f"{TARGET_CLASS}.{TARGET_FUNCTION}", _source_file(), form, behaves)
 
 
 if __name__ == "__main__":

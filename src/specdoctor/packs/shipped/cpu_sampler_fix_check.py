@@ -18,25 +18,19 @@ Standard library, torch and vLLM only: this file runs inside the engine's enviro
 
 import ast
 import hashlib
-import importlib.util
-import json
 import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # beside its shared helpers
+
+from _check_common import ast_name, report, vllm_file  # noqa: E402
 
 TARGET_MODULE = "vllm.utils.cpu_triton_utils"
 TARGET_FUNCTION = "_expand_kernel_impl"
 
 
 def _source_file():
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = os.path.join(list(spec.submodule_search_locations)[0], "utils", "cpu_triton_utils.py")
-    return path if os.path.isfile(path) else None
-
-
-def _name(node):
-    return node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+    return vllm_file("utils", "cpu_triton_utils.py")
 
 
 def form(path):
@@ -56,7 +50,7 @@ def form(path):
     for node in ast.walk(fn):
         if isinstance(node, ast.Call):
             # _ensure_int64(output) as an argument of the kernel call
-            if _name(node.func) == "_ensure_int64" and node.args \
+            if ast_name(node.func) == "_ensure_int64" and node.args \
                     and isinstance(node.args[0], ast.Name) and node.args[0].id == first:
                 converted = True
             # output.copy_(...) or output[...] = ... puts values back
@@ -73,16 +67,6 @@ def form(path):
     out["copies_back"] = copied_back
     out["defect_form"] = converted and not copied_back
     return out
-
-
-def platform():
-    try:
-        from vllm.platforms import current_platform
-
-        return {"cpu": bool(current_platform.is_cpu()),
-                "name": type(current_platform).__name__}
-    except Exception as exc:  # noqa: BLE001 - reported, not raised
-        return {"cpu": None, "error": f"{type(exc).__name__}: {exc}"}
 
 
 def behaves():
@@ -104,22 +88,7 @@ def behaves():
 
 
 def main():
-    path = _source_file()
-    result = {"python": sys.executable, "module": TARGET_MODULE, "target": TARGET_FUNCTION}
-    if path is None:
-        result["form"] = {"file": None, "function": False, "defect_form": False}
-    else:
-        result["form"] = form(path)
-        try:
-            import vllm
-
-            result["vllm"] = getattr(vllm, "__version__", None)
-        except Exception as exc:  # noqa: BLE001
-            result["vllm_error"] = f"{type(exc).__name__}: {exc}"
-        result["platform"] = platform()
-        if result["form"]["function"] and result["platform"].get("cpu"):
-            result["behaves"] = behaves()
-    sys.stdout.write("SPECDOCTOR-CHECK " + json.dumps(result) + "\n")
+    report(TARGET_MODULE, TARGET_FUNCTION, _source_file(), form, behaves)
 
 
 if __name__ == "__main__":
