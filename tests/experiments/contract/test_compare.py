@@ -222,24 +222,3 @@ def test_a_per_layer_list_is_compared_by_its_entries_not_its_length():
                                 "layer_types": ["sliding_attention"] * 4}, target=target),
                     "layer_types")
     assert same.candidates[0].value == ["full_attention"] * 4
-
-
-def test_an_int_no_tensor_carries_is_a_setting_compared_with_the_target():
-    """A head whose max_position_embeddings (64) is below its target's (2048): no tensor has a
-    dimension of 64, so it is not a size the checkpoint pins, and it differs from the target's
-    (vLLM bounds the drafter's length by it: vLLM issue #34734). Sizes a tensor carries, and
-    counts of layers, stay sizes; an int equal to the target's is checked."""
-    c = _contract(_read("max_position_embeddings", "attribute"),
-                  _read("hidden_size", "attribute"), _read("num_hidden_layers", "attribute"),
-                  _read("head_dim", "attribute"))
-    shapes = {"fc.weight": [128, 384], "midlayer.self_attn.q_proj.weight": [128, 256],
-              "lm_head.weight": [512, 128]}
-    target = {**TARGET, "max_position_embeddings": 2048, "head_dim": 32}
-    r = _review(c, {"max_position_embeddings": 64, "hidden_size": 128, "num_hidden_layers": 1,
-                    "head_dim": 32}, target=target, shapes=shapes)
-    s = _suspect(r, "max_position_embeddings")
-    assert s.hypothesis == "draft-config-mismatch" and s.candidates[0].value == 2048
-    assert [x.key for x in r.suspects] == ["max_position_embeddings"]
-    assert any(x.startswith("hidden_size 128: a size") for x in r.checked)
-    assert any(x.startswith("num_hidden_layers 1: a size") for x in r.checked)
-    assert any(x.startswith("head_dim: equals the target's") for x in r.checked)

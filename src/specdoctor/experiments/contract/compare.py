@@ -202,12 +202,9 @@ def _by_role(contract: Contract, x: Inputs, key: str, value: Any, out: Review) -
         return   # the MTP layers' config is the target's own: nothing to compare it with
     if r == "selector":
         out.checked.append(f"{key}: selects vLLM's code ({_short(value)}), not compared")
-    elif r == "size" and (x.method == "mtp" or pinned(x, key, value)
-                          or get(x.target, key) is ABSENT):
+    elif r == "size":
         out.checked.append(f"{key} {value}: a size; the checkpoint's tensors pin it (a wrong "
                            "size fails to load)")
-    elif r == "size":
-        _value(contract, x, key, value, out)   # an int no tensor carries: a setting
     elif r == "token id":
         _token(contract, x, key, value, out)
     elif r in ("rope", "layer ids"):
@@ -216,19 +213,6 @@ def _by_role(contract: Contract, x: Inputs, key: str, value: Any, out: Review) -
         _mask(contract, x, key, value, out)
     else:
         _value(contract, x, key, value, out)
-
-
-COUNT = re.compile(r"(^|_)num_|layers$|heads$")
-
-
-def pinned(x: Inputs, key: str, value: int) -> bool:
-    """Whether the checkpoint's tensors pin this int: a count of layers or heads (the tensors'
-    names and shapes carry it), or a dimension of some tensor of the drafter; where the tensors
-    are not known, assumed. An int no tensor carries (a position limit, say) is a setting the
-    engine reads, compared like any value."""
-    if not x.shapes or COUNT.search(key.rsplit(".", 1)[-1]):
-        return True
-    return any(value in shape for shape in x.shapes.values())
 
 
 def _default_text(contract: Contract, key: str) -> tuple[bool, Any, str]:
