@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import logging
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -293,38 +294,43 @@ class CachedLM:
         self.tokens_fed += len(new)
         return out.logits[0, -last:].float().cpu().numpy()
 
-
-    def logits_shifted(self, ids: Sequence[int], fed: Sequence[int], offset: int) -> np.ndarray:
-        """The logits after each token of ``fed``, appended one step at a time after ``ids``
-        as a drafting engine appends its drafts, each with its rotary position ``offset`` away
-        from its slot (the cache slot and the causal mask stay where they are). ``ids`` is
-        cached as usual; what ``fed`` wrote is cropped afterwards, so later calls see ``ids``.
-        Raises ``NotImplementedError`` for a model without a rotary embedding module to
-        shift (``model.model.rotary_emb``)."""
+    @contextmanager
+    def shifted(self, ids: Sequence[int], offset: int) -> Iterator[Callable[[int], np.ndarray]]:
+        """A ``feed(token)`` that appends one token after ``ids`` as a drafting engine appends
+        its drafts, at a rotary position ``offset`` away from its slot (the cache slot and the
+        causal mask stay where they are), and returns the logits after it. ``ids`` is cached as
+        usual; what ``feed`` wrote is cropped on leaving, so later calls see ``ids``. Raises
+        ``NotImplementedError`` for a model without a rotary embedding module to shift
+        (``model.model.rotary_emb``)."""
         import torch
 
         rot = getattr(getattr(self.model, "model", None), "rotary_emb", None)
-        if rot is None or not fed:
+        if rot is None:
             raise NotImplementedError("no rotary embedding module to shift")
-        self.logits(ids, 1)
-        rows = []
+        if self.cache is None or self.ids != list(ids):
+            self.logits(ids, 1)
+        fed = 0
+
+        def feed(token: int) -> np.ndarray:
+            nonlocal fed
+            out = self.model(input_ids=torch.tensor([[int(token)]], device=self.device),
+                             past_key_values=self.cache, use_cache=True)
+            self.cache = out.past_key_values
+            fed += 1
+            self.forwards += 1
+            self.tokens_fed += 1
+            return out.logits[0, -1].float().cpu().numpy()
+
         plain = type(rot).forward
         rot.forward = lambda x, position_ids, *a, **kw: plain(rot, x, position_ids + offset,
                                                               *a, **kw)
         try:
             with torch.inference_mode():
-                for t in fed:
-                    out = self.model(input_ids=torch.tensor([[int(t)]], device=self.device),
-                                     past_key_values=self.cache, use_cache=True)
-                    self.cache = out.past_key_values
-                    self.forwards += 1
-                    self.tokens_fed += 1
-                    rows.append(out.logits[0, -1].float().cpu().numpy())
+                yield feed
         finally:
             del rot.forward
-            if rows:
-                self.cache.crop(-len(rows))
-        return np.stack(rows)
+            if fed:
+                self.cache.crop(-fed)
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

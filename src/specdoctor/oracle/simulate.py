@@ -162,17 +162,18 @@ class ModelDrafter:
             margins.append(_margin(lg))
         return drafts, margins
 
-
     def chain_shifted(self, ids: Sequence[int], k: int, offset: int) -> list[int]:
         """The argmax chain with every draft after the first fed at a rotary position
         ``offset`` away from its own (an engine whose draft decode steps run their positions
         off by ``offset``; the first draft comes from the context, as the first pass gives
-        it). Greedy, one token at a time, so it cannot reuse the cached chain."""
-        first = self.logits(ids)
-        drafts = [int(np.argmax(first))]
-        while len(drafts) < k:
-            rows = self.lm.logits_shifted(self._draft_ids(ids), self._draft_ids(drafts), offset)
-            drafts.append(int(np.argmax(self._target_logits(rows[-1]))))
+        it). Greedy, one token at a time; what the shifted steps wrote is not kept."""
+        drafts = [int(np.argmax(self.logits(ids)))]
+        if k <= 1:
+            return drafts
+        with self.lm.shifted(self._draft_ids(ids), offset) as feed:
+            while len(drafts) < k:
+                lg = feed(self._draft_ids(drafts[-1:])[0])
+                drafts.append(int(np.argmax(self._target_logits(lg))))
         return drafts
 
 
