@@ -49,7 +49,7 @@ from specdoctor.acceptance.compare import conditional_from_unconditional, differ
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.diagnose.references import Reference
 from specdoctor.experiments.rules import (
-    LOAD_SHARE, SLOWER_SHARE, ZERO_POS0, repeat_fell, trained_drafter,
+    LOAD_SHARE, SLOWER_SHARE, ZERO_POS0, RepeatFall, repeat_fell, trained_drafter,
 )
 from specdoctor.oracle.compare import WEAK_DRAFTER_POS0
 
@@ -89,8 +89,8 @@ class Facts:
     # (the same prompts seen before, as the c=8 pass sees them: a prefix cache warm for both)
     greedy_again: AcceptanceProfile | None = None
     windows: tuple[AcceptanceProfile, ...] = ()  # log windows in uptime order
-    # greedy on the same prompts a second time on the same server (``rules.RepeatFall``)
-    repeat: Any = None
+    # greedy on the same prompts a second time on the same server, against the first
+    repeat: RepeatFall | None = None
     errors: tuple[str, ...] = ()
     tok_s: float | None = None
     tok_s_spec_off: float | None = None
