@@ -26,7 +26,8 @@ RESULTS = ROOT / "benchmarks" / "results"
 def record(spec: Any, log: Path, n: int, max_tokens: int, temperature: float = 0.0,
            top_p: float = 1.0) -> dict[str, Any]:
     """Boot ``spec`` (a launch already carrying the draft trace into ``log``), measure ``n``
-    code prompts once, stop; the prompts, the engine's traced requests and the totals."""
+    code prompts once, stop; the prompts, the engine's traced requests, the measurement
+    (``m``) with its totals, and the server's log text."""
     from specdoctor.bench import measure as proto
     from specdoctor.bench.prompts import take
     from specdoctor.lab import lab as labmod
@@ -40,10 +41,12 @@ def record(spec: Any, log: Path, n: int, max_tokens: int, temperature: float = 0
         m = proto.run(spec.url, prompts, proto.MeasureParams(
             num_prompts=n, max_tokens=max_tokens, temperature=temperature, top_p=top_p))
         reqs = engine_trace.read(log)
+        server_log = labmod.log_path(spec.port).read_text(errors="replace")
     finally:
         labmod.down(spec.port)
     tot = m.total
-    return {"spec": spec, "prompts": prompts, "reqs": reqs, "boot_s": boot,
+    return {"spec": spec, "prompts": prompts, "reqs": reqs, "boot_s": boot, "m": m,
+            "server_log": server_log,
             "measured": {"error": m.error, "accepted_per_draft": None if tot is None
                          else round(tot.accepted_per_draft or 0.0, 4),
                          "per_position": None if tot is None

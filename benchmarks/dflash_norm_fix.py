@@ -22,12 +22,12 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _replay_bench as bench  # noqa: E402
 from _provenance import git_commit, utc_now  # noqa: E402
 from replay_methods import replay  # noqa: E402
 
@@ -45,28 +45,14 @@ def launch(setup: str, port: int) -> Any:
 
 
 def record(setup: str, n: int, max_tokens: int, run_dir: Path) -> dict[str, Any]:
-    """Boot with the draft trace on, measure greedy, stop."""
-    from specdoctor.bench import measure as proto
-    from specdoctor.bench.prompts import take
+    """Boot with the draft trace on, measure greedy, stop (``_replay_bench.record``)."""
     from specdoctor.experiments.replay.experiment import traced_launch
-    from specdoctor.lab import lab as labmod
     from specdoctor.launch import free_port
-    from specdoctor.oracle import engine_trace
 
     log = run_dir / "drafts.jsonl"
-    spec = traced_launch(launch(setup, free_port()), log)
-    prompts = take("code", n)
-    t0 = time.monotonic()
-    try:
-        labmod.up(spec, timeout_s=1200)
-        boot_s = round(time.monotonic() - t0, 1)
-        m = proto.run(spec.url, prompts, proto.MeasureParams(
-            num_prompts=n, max_tokens=max_tokens, temperature=0.0, top_p=1.0))
-        server_log = labmod.log_path(spec.port).read_text(errors="replace")
-    finally:
-        labmod.down(spec.port)
-    return {"spec": spec, "prompts": prompts, "traces": {"greedy": engine_trace.read(log)},
-            "m": m, "boot_s": boot_s, "replaced": f'[probe] {PATCH} {{"replaced"' in server_log}
+    rec = bench.record(traced_launch(launch(setup, free_port()), log), log, n, max_tokens)
+    return {**rec, "traces": {"greedy": rec["reqs"]},
+            "replaced": f'[probe] {PATCH} {{"replaced"' in rec["server_log"]}
 
 
 def oracle(spec: Any, prompts: list[str], max_tokens: int) -> Any:
