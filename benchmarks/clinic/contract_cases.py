@@ -75,9 +75,11 @@ CONTRACT_CASES = [
     Case("healthy-eagle3-deep", None, lab_drafter("eagle3", edit_target=deepen),
          "trained EAGLE3 on a 7-layer target whose last 5 layers add nothing, reading the "
          "layers it was trained on", category="healthy"),
-    Case("healthy-dflash-deep", None, lab_drafter("dflash", edit_target=deepen),
+    Case("healthy-dflash-deep", None,
+         lab_drafter("dflash", edit_target=deepen, packs=("cpu-dflash-norm-fix",)),
          "trained DFlash on a 7-layer target whose last 5 layers add nothing, reading the "
-         "layers it was trained on", category="healthy"),
+         "layers it was trained on; the engine's DFlash k_norm defect fixed",
+         category="healthy"),
     Case("up-eagle3-aux-ids-defaulted", "draft-config-mismatch",
          lab_drafter("eagle3", edit_target=deepen, edit_draft=aux_ids_dropped),
          "trained EAGLE3 (aux layers 0, 1, 2) on the 7-layer target, its config naming no aux "

