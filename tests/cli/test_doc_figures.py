@@ -56,6 +56,9 @@ CLAIMS = [
      lambda: ["172 s"], lambda: [_main_job()]),
     ("README.md", "the first answers were right on", "benchmarks/results/clinic.md",
      lambda: ["3 of 23"], lambda: [_first_try()]),
+    ("README.md", "In one run of all", "benchmarks/results/clinic.md",
+     lambda: ["116f281", "50 cases", "31 of 37 faults", "1 of 12 healthy or benign",
+              "1 of 1 patched"], lambda: _full_run()),
     ("docs/diagnose.md", "The verdict patch `cpu-dflash-norm-fix` norms",
      "benchmarks/results/dflash_norm_fix.txt",
      lambda: ["459 of 550", "621 of 621", "1.093", "1.176", "[0.000, 0.203]"],
@@ -88,6 +91,23 @@ def _first_try() -> str:
             if row.get("origin") == "upstream":
                 first.setdefault(row["case"], bool(row["right"]))
     return f"{sum(first.values())} of {len(first)}"
+
+
+def _full_run() -> list[str]:
+    """The clinic's one run of every case at one commit (the run with the most rows): its
+    commit, faults named right, false alarms on healthy and benign cases, patched named right."""
+    run = max(_results("clinic.json")["runs"], key=lambda r: len(r["rows"]))
+    rows = [r for r in run["rows"] if "right" in r]
+    assert run["clean"] and len(rows) == len(run["rows"])
+
+    def cat(*names: str) -> list[dict]:
+        return [r for r in rows if r.get("category") in names]
+
+    faults, quiet, patched = cat("fault"), cat("healthy", "benign"), cat("patched")
+    return [run["commit"], f"{len(rows)} cases",
+            f"{sum(r['right'] for r in faults)} of {len(faults)} faults",
+            f"{sum(r['root_cause'] is not None for r in quiet)} of {len(quiet)} healthy or benign",
+            f"{sum(r['right'] for r in patched)} of {len(patched)} patched"]
 
 
 def _oracle_ratio() -> str:
