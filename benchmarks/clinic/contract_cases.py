@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from patients import Case, edit_tensors, lab_drafter, set_field
+from patients import DFLASH_FIX, Case, edit_tensors, lab_drafter, set_field
 
 DEEP_LAYERS = 7
 # A token of the lab tokenizer's ordinary vocabulary (it decodes to "ext"): what a mask id
@@ -76,7 +76,7 @@ CONTRACT_CASES = [
          "trained EAGLE3 on a 7-layer target whose last 5 layers add nothing, reading the "
          "layers it was trained on", category="healthy"),
     Case("healthy-dflash-deep", None,
-         lab_drafter("dflash", edit_target=deepen, packs=("cpu-dflash-norm-fix",)),
+         lab_drafter("dflash", edit_target=deepen, packs=(DFLASH_FIX,)),
          "trained DFlash on a 7-layer target whose last 5 layers add nothing, reading the "
          "layers it was trained on; the engine's DFlash k_norm defect fixed",
          category="healthy"),

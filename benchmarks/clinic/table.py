@@ -80,15 +80,15 @@ def render(cases: list[Any], by_case: dict[str, list[dict[str, Any]]]) -> str:
              "`benchmarks/clinic/run.py`). Machine: x86_64, 2 cores, shared with other work. "
              "Each row names its own commit.",
              "", "## Scores (latest answers)", ""]
-    commits = sorted({(r["commit"], r["date"][:10]) for r in latest.values()})
+    commits = {r["commit"] for r in latest.values()}
     if latest and len(commits) == 1 and len(latest) == len(cases):
         clean = all(r.get("clean") is not False for r in latest.values())
-        lines += [f"Every case's latest row is from one run at {commits[0][0]} "
-                  f"({'clean tree' if clean else 'tree NOT clean'}, {commits[0][1]}).", ""]
+        began = min(r["date"] for r in latest.values())
+        lines += [f"Every case's latest row is from one run at {commits.pop()} "
+                  f"({'clean tree' if clean else 'tree NOT clean'}, started {began}).", ""]
     else:
-        lines += [f"Cases were run in groups: the latest rows come from "
-                  f"{len({c for c, _ in commits})} commits; "
-                  f"{len(cases) - len(latest)} of {len(cases)} cases never ran.", ""]
+        lines += [f"Cases were run in groups: the latest rows come from {len(commits)} "
+                  f"commits; {len(cases) - len(latest)} of {len(cases)} cases never ran.", ""]
     for cat, what in (("fault", "named right"), ("patched", "named right"),
                       ("healthy", "false alarms"), ("benign", "false alarms")):
         for origin in ("dev", "upstream"):
