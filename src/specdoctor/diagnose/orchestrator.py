@@ -582,13 +582,17 @@ def kept_candidates(ctx: Context, facts: Facts) -> tuple[str, ...]:
     The oracle runs the served setup as configured (the drafter's files, its k): matching it
     clears the engine, not the setup, so those causes stay candidates whenever it is the
     reference. With no reference at all, the file-side counterfactuals (which need none) are
-    the way to a verdict."""
+    the way to a verdict. An engine that is not significantly off its greedy oracle but not
+    shown within 5% of it either may lose acceptance inside the interval however the symptom
+    reads, so the replay's leads stay candidates (``rules.replay_leads_open``)."""
     oracle = facts.reference is not None and facts.reference.source == "oracle"
     kept: tuple[str, ...] = ()
     if ctx.draft_dir is not None and (facts.reference is None or oracle):
         kept += rules.FILE_SIDE
     if oracle:
         kept += tuple(h for h in rules.ORACLE_SHARED if h not in rules.FILE_SIDE)
+    if rules.replay_leads_open(ctx.oracle_gap):
+        kept += rules.REPLAY_LEADS
     return kept
 
 

