@@ -129,3 +129,27 @@ def test_what_an_experiment_could_not_check_is_kept_for_the_answer():
     assert e.to_json()["unchecked"] == e.unchecked
     (f,) = [f for f in led.findings() if f.hypothesis == "draft-config-mismatch"]
     assert f.unchecked == tuple(e.unchecked)
+
+
+def test_a_cause_confirmed_by_elimination_explains_nothing_while_a_rival_is_open():
+    """sampled-patched as the clinic measured it (6ae02b6): sampled 0.279 vs its oracle's
+    0.269, gap [-0.062, 0.038], below greedy. sampling-confound is confirmed by elimination,
+    and the plan must go on to the replay, which decides its rivals; it had stopped there."""
+    from specdoctor.experiments.rules import Gap, decide_sampling
+
+    greedy, sampled = counts([1.0, 1.0, 1.0, 1.0]), counts([0.12, 0.07, 0.05, 0.04])
+    sig = classify(Facts(greedy, published_for("draft_model", 4), sampled=sampled,
+                         sampled_label="T=1, top_p=0.95"))
+    assert "sampling-bound" in sig.classes
+    led = L.build(sig, C.load(), restart_min=2.0)
+    led.apply(ExperimentResult("oracle-sampled", decide_sampling(
+        Gap(4.0, 4.0, 0.0, 0.0), Gap(0.279, 0.269, -0.062, 0.038), 4.0)))
+    assert led.entry("sampling-confound").verdict is Verdict.CONFIRMED
+    assert not led.explained(C.load())
+    replay = [s.experiment for s in led.plan(C.load(), 2.0)
+              if "rejection-sampler" in s.hypotheses]
+    assert "replay" in replay
+    led.apply(ExperimentResult("replay", [
+        Finding(h, Verdict.EXCLUDED, "accepts what a correct verifier accepts", basis="replay")
+        for h in ("rejection-sampler", "engine-drafting")]))
+    assert led.explained(C.load())

@@ -155,8 +155,17 @@ class Ledger:
         if not todo:
             return False
         confirmed = [cat.hypotheses[e.hypothesis] for e in self.entries
-                     if e.verdict is Verdict.CONFIRMED]
+                     if e.verdict is Verdict.CONFIRMED and not self._rivals_open(e)]
         return all(any(c in h.signatures for h in confirmed) for c in todo)
+
+    def _rivals_open(self, e: Entry) -> bool:
+        """A cause confirmed by elimination explains nothing while a rival of it in the ledger
+        is still open (rule elimination-needs-all): the plan goes on to decide the rivals."""
+        if e.basis != "elimination":
+            return False
+        rivals = rules.ELIMINATION_RIVALS.get(e.hypothesis, ())
+        return any(x is not None and x.verdict in rules.OPEN
+                   for x in (self.entry(h) for h in rivals))
 
     def undecided(self) -> list[str]:
         return [e.hypothesis for e in self.entries
