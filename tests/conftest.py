@@ -11,6 +11,12 @@
   with the reason, instead of erroring in their fixtures.
 - ``dflash_pos0_with_packs``: one lab server that two test modules share (a boot is ~1.5
   minutes on 2 cores, and the suite must fit CI's time), started by the first that asks.
+- Lab servers boot with vLLM's eager CPU backend (``VLLM_CPU_CI_ENV=1``, what vLLM's own CPU
+  CI sets: dynamo traces once, no inductor compile): a boot took 21-32 s less, with the same
+  greedy acceptance, but a pass of 8 requests x 48 tokens 7-14 s more
+  (benchmarks/results/boot_backend.txt). Modules that measure more than they boot, and the compile
+  cache's own test, take vLLM's default back (``inductor``, module-scoped). The README's main
+  job and ``diagnose`` itself keep vLLM's default.
 """
 
 from __future__ import annotations
@@ -31,6 +37,9 @@ os.environ["SPECDOCTOR_MODELS"] = str(SHARED_MODELS)
 # Module-scoped fixtures (a shared lab server) start before any per-test home exists: give the
 # session a home of its own too, so nothing a test starts writes to the user's.
 os.environ["SPECDOCTOR_HOME"] = tempfile.mkdtemp(prefix="specdoctor-test-home-")
+# Servers the suite starts inherit this (a launch's env is os.environ plus its own).
+EAGER_BACKEND = "VLLM_CPU_CI_ENV"
+os.environ.setdefault(EAGER_BACKEND, "1")
 
 NO_VLLM = "vLLM is not installed: the lab tests boot a real server (bash scripts/install.sh lab)"
 
@@ -42,6 +51,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "lab" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def inductor() -> Iterator[None]:
+    """vLLM's default CPU backend (inductor, compiled into the compile cache) for the servers
+    a module starts: for tests about what the compile cache holds, and for modules whose
+    measurements cost more under the eager backend than its boot saves."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv(EAGER_BACKEND, raising=False)
+        yield
 
 
 @pytest.fixture(autouse=True)

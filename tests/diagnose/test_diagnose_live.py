@@ -25,7 +25,8 @@ import pytest
 from tests.conftest import run_cli
 
 # Boots real lab servers: marked `lab` (skipped with the reason where vLLM is not installed).
-pytestmark = pytest.mark.lab
+# inductor: the diagnoses measure more than they boot (tests/conftest.py)
+pytestmark = [pytest.mark.lab, pytest.mark.usefixtures("inductor")]
 
 
 def _env(cache: Path) -> list[str]:

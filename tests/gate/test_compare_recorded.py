@@ -15,6 +15,7 @@ correction are caught on exact numbers by test_compare_math.py.
 from __future__ import annotations
 
 import itertools
+import re
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -73,3 +74,23 @@ def test_false_alarms_over_every_pair_of_measurements():
     pairs = list(itertools.permutations(range(len(ms)), 2))
     alarms = [(i, j) for i, j in pairs if not compare(ms[i].samples(), ms[j].samples()).passed]
     assert len(alarms) <= 0.01 * len(pairs), alarms
+
+
+def test_the_change_inside_the_noise_reads_as_a_pass_that_says_so():
+    """The text a user reads for the recorded bfloat16 candidate: a pass, what moved within
+    noise, and the greedy figures that moved in the table (the live gate test stops at the
+    first two candidates; this one is recorded from the third)."""
+    from specdoctor.gate import text
+    from specdoctor.gate.run import PASS, Candidate, GateResult
+
+    base, cand = demo("baseline"), demo("noise")
+    res = GateResult(base, "demo-baseline.json", Candidate("--launch '…--dtype bfloat16'",
+                                                            url="http://127.0.0.1:8000"),
+                     run_id=1, params=base.matrix,
+                     comparison=compare(base.samples(), cand.samples()), exit_code=PASS)
+    out = text.render(res)
+    assert out.startswith("gate: PASS")
+    assert re.search(r"\nwithin noise: \d+ of \d+ tests; the largest change: \w+/", out), out
+    changes = [float(m) for ln in out.splitlines() if ln.startswith("code/greedy/")
+               for m in re.findall(r"\s([+-]\d+\.\d)%\s", ln)]
+    assert changes and any(c != 0 for c in changes), out

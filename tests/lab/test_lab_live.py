@@ -113,7 +113,7 @@ def test_diagnose_reaches_the_oracle_on_a_server_it_cannot_restart(server, tmp_p
     url, log = server["url"], server["log"]
     proc = run_cli("diagnose", "--url", url, "--logs", log, "--sampling", "greedy", "--suite",
                    "code", "--num-prompts", "4", "--max-tokens", "32", "--out", str(tmp_path),
-                   "--json", "--no-store", timeout=1500)
+                   "--json", "--no-store", "--no-load", timeout=1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
     d = json.loads(proc.stdout)
     served, method = d["served"], server["method"]

@@ -15,7 +15,7 @@ from specdoctor.launch import free_port
 pytestmark = pytest.mark.lab
 
 
-def test_clean_cache_ab_is_no_effect(tmp_path):
+def test_clean_cache_ab_is_no_effect(tmp_path, inductor):
     spec = labmod.lab_spec("draft_model", 4, free_port())
     root = Path(spec.env["VLLM_CACHE_ROOT"]) if "VLLM_CACHE_ROOT" in spec.env else (
         scan.default_root())
