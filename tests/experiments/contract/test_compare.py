@@ -195,6 +195,28 @@ def test_sizes_and_identities_are_not_compared_with_the_target():
     assert any(x.startswith("hidden_size 64: a size") for x in r.checked)
 
 
+def test_how_far_a_drafter_reads_is_a_value_unless_a_position_table_pins_it():
+    """vllm#34734: published EAGLE3 heads cap max_position_embeddings at 2048 under targets that
+    serve far longer; vLLM stops drafting past the head's limit. With rotary positions no tensor
+    pins the key, so it is compared with the target's."""
+    c = _contract(_read("max_position_embeddings", "attribute"))
+    target = {**TARGET, "max_position_embeddings": 1024}
+    low = _suspect(_review(c, {"max_position_embeddings": 64}, target=target),
+                   "max_position_embeddings")
+    assert low.hypothesis == "draft-config-mismatch"
+    assert [x.value for x in low.candidates] == [1024] and "below the target's" in low.why
+    same = _review(c, {"max_position_embeddings": 1024}, target=target)
+    assert same.suspects == [] and any("at least the target's" in x for x in same.checked)
+    # a learned position table of that many rows: a size, pinned by the checkpoint
+    table = _review(c, {"max_position_embeddings": 64}, target=target,
+                    shapes={"embed_positions.weight": [64, 128]})
+    assert table.suspects == [] and any("a size" in x for x in table.checked)
+    # nothing to compare with: said unchecked
+    none = _review(c, {"max_position_embeddings": 64})
+    assert none.suspects == [] and any("max_position_embeddings 64" in t
+                                       for _h, t in none.unchecked)
+
+
 def test_a_mask_field_is_compared_with_the_target_else_the_default():
     c = _contract(_read("dflash_config.use_swa", "get", "False"),
                   _read("dflash_config.causal", "get"), _read("sliding_window", "attribute"))

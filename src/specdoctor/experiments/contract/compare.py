@@ -8,7 +8,8 @@ value):
 | role | reference | a suspect when |
 |---|---|---|
 | selector (compared with literals only: ``model_type``) | none | never: it picks code |
-| size (an integer: widths, counts, positions) | the checkpoint's tensors | never here: a wrong size fails to load |
+| size (an integer: widths, counts) | the checkpoint's tensors | never here: a wrong size fails to load |
+| positions (``max_position_embeddings``…, with no position table in the checkpoint) | the target's value | below it: no tensor pins it, and an engine that caps the drafter's context there stops drafting past it |
 | layer ids (``...layer_ids``) | the target's range (read out of vLLM), the count ``fc`` reads, the two copies a config may hold, vLLM's default for this depth, training metadata | out of range, a count the fc cannot take, copies that disagree, none named (vLLM falls back to its default); in range and consistent, only a search can tell: all id sets of the fc's count, through the oracle |
 | token id (``..._token_id``) | the tokenizer | an ordinary token, or bos/eos, or no embedding row |
 | rope (``rope_parameters``, ``rope_scaling``, ``rope_theta``…) | the target's rope, whatever its spelling | the effective rotations differ |
@@ -41,6 +42,11 @@ from specdoctor.experiments.contract.reads import Cfg, Lit
 ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "(absent)"})()
 TOKEN_ID = re.compile(r"(^|_)token(_id)?$")
 MASK = re.compile(r"window|swa|causal")
+# How far a model reads: a size only where a learned position table has that many rows; with
+# rotary (or no) positions nothing in the checkpoint pins it, and it is a value.
+POSITIONS = re.compile(r"^(max_position_embeddings|n_positions|max_seq_len|seq_length|"
+                       r"max_sequence_length)$")
+POSITION_TABLE = re.compile(r"position|wpe|pos_emb")
 ROPE_KEYS = (*ROPE_CONTAINERS, *ROPE_TOP_LEVEL)
 # Keys that name the code rather than parametrise it: vLLM's registry and the config classes
 # select by them, and a drafter is another architecture than its target by design.
@@ -131,7 +137,10 @@ def leaves(cfg: dict[str, Any], prefix: str = "", depth: int = 0) -> list[str]:
     return out
 
 
-def role(key: str, value: Any, contract: Contract) -> str:
+def role(key: str, value: Any, contract: Contract, shapes: dict[str, list[int]] | None = None
+         ) -> str:
+    """The key's role (the module's table); ``shapes``: the drafter's tensors, which say
+    whether a positions key sizes a table."""
     leaf = key.rsplit(".", 1)[-1]
     if key in IDENTITY or contract.selector(key):
         return "selector"
@@ -144,6 +153,8 @@ def role(key: str, value: Any, contract: Contract) -> str:
     if MASK.search(leaf):
         return "mask"
     if isinstance(value, int) and not isinstance(value, bool):
+        if POSITIONS.match(leaf) and not any(POSITION_TABLE.search(n) for n in shapes or {}):
+            return "positions"
         return "size"
     return "value"
 
@@ -197,7 +208,7 @@ def _short(v: Any) -> str:
 
 
 def _by_role(contract: Contract, x: Inputs, key: str, value: Any, out: Review) -> None:
-    r = role(key, value, contract)
+    r = role(key, value, contract, x.shapes)
     if x.method == "mtp" and r not in ("token id", "layer ids", "selector", "size"):
         return   # the MTP layers' config is the target's own: nothing to compare it with
     if r == "selector":
@@ -205,6 +216,8 @@ def _by_role(contract: Contract, x: Inputs, key: str, value: Any, out: Review) -
     elif r == "size":
         out.checked.append(f"{key} {value}: a size; the checkpoint's tensors pin it (a wrong "
                            "size fails to load)")
+    elif r == "positions":
+        _positions(x, key, value, out)
     elif r == "token id":
         _token(contract, x, key, value, out)
     elif r in ("rope", "layer ids"):
@@ -213,6 +226,25 @@ def _by_role(contract: Contract, x: Inputs, key: str, value: Any, out: Review) -
         _mask(contract, x, key, value, out)
     else:
         _value(contract, x, key, value, out)
+
+
+def _positions(x: Inputs, key: str, value: int, out: Review) -> None:
+    """How far the drafter reads, against how far the target serves: a drafter's limit below
+    the target's is a suspect (an engine may stop drafting for a sequence, or a whole batch,
+    once it passes the drafter's limit: vllm#34734); at or above it, checked."""
+    t = get(x.target.get("text_config") or x.target, key)
+    if not isinstance(t, int) or isinstance(t, bool):
+        out.unchecked.append(("draft-config-mismatch", f"{key} {value}: no tensor pins it and "
+                              f"the target states no {key} to compare with"))
+        return
+    if value >= t:
+        out.checked.append(f"{key} {value}: no tensor pins it; at least the target's ({t})")
+        return
+    out.suspects.append(Suspect(key, value, (Candidate(t, "the target's config"),),
+                                "draft-config-mismatch",
+                                f"the drafter's {key} ({value}) is below the target's ({t}) and "
+                                f"no tensor of the checkpoint pins it: past {value} positions "
+                                f"the engine may stop drafting"))
 
 
 def _default_text(contract: Contract, key: str) -> tuple[bool, Any, str]:
