@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _provenance import git_commit, utc_now  # noqa: E402
+from _provenance import git_commit, utc_now
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -66,9 +66,10 @@ def summary(xs: list[float]) -> str:
 
 
 def text(head: dict[str, Any], rows: list[dict[str, Any]]) -> str:
-    out = [f"lab boot: inductor vs eager backend (commit {head['commit']}, {head['date']}, "
-           f"{head['machine']}, load before {head['load_before']}); {head['n']} code prompts x "
-           f"{head['max_tokens']} tokens greedy after each boot", ""]
+    title = (f"lab boot: inductor vs eager backend (commit {head['commit']}, {head['date']}, "
+             f"{head['machine']}, load before {head['load_before']}); {head['n']} code prompts "
+             f"x {head['max_tokens']} tokens greedy after each boot")
+    out = [title, ""]
     for method in dict.fromkeys(r["method"] for r in rows):
         out.append(f"{method}:")
         by = {b: [r for r in rows if r["method"] == method and r["backend"] == b]
@@ -82,7 +83,7 @@ def text(head: dict[str, Any], rows: list[dict[str, Any]]) -> str:
                        f"{', '.join(map(str, apd))}")
         if by["inductor"] and by["eager"]:
             ratios = [e["boot_s"] / i["boot_s"] for i, e in zip(by["inductor"], by["eager"])]
-            out.append(f"  eager / inductor boot, pair by pair: "
+            out.append("  eager / inductor boot, pair by pair: "
                        + ", ".join(f"{x:.2f}" for x in ratios))
         out.append("")
     return "\n".join(out)
