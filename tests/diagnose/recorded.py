@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from specdoctor.acceptance.profile import AcceptanceProfile, Interval
+from specdoctor.diagnose.references import Published, Reference
 
 FIXTURES = Path(__file__).with_name("fixtures")
 VLLM_FIXTURES = Path(__file__).parents[1] / "fixtures" / "vllm"
@@ -40,3 +41,10 @@ def counts(per_position: list[float], drafts: int = 1000) -> AcceptanceProfile:
     """A constructed profile with these unconditional rates."""
     per = tuple(round(r * drafts) for r in per_position)
     return AcceptanceProfile(drafts, drafts * len(per), sum(per), per, len(per))
+
+
+def mean_only(mean_length: float, k: int, method: str = "dflash") -> Reference:
+    """A figure published as a mean acceptance length (bonus counted) at k, built as the
+    published table builds one: a geometric shape with that total, compared on the total."""
+    return Published(f"{method}-mean-{mean_length}", method, k, "constructed",
+                     mean_length=mean_length).reference()

@@ -11,11 +11,11 @@ from specdoctor.diagnose.signature import Facts, classify
 from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
 from specdoctor.store.ledger import open_ledger_store
 from tests.conftest import run_cli
-from tests.diagnose.recorded import counts
+from tests.diagnose.recorded import counts, mean_only
 
 
 def case_a_ledger() -> L.Ledger:
-    sig = classify(Facts(counts([0.5, 0.25, 0.0]), published_for("dflash", 3), method="dflash"))
+    sig = classify(Facts(counts([0.5, 0.25, 0.0]), mean_only(2.93, 3), method="dflash"))
     assert sig.cls == "cliff"
     return L.build(sig, C.load(), restart_min=2.0)
 

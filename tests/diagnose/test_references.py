@@ -34,9 +34,10 @@ def test_published_table_carries_conventions_and_cuts_to_k():
     ref = R.published_for("eagle3", 2)
     assert ref.per_position == (0.730, 0.521) and ref.source == "published"
     assert "test_acceptance_length" in ref.citation
-    dflash = R.published_for("dflash", 3)   # published as AL 2.93 with the bonus token
+    dflash = R.published_for("dflash", 8)   # published as AL 2.93 with the bonus token, k=8
     assert dflash.accepted_per_draft == pytest.approx(1.93, abs=1e-6)
     assert dflash.notes and "geometric" in dflash.notes[0]
+    assert "num_speculative_tokens 8" in dflash.citation
     assert R.published_for("no-such-method", 3) is None
 
 
@@ -73,9 +74,10 @@ def test_a_published_figure_is_used_only_at_the_k_of_the_server():
     # a server deeper than the figure: the figure keeps the positions it states
     assert R.published_for("mtp", 10).k == 8
     # a figure published as a mean holds for its own k only, and has no stated shape
-    assert R.published_for("dflash", 5) is None
-    assert "mean for k=3 only" in R.why_no_published("dflash", 5)
-    assert R.published_for("dflash", 3).shape_stated is False
+    # DFlash's AL 2.93 was measured at k=8 (the PR's serve command): not a figure for k=3
+    assert R.published_for("dflash", 3) is None
+    assert "mean for k=8 only; this server has k=3" in R.why_no_published("dflash", 3)
+    assert R.published_for("dflash", 8).shape_stated is False
     assert R.published_for("eagle3", 3).shape_stated is True
     assert R.why_no_published(None, 3) == "the method is unknown"
     assert R.why_no_published("eagle3", 3) is None

@@ -22,11 +22,10 @@ import pytest
 from specdoctor.diagnose import catalogue as C
 from specdoctor.diagnose import ledger as L
 from specdoctor.diagnose.orchestrator import Diagnosis
-from specdoctor.diagnose.references import published_for
 from specdoctor.diagnose.report import html_page
 from specdoctor.diagnose.signature import Facts, classify
 from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
-from tests.diagnose.recorded import profile
+from tests.diagnose.recorded import mean_only, profile
 
 LONG = ("the counterfactual could not run here: the drafter lives in /data/hf/hub/"
         "models--example--qwen3-8b-dflash-b16/snapshots/3f1c2a9e8d7b6c5a4f3e2d1c0b9a8f7e6d5c4b3a/"
@@ -37,7 +36,7 @@ LONG = ("the counterfactual could not run here: the drafter lives in /data/hf/hu
 def report() -> tuple[object, str]:
     # Case A's shape, as the lab's dflash-window fault measured it, against the published DFlash
     # figure: a cliff, and the ledger the diagnosis plans for it
-    sig = classify(Facts(profile("dflash-window"), published_for("dflash", 3), method="dflash"))
+    sig = classify(Facts(profile("dflash-window"), mean_only(2.93, 3), method="dflash"))
     led = L.build(sig, C.load(), restart_min=2.0)
     mask = next(e for e in led.entries if e.hypothesis == "attention-mask")
     led.apply(ExperimentResult(

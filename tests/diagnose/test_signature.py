@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from specdoctor.diagnose.references import published_for, reference_from_profile
 from specdoctor.diagnose.signature import Facts, classify, find_cliff, shape
-from tests.diagnose.recorded import counts, measure_fixture, profile, tok_s
+from tests.diagnose.recorded import counts, mean_only, measure_fixture, profile, tok_s
 
 
 def oracle_ref(case: str):
@@ -32,7 +32,7 @@ def test_recorded_pos0_control_is_a_cliff_at_position_1():
 
 def test_case_a_shape_is_a_cliff_for_a_fixed_length_drafter_but_never_for_ngram():
     case_a = counts([0.50, 0.25, 0.0])
-    ref = published_for("dflash", 3)
+    ref = mean_only(2.93, 3)
     assert classify(Facts(case_a, ref, method="dflash")).cls == "cliff"
     assert classify(Facts(case_a, ref, method="dflash")).cliff_at == 2
     sig = classify(Facts(case_a, published_for("ngram", 3), method="ngram"))
@@ -204,7 +204,7 @@ def test_per_position_rates_past_the_references_depth_are_said_not_compared():
 
 
 def test_a_mean_only_reference_is_compared_on_the_total():
-    ref = published_for("dflash", 3)    # AL 2.93: 1.93 accepted per draft, shape unknown
+    ref = mean_only(2.93, 3)    # AL 2.93: 1.93 accepted per draft, shape unknown
     sig = classify(Facts(counts([0.9, 0.7, 0.4]), ref, method="dflash"))
     assert sig.cls == "healthy" and "2.00 accepted per draft vs published" in sig.evidence
     low = classify(Facts(counts([0.5, 0.3, 0.1]), ref, method="dflash"))
