@@ -9,6 +9,8 @@ prompt lookup 345 then 472.9 against 392.1 in two comparisons of the same setup.
 
 from __future__ import annotations
 
+import pytest
+
 from specdoctor.acceptance.profile import AcceptanceProfile
 
 from specdoctor.experiments.base import Verdict
@@ -144,3 +146,7 @@ def test_a_machine_whose_speed_moved_between_the_sides_decides_nothing_it_could_
     # and "not slower" needs to hold against the drift too
     assert compare_speed(_at(472.9), OFF).verdict is Verdict.EXCLUDED
     assert compare_speed(_at(472.9), OFF, drift=0.3).verdict is Verdict.INCONCLUSIVE
+    # the range the verdict and the speed split both read: pooled ratio and per-prompt median,
+    # widened by the drift
+    lo, hi = SpeedComparison(50.0, 100.0, 0.6, 8, drift=0.2).ratio_range
+    assert lo == pytest.approx(0.5 / 1.2) and hi == pytest.approx(0.6 * 1.2)

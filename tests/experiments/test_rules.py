@@ -285,3 +285,27 @@ def test_the_drafting_loss_is_a_share_of_the_room_a_counterfactual_recovers_in()
     # 0.045 accepted per step lost in drafting, measured 0.68 of k = 3
     assert abs(rules.drafting_share(0.045, 0.68, 3.0) - 0.045 / 2.32) < 1e-9
     assert rules.drafting_share(-0.01, 0.68, 3.0) == 0.0
+
+
+def test_the_split_names_a_side_only_when_it_holds_over_the_ratios_range():
+    # the clinic's dflash-causal at fa12987 (benign, keyed no cause): 0.49x pooled, 0.53x
+    # per-prompt median, AL 2.11 at k=3, no published DFlash figure at k=3. At 0.49x even
+    # perfect acceptance would not pay (c = 1.10); at 0.53x it would (c = 0.99): undecided.
+    point = rules.speed_split(0.49, 1.11, 3, None)
+    assert point.lost == "draft-cost"
+    split = rules.speed_split(0.49, 1.11, 3, None, ratio_range=(0.49, 0.53))
+    assert split.lost is None and split.straddles
+    f = rules.decide_speed_split(Verdict.CONFIRMED, split)
+    assert f.verdict is Verdict.INCONCLUSIVE and "cannot tell it from the acceptance" in f.evidence
+    assert "0.994 to 1.102" in f.evidence and split.to_json()["ratio_range"] == [0.49, 0.53]
+    # the wide drafter (draft-overhead-wide at 116f281: 0.25x, median 0.26x, drift 9%, AL 5 at
+    # k=4): draft-cost over the whole range
+    wide = rules.speed_split(0.25, 4.0, 4, None, ratio_range=(0.25 / 1.09, 0.26 * 1.09))
+    assert wide.lost == "draft-cost"
+    assert rules.decide_speed_split(Verdict.CONFIRMED, wide).verdict is Verdict.CONFIRMED
+    # with a reference: the acceptance lost only if even the dearest c would pay with it
+    assert rules.speed_split(0.85, 1.00, 3, EAGLE3_REF, ratio_range=(0.8, 0.9)).lost == \
+        "acceptance"
+    both = rules.speed_split(0.6, 1.00, 3, EAGLE3_REF, ratio_range=(0.45, 0.85))
+    assert both.lost is None and both.straddles
+    assert rules.decide_speed_split(Verdict.CONFIRMED, both).verdict is Verdict.INCONCLUSIVE

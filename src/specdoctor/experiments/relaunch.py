@@ -67,11 +67,18 @@ class SpeedComparison:
         """draft-overhead: confirmed when clearly slower, excluded when not slower, each with
         the machine's drift counted against it (one side may have run up to ``1 + drift``
         times faster or slower than the other for reasons of its own)."""
-        room = 1.0 + self.drift
-        if max(self.ratio, self.paired_median) * room < CLEAR_SHARE:
+        low, high = self.ratio_range
+        if high < CLEAR_SHARE:
             return Verdict.CONFIRMED
-        return Verdict.EXCLUDED if min(self.ratio, self.paired_median) / room >= SLOWER_SHARE \
-            else Verdict.INCONCLUSIVE
+        return Verdict.EXCLUDED if low >= SLOWER_SHARE else Verdict.INCONCLUSIVE
+
+    @property
+    def ratio_range(self) -> tuple[float, float]:
+        """The least and the most the ratio can be: the pooled ratio and the per-prompt median,
+        widened by the machine's drift (as ``verdict`` counts them)."""
+        room = 1.0 + self.drift
+        return (min(self.ratio, self.paired_median) / room,
+                max(self.ratio, self.paired_median) * room)
 
     def text(self) -> str:
         moved = ("" if self.drift <= 0 else
@@ -224,7 +231,7 @@ class SpecOffBaseline:
                               basis="comparison")
         else:
             split = speed_split(c.ratio, total.accepted_per_draft, k, ctx.method_reference,
-                                size_ratio(ctx.draft_dir, ctx.target_dir))
+                                size_ratio(ctx.draft_dir, ctx.target_dir), c.ratio_range)
             numbers["split"] = split.to_json()
             finding = decide_speed_split(v, split)
             finding = Finding(finding.hypothesis, finding.verdict,

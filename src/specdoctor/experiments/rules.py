@@ -299,7 +299,11 @@ def decide_sampling(greedy: Gap, sampled: Gap, greedy_measured: float) -> list[F
 
 @dataclass(frozen=True)
 class SpeedSplit:
-    """Slower than spec-off, split into its two causes with numbers (``acceptance.speedup``)."""
+    """Slower than spec-off, split into its two causes with numbers (``acceptance.speedup``).
+
+    The speed ratio is a range (``ratio_low``..``ratio_high``: the pooled ratio and the
+    per-prompt median, each widened by how far the machine's speed moved): ``c`` is given at
+    the ratio, and each side of the split is named only when it holds over the whole range."""
 
     speedup: float                 # measured: decode tok/s on over off
     accepted: float                # measured accepted draft tokens per step
@@ -310,6 +314,22 @@ class SpeedSplit:
     at_ceiling: float              # predicted speedup with every draft accepted
     size_ratio: float | None       # the drafter's weights over the target's (files)
     lost: str | None               # "acceptance", "draft-cost" or None (not decided)
+    ratio_low: float | None = None     # the least the ratio can be, noise counted
+    ratio_high: float | None = None    # the most it can be
+
+    @property
+    def c_range(self) -> tuple[float, float]:
+        """``c`` at the high end of the ratio (the cheapest the draft can be) and the low end."""
+        hi = self.ratio_high if self.ratio_high is not None else self.speedup
+        lo = self.ratio_low if self.ratio_low is not None else self.speedup
+        return sp.draft_cost(hi, self.accepted, self.k), sp.draft_cost(lo, self.accepted, self.k)
+
+    @property
+    def straddles(self) -> bool:
+        """Neither side holds over the ratio's range, though each holds somewhere in it."""
+        dear = self.c_range[1]
+        return self.lost is None and (self.reference is not None
+                                      or sp.speedup(float(self.k), self.k, dear) < 1.0)
 
     def text(self) -> str:
         ref = ("" if self.reference is None else
@@ -317,15 +337,22 @@ class SpeedSplit:
                f"would be {self.at_reference:.2f}x")
         size = ("" if self.size_ratio is None else
                 f"; the drafter's weights are {self.size_ratio:.3f} of the target's (files)")
+        c_lo, c_hi = self.c_range
+        spread = ("" if c_hi - c_lo < 5e-4 else
+                  f" ({c_lo:.3f} to {c_hi:.3f} over the ratio's range "
+                  f"{self.ratio_low:.2f}x to {self.ratio_high:.2f}x)")
         return (f"speedup {self.speedup:.2f}x = AL / (1 + k·c) with AL {1 + self.accepted:.2f}, "
-                f"k {self.k}: the draft costs c = {self.c:.3f} of a target step per drafted "
-                f"token{size}; it breaks even at {sp.break_even(self.k, self.c):.2f} accepted "
-                f"per draft (measured {self.accepted:.2f}){ref}; with every draft accepted "
-                f"{self.at_ceiling:.2f}x")
+                f"k {self.k}: the draft costs c = {self.c:.3f}{spread} of a target step per "
+                f"drafted token{size}; it breaks even at {sp.break_even(self.k, self.c):.2f} "
+                f"accepted per draft (measured {self.accepted:.2f}){ref}; with every draft "
+                f"accepted {self.at_ceiling:.2f}x")
 
     def to_json(self) -> dict[str, object]:
+        c_lo, c_hi = self.c_range
         return {"speedup": round(self.speedup, 4), "accepted_per_draft": round(self.accepted, 4),
-                "k": self.k, "c": round(self.c, 4),
+                "k": self.k, "c": round(self.c, 4), "c_range": [round(c_lo, 4), round(c_hi, 4)],
+                "ratio_range": None if self.ratio_low is None or self.ratio_high is None else
+                [round(self.ratio_low, 4), round(self.ratio_high, 4)],
                 "break_even": round(sp.break_even(self.k, self.c), 4),
                 "reference": None if self.reference is None else
                 {"name": self.reference[0], "accepted_per_draft": round(self.reference[1], 4)},
@@ -336,16 +363,34 @@ class SpeedSplit:
 
 
 def speed_split(ratio: float, accepted: float, k: int, reference: tuple[str, float] | None,
-                size_ratio: float | None = None) -> SpeedSplit:
+                size_ratio: float | None = None,
+                ratio_range: tuple[float, float] | None = None) -> SpeedSplit:
     """Which of the two lost: with the acceptance the method reaches (``reference``), would a
     draft of this cost be faster than speculation off? Yes: the acceptance lost. No (or not
-    even with every draft accepted, when there is no reference): the draft's cost."""
+    even with every draft accepted, when there is no reference): the draft's cost.
+
+    Each answer must hold over the ratio's range (``ratio_range``, low and high; the point
+    ``ratio`` when not given): the draft's cost only if even its cheapest ``c`` (the high end)
+    could not pay, the acceptance only if even its dearest ``c`` (the low end) would pay with
+    the method's acceptance. Otherwise None: the timing cannot tell them apart."""
+    lo, hi = ratio_range if ratio_range is not None else (ratio, ratio)
+    lo, hi = min(lo, ratio), max(hi, ratio)
     c = sp.draft_cost(ratio, accepted, k)
+    c_cheap, c_dear = sp.draft_cost(hi, accepted, k), sp.draft_cost(lo, accepted, k)
     at_ref = None if reference is None else sp.speedup(reference[1], k, c)
     at_ceiling = sp.speedup(float(k), k, c)
-    lost = ("draft-cost" if at_ceiling < 1.0 else "acceptance" if at_ref is not None
-            and at_ref >= 1.0 else "draft-cost" if at_ref is not None else None)
-    return SpeedSplit(ratio, accepted, k, c, reference, at_ref, at_ceiling, size_ratio, lost)
+    if sp.speedup(float(k), k, c_cheap) < 1.0:
+        lost: str | None = "draft-cost"
+    elif reference is None:
+        lost = None
+    elif sp.speedup(reference[1], k, c_dear) >= 1.0:
+        lost = "acceptance"
+    elif sp.speedup(reference[1], k, c_cheap) < 1.0:
+        lost = "draft-cost"
+    else:
+        lost = None
+    return SpeedSplit(ratio, accepted, k, c, reference, at_ref, at_ceiling, size_ratio, lost,
+                      lo, hi)
 
 
 def decide_speed_split(timing: Verdict, split: SpeedSplit) -> Finding:
@@ -354,19 +399,27 @@ def decide_speed_split(timing: Verdict, split: SpeedSplit) -> Finding:
     timing is clear and even the acceptance the method reaches could not pay for this draft;
     excluded when that acceptance would (the acceptance is what lost, and its hypotheses stay
     open); inconclusive when nothing says what the method reaches and perfect acceptance would
-    still pay, or when the timing itself is not clear."""
+    still pay, when the ratio's range holds both answers, or when the timing itself is not
+    clear."""
     ev = split.text()
     if split.lost == "acceptance":
         return Finding("draft-overhead", Verdict.EXCLUDED,
                        f"{ev}: this draft would be faster than speculation off with the "
                        f"acceptance the method reaches, so the acceptance is what lost, not the "
                        f"draft's cost", basis="comparison")
+    if split.lost is None and split.straddles:
+        return Finding("draft-overhead", Verdict.INCONCLUSIVE,
+                       f"{ev}: over the speed ratio's range (load and the machine's drift "
+                       f"counted) the draft's cost is what lost at one end and not at the "
+                       f"other, so the timing cannot tell it from the acceptance; rerun on a "
+                       f"quiet machine", basis="comparison")
     if split.lost is None:
         return Finding("draft-overhead", Verdict.INCONCLUSIVE,
                        f"{ev}: nothing says what acceptance this method reaches at k={split.k}, "
                        f"so the draft's cost and the acceptance cannot be told apart (give "
                        f"--reference FILE)", basis="comparison")
-    why = ("even with every draft accepted" if split.at_ceiling < 1.0 else
+    why = ("even with every draft accepted" if sp.speedup(float(split.k), split.k,
+                                                          split.c_range[0]) < 1.0 else
            "even with the acceptance the method reaches")
     if timing is not Verdict.CONFIRMED:
         return Finding("draft-overhead", Verdict.INCONCLUSIVE,
