@@ -314,22 +314,20 @@ class SpeedSplit:
     at_ceiling: float              # predicted speedup with every draft accepted
     size_ratio: float | None       # the drafter's weights over the target's (files)
     lost: str | None               # "acceptance", "draft-cost" or None (not decided)
-    ratio_low: float | None = None     # the least the ratio can be, noise counted
-    ratio_high: float | None = None    # the most it can be
+    ratio_low: float               # the least the ratio can be, noise counted
+    ratio_high: float              # the most it can be
 
     @property
     def c_range(self) -> tuple[float, float]:
         """``c`` at the high end of the ratio (the cheapest the draft can be) and the low end."""
-        hi = self.ratio_high if self.ratio_high is not None else self.speedup
-        lo = self.ratio_low if self.ratio_low is not None else self.speedup
-        return sp.draft_cost(hi, self.accepted, self.k), sp.draft_cost(lo, self.accepted, self.k)
+        return (sp.draft_cost(self.ratio_high, self.accepted, self.k),
+                sp.draft_cost(self.ratio_low, self.accepted, self.k))
 
     @property
     def straddles(self) -> bool:
         """Neither side holds over the ratio's range, though each holds somewhere in it."""
-        dear = self.c_range[1]
         return self.lost is None and (self.reference is not None
-                                      or sp.speedup(float(self.k), self.k, dear) < 1.0)
+                                      or not _pays(float(self.k), self.k, self.c_range[1]))
 
     def text(self) -> str:
         ref = ("" if self.reference is None else
@@ -351,8 +349,7 @@ class SpeedSplit:
         c_lo, c_hi = self.c_range
         return {"speedup": round(self.speedup, 4), "accepted_per_draft": round(self.accepted, 4),
                 "k": self.k, "c": round(self.c, 4), "c_range": [round(c_lo, 4), round(c_hi, 4)],
-                "ratio_range": None if self.ratio_low is None or self.ratio_high is None else
-                [round(self.ratio_low, 4), round(self.ratio_high, 4)],
+                "ratio_range": [round(self.ratio_low, 4), round(self.ratio_high, 4)],
                 "break_even": round(sp.break_even(self.k, self.c), 4),
                 "reference": None if self.reference is None else
                 {"name": self.reference[0], "accepted_per_draft": round(self.reference[1], 4)},
@@ -360,6 +357,12 @@ class SpeedSplit:
                 "at_ceiling": round(self.at_ceiling, 4),
                 "size_ratio": None if self.size_ratio is None else round(self.size_ratio, 4),
                 "lost": self.lost}
+
+
+def _pays(accepted: float, k: int, c: float) -> bool:
+    """Whether a draft of cost ``c`` with this acceptance is at least as fast as speculation
+    off."""
+    return sp.speedup(accepted, k, c) >= 1.0
 
 
 def speed_split(ratio: float, accepted: float, k: int, reference: tuple[str, float] | None,
@@ -379,13 +382,13 @@ def speed_split(ratio: float, accepted: float, k: int, reference: tuple[str, flo
     c_cheap, c_dear = sp.draft_cost(hi, accepted, k), sp.draft_cost(lo, accepted, k)
     at_ref = None if reference is None else sp.speedup(reference[1], k, c)
     at_ceiling = sp.speedup(float(k), k, c)
-    if sp.speedup(float(k), k, c_cheap) < 1.0:
+    if not _pays(float(k), k, c_cheap):
         lost: str | None = "draft-cost"
     elif reference is None:
         lost = None
-    elif sp.speedup(reference[1], k, c_dear) >= 1.0:
+    elif _pays(reference[1], k, c_dear):
         lost = "acceptance"
-    elif sp.speedup(reference[1], k, c_cheap) < 1.0:
+    elif not _pays(reference[1], k, c_cheap):
         lost = "draft-cost"
     else:
         lost = None
@@ -418,8 +421,8 @@ def decide_speed_split(timing: Verdict, split: SpeedSplit) -> Finding:
                        f"{ev}: nothing says what acceptance this method reaches at k={split.k}, "
                        f"so the draft's cost and the acceptance cannot be told apart (give "
                        f"--reference FILE)", basis="comparison")
-    why = ("even with every draft accepted" if sp.speedup(float(split.k), split.k,
-                                                          split.c_range[0]) < 1.0 else
+    why = ("even with every draft accepted"
+           if not _pays(float(split.k), split.k, split.c_range[0]) else
            "even with the acceptance the method reaches")
     if timing is not Verdict.CONFIRMED:
         return Finding("draft-overhead", Verdict.INCONCLUSIVE,
