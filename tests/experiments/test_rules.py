@@ -290,7 +290,8 @@ def test_the_drafting_loss_is_a_share_of_the_room_a_counterfactual_recovers_in()
 def test_the_split_names_a_side_only_when_it_holds_over_the_ratios_range():
     # the clinic's dflash-causal at fa12987 (benign, keyed no cause): 0.49x pooled, 0.53x
     # per-prompt median, AL 2.11 at k=3, no published DFlash figure at k=3. At 0.49x even
-    # perfect acceptance would not pay (c = 1.10); at 0.53x it would (c = 0.99): undecided.
+    # perfect acceptance would not pay (c = 1.09 in the clinic's evidence, 1.10 from these
+    # rounded figures); at 0.53x it would (c = 0.99): undecided.
     point = rules.speed_split(0.49, 1.11, 3, None)
     assert point.lost == "draft-cost"
     split = rules.speed_split(0.49, 1.11, 3, None, ratio_range=(0.49, 0.53))
