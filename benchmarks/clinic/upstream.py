@@ -37,48 +37,14 @@ NEW_IDS = {
 # -- edits of served files ----------------------------------------------------------------------
 
 def quarot_w8(d: Path, seed: int = 0) -> None:
-    """The target as a QuaRot-style rotated, 8-bit checkpoint: every RMSNorm weight folded into
-    the linear layers that read its output (and set to 1), the residual stream rotated by a
-    random orthogonal matrix Q (embedding E Q; readers W Q; writers Q^T W), then every linear
-    weight of the layers rounded to int8 per output channel. The target computes the same
-    function (RMSNorm commutes with an orthogonal rotation), up to the rounding; its hidden
-    states, which an EAGLE3 head reads, are rotated."""
-    import json
+    """The target as a QuaRot-style rotated, 8-bit checkpoint (``specdoctor.lab.rotated``):
+    norms folded into the linear layers, the residual stream rotated by a random orthogonal Q,
+    every linear weight of the layers rounded to int8 per output channel. The target computes
+    the same function, up to the rounding; its hidden states, which an EAGLE3 head reads, are
+    rotated."""
+    from specdoctor.lab.rotated import rotate_target
 
-    import torch
-
-    from patients import edit_tensors
-
-    cfg = json.loads((d / "config.json").read_text())
-    h, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
-    g = torch.Generator().manual_seed(seed)
-    q, _ = torch.linalg.qr(torch.randn(h, h, generator=g, dtype=torch.float64))
-
-    def int8(w: torch.Tensor) -> torch.Tensor:
-        scale = w.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / 127.0
-        return (w / scale).round().clamp(-127, 127) * scale
-
-    def edit(t: dict[str, Any]) -> None:
-        f64 = {k: v.to(torch.float64) for k, v in t.items()}
-        out = dict(f64)
-        out["model.embed_tokens.weight"] = f64["model.embed_tokens.weight"] @ q
-        head = f64["lm_head.weight"] * f64["model.norm.weight"][None, :]
-        out["lm_head.weight"] = head @ q
-        out["model.norm.weight"] = torch.ones(h, dtype=torch.float64)
-        for i in range(layers):
-            p = f"model.layers.{i}."
-            for norm, readers in (("input_layernorm", ("self_attn.q_proj", "self_attn.k_proj",
-                                                       "self_attn.v_proj")),
-                                  ("post_attention_layernorm", ("mlp.gate_proj", "mlp.up_proj"))):
-                w = f64[p + norm + ".weight"]
-                for r in readers:
-                    out[p + r + ".weight"] = int8((f64[p + r + ".weight"] * w[None, :]) @ q)
-                out[p + norm + ".weight"] = torch.ones(h, dtype=torch.float64)
-            for writer in ("self_attn.o_proj", "mlp.down_proj"):
-                out[p + writer + ".weight"] = int8(q.T @ f64[p + writer + ".weight"])
-        t.update({k: v.to(torch.float32) for k, v in out.items()})
-
-    edit_tensors(d, edit)
+    rotate_target(d, seed=seed, int8=True)
 
 
 def vocab_regenerated(d: Path) -> None:

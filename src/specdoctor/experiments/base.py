@@ -53,7 +53,7 @@ CONFIRMS_BY: dict[str, "Basis"] = {
     "oracle-counterfactual": "counterfactual", "relaunch-counterfactual": "counterfactual",
     "verdict-patch": "counterfactual", "restart-ab": "counterfactual",
     "compile-cache-ab": "counterfactual", "target-precision-ab": "counterfactual",
-    "vocab-map-check": "counterfactual",
+    "vocab-map-check": "counterfactual", "hidden-basis": "counterfactual",
     "replay": "replay",
     "logs-scan": "comparison", "oracle-greedy": "comparison", "oracle-sampled": "comparison",
     "concurrency-ab": "comparison", "spec-off-baseline": "comparison",
