@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from specdoctor.experiments.base import Verdict
 from specdoctor.experiments.basis import (
     ROTATED_GAIN,
     TRACKS,
@@ -22,7 +23,6 @@ from specdoctor.experiments.basis import (
     procrustes,
     rotate_fc,
 )
-from specdoctor.experiments.base import Verdict
 
 H = 32
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from specdoctor.experiments import common, rules
+from specdoctor.experiments import common
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 
 HID = "target-basis"
@@ -130,8 +130,8 @@ def _tensors(model_dir: Path, want: tuple[str, ...]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in sorted(model_dir.glob("*.safetensors")):
         with safe_open(str(f), "pt") as fh:
-            for n in fh.keys():
-                short = n[len("model."):] if n.startswith("model.") else n
+            for n in fh.keys():  # noqa: SIM118 - a safetensors handle is not a dict
+                short = n.removeprefix("model.")
                 if short in want and short not in out:
                     out[short] = fh.get_tensor(n).float().numpy()
     return out
@@ -177,7 +177,7 @@ def rotated_copy(draft_dir: Path, rotation: np.ndarray, target_embed: np.ndarray
         t = load_file(str(f))
         changed = False
         for n in list(t):
-            short = n[len("model."):] if n.startswith("model.") else n
+            short = n.removeprefix("model.")
             if short == "fc.weight":
                 w = rotate_fc(t[n].double().numpy(), rotation)
                 t[n] = torch.from_numpy(w).to(t[n].dtype)
@@ -247,8 +247,8 @@ class HiddenBasis:
             return Finding(HID, Verdict.INCONCLUSIVE,
                            f"{ev}: no tensor of the drafter tracks the target's in any basis "
                            f"(mean cosine under {TRACKS} even aligned): nothing to tell the "
-                           f"basis by", unchecked=("the target's hidden basis against the "
-                                                   "drafter's",)), {}
+                           f"basis by",
+                           unchecked=("the target's hidden basis against the drafter's",)), {}
         best = max(tracking, key=lambda x: x.aligned - x.served)
         if not best.rotated:
             return Finding(HID, Verdict.EXCLUDED,
@@ -281,21 +281,15 @@ class HiddenBasis:
                         nums: dict[str, Any]) -> tuple[Finding, dict[str, Any]]:
         from dataclasses import replace
 
-        from specdoctor.experiments.oracle_gap import expected_profile, run_oracle, served_oracle
+        from specdoctor.experiments.oracle_gap import copy_counterfactual
 
         assert ctx.draft_dir is not None
-        change = f"the head's reads of the target's states rotated back by the map {best.name} gives"
-        base = served_oracle(ctx)
+        change = (f"the head's reads of the target's states rotated back by the map "
+                  f"{best.name} gives")
         ctx.progress("oracle counterfactual: the head rotated into the target's basis")
         copy = rotated_copy(ctx.draft_dir, best.rotation, drafter.get("target_embed"),
                             ctx.workdir)
-        after_res = run_oracle(ctx, 0.0, 1.0, copy)
-        before_p, after_p = expected_profile(base), expected_profile(after_res)
-        b, a = common.apd(before_p), common.apd(after_p)
-        nums.update({"before": round(b, 4), "after": round(a, 4)})
-        f = rules.decide_counterfactual(HID, f"{lead}; {change} (oracle)", b, a,
-                                        float(ctx.k or 1),
-                                        significant=rules.oracle_change_is_real(b, a))
+        f, before_p, after_p = copy_counterfactual(ctx, HID, copy, lead, change, nums)
         if f.verdict is Verdict.CONFIRMED:
             f = replace(f, evidence=f"{f.evidence}; {FIX}")
         return f, {"before": before_p, "after rotated back": after_p}

@@ -106,6 +106,22 @@ def expected_profile(oracle_result: Any) -> AcceptanceProfile:
     return AcceptanceProfile(drafts, drafts * k, sum(per), per, k, notes=("oracle",))
 
 
+
+def copy_counterfactual(ctx: Context, hypothesis: str, draft_copy: Any, lead: str, change: str,
+                        nums: dict[str, Any]) -> tuple[Finding, AcceptanceProfile,
+                                                       AcceptanceProfile]:
+    """The oracle of a changed copy of the drafter against the served one's: confirmed if
+    acceptance recovers (``rules.decide_counterfactual``). ``nums`` gets both figures; returns
+    the finding and the two expected profiles (served, changed)."""
+    before_p = expected_profile(served_oracle(ctx))
+    after_p = expected_profile(run_oracle(ctx, 0.0, 1.0, draft_copy))
+    b, a = common.apd(before_p), common.apd(after_p)
+    nums.update({"before": round(b, 4), "after": round(a, 4)})
+    f = rules.decide_counterfactual(hypothesis, f"{lead}; {change} (oracle)", b, a,
+                                    float(ctx.k or 1),
+                                    significant=rules.oracle_change_is_real(b, a))
+    return f, before_p, after_p
+
 class OracleGreedy:
     id = "oracle-greedy"
 

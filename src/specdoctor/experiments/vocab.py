@@ -198,18 +198,12 @@ def _map_counterfactual(ctx: Context, d2t: np.ndarray, evidence: str, change: st
                         nums: dict[str, Any]) -> tuple[Finding, dict[str, Any]]:
     """The oracle of a copy of the head with ``d2t`` (offsets) against the served one: confirmed
     if acceptance recovers (``rules.decide_counterfactual``); ``nums`` gets both figures."""
-    from specdoctor.experiments.oracle_gap import expected_profile, run_oracle, served_oracle
+    from specdoctor.experiments.oracle_gap import copy_counterfactual
 
     assert ctx.draft_dir is not None
-    base = served_oracle(ctx)
     ctx.progress(f"oracle counterfactual: {change}")
-    after_res = run_oracle(ctx, 0.0, 1.0, map_copy(ctx.draft_dir, d2t, ctx.workdir))
-    before_p, after_p = expected_profile(base), expected_profile(after_res)
-    b, a = common.apd(before_p), common.apd(after_p)
-    nums.update({"before": round(b, 4), "after": round(a, 4)})
-    f = rules.decide_counterfactual(HID, f"{evidence}; {change} (oracle)", b, a,
-                                    float(ctx.k or 1),
-                                    significant=rules.oracle_change_is_real(b, a))
+    f, before_p, after_p = copy_counterfactual(
+        ctx, HID, map_copy(ctx.draft_dir, d2t, ctx.workdir), evidence, change, nums)
     return f, {"before": before_p, f"after {change}": after_p}
 
 
