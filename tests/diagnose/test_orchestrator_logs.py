@@ -27,16 +27,20 @@ def test_diagnose_never_imports_the_lab():
     assert offenders == []
 
 
-def test_recorded_ngram_log_is_healthy_and_never_a_cliff(tmp_path):
+def test_recorded_ngram_log_is_unreferenced_at_its_k_and_never_a_cliff(tmp_path):
+    """Prompt lookup at k=3: the published figure (Spec-Bench) is a mean for k=10, so the log
+    alone has nothing to call its 0.65/0.43/0.34 low against, and says what to give."""
     proc = run_cli("diagnose", "--logs", str(VLLM_FIXTURES / "lab-ngram-k3" / "server.log"),
                    "--out", str(tmp_path), "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     d = json.loads(proc.stdout)
-    assert d["signature"]["class"] == "healthy"
-    assert "0.65" in d["signature"]["evidence"] and "published" in d["signature"]["evidence"]
+    assert d["signature"]["class"] == "unreferenced"
+    assert "0.65" in d["signature"]["evidence"]
+    assert "the published ngram figure is a mean for k=10 only" in proc.stdout
+    assert "--reference FILE" in proc.stdout
     assert d["root_cause"] is None
     assert (tmp_path / "report.md").read_text().startswith("# specdoctor diagnosis")
-    assert "Signature: healthy" in (tmp_path / "report.html").read_text()
+    assert "Signature: unreferenced" in (tmp_path / "report.html").read_text()
     shown = run_cli("ledger", "show", str(d["investigation"]), "--json")
     assert json.loads(shown.stdout)["status"] == "done"
 
