@@ -14,7 +14,7 @@ naming the field; the healthy twins must not.
 These need the full-budget drafters: the ci-budget EAGLE3 head barely reads its aux states (on
 the deep target it accepted 0.35-0.39 per draft on 8 code prompts whether it read the right
 layers, the shifted ones or vLLM's default), so a wrong set costs it nothing. The full-budget
-drafters are built once into the lab's models cache (about two hours of training on 2 cores, by
+drafters are built once into the lab's models cache (minutes of training on 2 cores, by
 ``specdoctor lab up --method eagle3`` or ``dflash``); where they are not built these
 tests skip, saying so. Cost: 10-20 s per case.
 """
@@ -52,7 +52,7 @@ def _full(method: str) -> Any:
     def refuse(out: Path, fill: Any, **_: Any) -> None:
         pytest.skip(f"the lab's full-budget {method} drafter is not built ({out.name} missing "
                     f"from the models cache; `specdoctor lab up --method {method}` builds "
-                    "it, about two hours on 2 cores)")
+                    "it in minutes)")
 
     with pytest.MonkeyPatch.context() as mp:
         for builder in (atomic, models, train, cache):   # every module that builds a model
