@@ -81,11 +81,20 @@ def render(cases: list[Any], by_case: dict[str, list[dict[str, Any]]]) -> str:
              "Each row names its own commit.",
              "", "## Scores (latest answers)", ""]
     commits = {r["commit"] for r in latest.values()}
+    runs = {(r["commit"], r["date"]) for r in latest.values()}
     if latest and len(commits) == 1 and len(latest) == len(cases):
         clean = all(r.get("clean") is not False for r in latest.values())
         began = min(r["date"] for r in latest.values())
-        lines += [f"Every case's latest row is from one run at {commits.pop()} "
-                  f"({'clean tree' if clean else 'tree NOT clean'}, started {began}).", ""]
+        tree = "clean tree" if clean else "tree NOT clean"
+        if len(runs) == 1:
+            lines += [f"Every case's latest row is from one run at {commits.pop()} "
+                      f"({tree}, started {began}).", ""]
+        else:
+            again = sum(1 for r in latest.values() if r["date"] != began)
+            lines += [f"Every case's latest row is at one commit, {commits.pop()} ({tree}), "
+                      f"from {len(runs)} runs: the first started {began}; {again} case(s) "
+                      f"run again after it show that later answer (each row gives its date).",
+                      ""]
     else:
         lines += [f"Cases were run in groups: the latest rows come from {len(commits)} "
                   f"commits; {len(cases) - len(latest)} of {len(cases)} cases never ran.", ""]
