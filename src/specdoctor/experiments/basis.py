@@ -137,30 +137,41 @@ def _tensors(model_dir: Path, want: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-def pairs(draft_dir: Path, target_dir: Path) -> tuple[list[tuple[str, np.ndarray, np.ndarray]],
-                                                      dict[str, Any]]:
+def pairs(draft_dir: Path, target_dir: Path) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """(name, drafter rows, target rows) for every tensor of the drafter made in the target's
-    hidden basis, and the drafter's tensors read (for the counterfactual)."""
-    d = _tensors(draft_dir, ("lm_head.weight", "embed_tokens.weight", "fc.weight", "d2t"))
-    t = _tensors(target_dir, ("lm_head.weight", "embed_tokens.weight"))
+    hidden basis. The target's embedding is read only where a pair needs it."""
+    d = _tensors(draft_dir, ("lm_head.weight", "embed_tokens.weight", "d2t"))
+    lm, emb = d.get("lm_head.weight"), d.get("embed_tokens.weight")
+    t = _tensors(target_dir, ("lm_head.weight",))
+    if "lm_head.weight" not in t or emb is not None:   # a tied LM head, or an embedding to pair
+        t.update(_tensors(target_dir, ("embed_tokens.weight",)))
     t_head = t.get("lm_head.weight", t.get("embed_tokens.weight"))
     out = []
-    lm = d.get("lm_head.weight")
     if lm is not None and t_head is not None and lm.shape[1] == t_head.shape[1]:
         ids = np.arange(len(lm))
         if "d2t" in d:
             ids = ids + d["d2t"].astype(np.int64)
-        ok = (ids >= 0) & (ids < len(t_head))
-        if ok.all() and (len(lm) <= len(t_head)):
+        if ((ids >= 0) & (ids < len(t_head))).all():
             out.append(("lm_head", lm, t_head[ids]))
-    emb, t_emb = d.get("embed_tokens.weight"), t.get("embed_tokens.weight")
+    t_emb = t.get("embed_tokens.weight")
     if emb is not None and t_emb is not None and emb.shape == t_emb.shape:
         out.append(("embed_tokens", emb, t_emb))
-    return out, {**d, "target_embed": t_emb}
+    return out
 
 
-def rotated_copy(draft_dir: Path, rotation: np.ndarray, target_embed: np.ndarray | None,
-                 workdir: Path) -> Path:
+def _has(model_dir: Path, name: str) -> bool:
+    """Whether a safetensors file of ``model_dir`` holds ``name`` (any ``model.`` prefix)."""
+    from safetensors import safe_open
+
+    for f in sorted(model_dir.glob("*.safetensors")):
+        with safe_open(str(f), "pt") as fh:
+            if any(n.removeprefix("model.") == name for n in fh.keys()):  # noqa: SIM118
+                return True
+    return False
+
+
+def rotated_copy(draft_dir: Path, target_dir: Path, rotation: np.ndarray, workdir: Path
+                 ) -> Path:
     """A copy of the EAGLE3 head (neutral name) whose reads of the target's states are rotated
     back: ``fc``'s column blocks times the map and, when the head shares the target's
     embeddings, the target's embedding rotated back as its own."""
@@ -185,7 +196,9 @@ def rotated_copy(draft_dir: Path, rotation: np.ndarray, target_embed: np.ndarray
             own_embed = own_embed or short == "embed_tokens.weight"
         if changed:
             save_file(t, str(f), metadata={"format": "pt"})
-    if not own_embed and target_embed is not None and files:
+    target_embed = (None if own_embed else
+                    _tensors(target_dir, ("embed_tokens.weight",)).get("embed_tokens.weight"))
+    if target_embed is not None and files:
         t = load_file(str(files[0]))
         dtype = next(iter(t.values())).dtype if t else torch.float32
         t["embed_tokens.weight"] = torch.from_numpy(target_embed @ rotation.T).to(
@@ -223,16 +236,15 @@ class HiddenBasis:
                 unchecked=("the target's hidden basis against the drafter's",))])
         assert ctx.target_dir is not None
         ctx.progress("hidden basis: the drafter's tensors against the target's")
-        found, drafter = pairs(ctx.draft_dir, ctx.target_dir)
-        als = [align(n, a, b) for n, a, b in found]
+        als = [align(n, a, b) for n, a, b in pairs(ctx.draft_dir, ctx.target_dir)]
         nums: dict[str, Any] = {"pairs": [{"name": x.name, "rows": x.rows,
                                            "served": round(x.served, 4),
                                            "aligned": round(x.aligned, 4)} for x in als]}
-        f, curves = self._decide(ctx, als, drafter, nums)
+        f, curves = self._decide(ctx, als, nums)
         return ExperimentResult(self.id, [f], nums, curves, wall_s=time.perf_counter() - t0)
 
-    def _decide(self, ctx: Context, als: list[Alignment], drafter: dict[str, Any],
-                nums: dict[str, Any]) -> tuple[Finding, dict[str, Any]]:
+    def _decide(self, ctx: Context, als: list[Alignment], nums: dict[str, Any]
+                ) -> tuple[Finding, dict[str, Any]]:
         from specdoctor.experiments.oracle_gap import oracle_unavailable
 
         if not als:
@@ -261,10 +273,11 @@ class HiddenBasis:
                            f"{lead}; the counterfactual that rotates the drafter back is built "
                            f"for {', '.join(ROTATABLE)} only",
                            unchecked=(f"a {ctx.method} drafter rotated back",)), {}
-        if drafter.get("fc.weight") is None:
+        assert ctx.draft_dir is not None and ctx.target_dir is not None
+        if not _has(ctx.draft_dir, "fc.weight"):
             return Finding(HID, Verdict.INCONCLUSIVE, f"{lead}; the head has no fc.weight to "
                            f"rotate back"), {}
-        cfg = common.read_config(ctx.draft_dir) if ctx.draft_dir else {}
+        cfg = common.read_config(ctx.draft_dir)
         eagle = cfg.get("eagle_config") or {}
         if cfg.get("fc_norm") or eagle.get("norm_before_fc", cfg.get("norm_before_fc")):
             return Finding(HID, Verdict.INCONCLUSIVE,
@@ -275,20 +288,19 @@ class HiddenBasis:
         if why is not None:
             return Finding(HID, Verdict.INCONCLUSIVE, f"{lead}; the counterfactual needs the "
                            f"oracle: {why}"), {}
-        return self._counterfactual(ctx, best, drafter, lead, nums)
+        return self._counterfactual(ctx, best, lead, nums)
 
-    def _counterfactual(self, ctx: Context, best: Alignment, drafter: dict[str, Any], lead: str,
-                        nums: dict[str, Any]) -> tuple[Finding, dict[str, Any]]:
+    def _counterfactual(self, ctx: Context, best: Alignment, lead: str, nums: dict[str, Any]
+                        ) -> tuple[Finding, dict[str, Any]]:
         from dataclasses import replace
 
         from specdoctor.experiments.oracle_gap import copy_counterfactual
 
-        assert ctx.draft_dir is not None
+        assert ctx.draft_dir is not None and ctx.target_dir is not None
         change = (f"the head's reads of the target's states rotated back by the map "
                   f"{best.name} gives")
         ctx.progress("oracle counterfactual: the head rotated into the target's basis")
-        copy = rotated_copy(ctx.draft_dir, best.rotation, drafter.get("target_embed"),
-                            ctx.workdir)
+        copy = rotated_copy(ctx.draft_dir, ctx.target_dir, best.rotation, ctx.workdir)
         f, before_p, after_p = copy_counterfactual(ctx, HID, copy, lead, change, nums)
         if f.verdict is Verdict.CONFIRMED:
             f = replace(f, evidence=f"{f.evidence}; {FIX}")

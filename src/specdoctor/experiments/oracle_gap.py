@@ -106,7 +106,6 @@ def expected_profile(oracle_result: Any) -> AcceptanceProfile:
     return AcceptanceProfile(drafts, drafts * k, sum(per), per, k, notes=("oracle",))
 
 
-
 def copy_counterfactual(ctx: Context, hypothesis: str, draft_copy: Any, lead: str, change: str,
                         nums: dict[str, Any]) -> tuple[Finding, AcceptanceProfile,
                                                        AcceptanceProfile]:
@@ -121,6 +120,7 @@ def copy_counterfactual(ctx: Context, hypothesis: str, draft_copy: Any, lead: st
                                     float(ctx.k or 1),
                                     significant=rules.oracle_change_is_real(b, a))
     return f, before_p, after_p
+
 
 class OracleGreedy:
     id = "oracle-greedy"
