@@ -85,13 +85,26 @@ def test_greedy_oracle_and_engine_agree_draft_token_by_draft_token(lab_run, gree
     engine = engine_trace.read(lab_run["log"])
     a = engine_trace.agreement(engine, greedy_oracle.traces)
     assert a.requests == N + 1 and a.unmatched_engine_requests == 0  # + measure's warm-up
-    # fp32 on both sides: every request identical, every draft token equal (docs/oracle.md)
-    assert a.divergences == [] and a.identical_requests == N + 1, a.to_json()
-    assert a.draft_tokens_equal == a.draft_tokens_compared > 0, a.to_json()
-    # The per-request metrics vLLM returns say the same, step by step.
+    # fp32 on both sides: every request identical, every draft token equal (docs/oracle.md),
+    # except where fp32 itself cannot tell the top two tokens apart (the engine batches its
+    # matmuls otherwise than the oracle, so a tie below fp32's rounding may fall either way).
+    ties = [d for d in a.divergences if _margin(d) is not None and _margin(d) < NEAR_TIE]
+    assert len(ties) <= 1 and len(a.divergences) == len(ties), a.to_json()
+    assert a.identical_requests == N + 1 - len(ties), a.to_json()
+    assert a.draft_tokens_compared > 0, a.to_json()
+    assert a.draft_tokens_equal >= a.draft_tokens_compared - K * len(ties), a.to_json()
+    # The per-request metrics vLLM returns say the same, step by step (up to a tie's request).
+    parted = {d.prompt_index for d in ties}
     for r, t in zip(lab_run["greedy"].requests, greedy_oracle.traces):
+        if t.prompt_index in parted:
+            continue
         assert r.per_step[0] == [s.accepted for s in t.steps]
         assert r.per_step[1] == [s.drafted for s in t.steps]
+
+
+def _margin(d) -> float | None:
+    """The fp32 margin that decided the token where engine and oracle parted."""
+    return d.draft_margin if d.what == "draft" else d.target_margin if d.what == "emitted" else None
 
 
 def vllm_cpu_expand_drops_floats() -> bool:
