@@ -327,6 +327,8 @@ def run_case(case: Case, budget: float) -> dict:
                 "ledger": [{"id": e["id"], "verdict": e["verdict"],
                             "evidence": (e["evidence"][-1] if e["evidence"] else "")[:300]}
                            for e in d["ledger"]]})
+    # what the diagnosis noted of its own measurement (a load pass taken again, say)
+    row["notes"] = [n[:300] for n in d.get("notes") or []][:20]
     for key in ("root_cause_basis", "basis"):
         if key in d:
             row["basis"] = d[key]

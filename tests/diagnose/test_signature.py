@@ -98,6 +98,17 @@ def test_load_dependent_uses_the_intervals():
     assert classify(Facts(p, ref, concurrent=overlapping)).cls == "healthy"
 
 
+def test_a_longer_load_pass_is_compared_with_concurrency_1_at_its_own_length():
+    # the c=8 pass was taken with longer requests (experiments.common.measure_loaded): its
+    # comparison is the c=1 pass at that length, not the measurement's own c=1 passes
+    p = profile("healthy:eagle3")
+    ref = oracle_ref("healthy:eagle3")
+    lower = profile("control:eagle3:pos0")
+    assert classify(Facts(p, ref, concurrent=lower, concurrent_reference=lower)).cls == "healthy"
+    assert "load-dependent" in classify(Facts(lower, ref, concurrent=lower, greedy_again=lower,
+                                              concurrent_reference=p)).classes
+
+
 def test_drifting_over_uptime():
     early = [counts([0.8, 0.6, 0.4], 50)] * 4
     late = [counts([0.4, 0.2, 0.1], 50)] * 4

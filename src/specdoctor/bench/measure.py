@@ -16,8 +16,10 @@ taken) is returned with ``error`` set, so the caller can keep it.
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +74,8 @@ class MeasureParams:
 
 
 PER_REQUEST_SOURCES = ("auto", "response", "scrape")
+# How long the first wave of a concurrency pass waits for its last worker to start.
+WAVE_WAIT_S = 30.0
 
 
 @dataclass
@@ -85,6 +89,7 @@ class RequestRecord:
     text: str = ""
     # the response's own metrics when ``profile`` came from scrapes instead
     response_profile: AcceptanceProfile | None = None
+    sent_at: float | None = None   # time.perf_counter() when sent (concurrent passes)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"index": self.index, "completion_tokens": self.completion_tokens,
@@ -131,6 +136,35 @@ class Measurement:
     def output_tok_s(self) -> float | None:
         return self.output_tokens / self.wall_s if self.wall_s > 0 else None
 
+    @property
+    def requests_per_step(self) -> float | None:
+        """Requests the server's engine steps carried on average over the pass: drafts over
+        engine steps between the scrapes around it (prefill steps count as steps, so a pass of
+        one request at a time reads a little under 1). None where the server does not count
+        its steps or the pass was not scraped on both sides."""
+        if len(self.scrapes) < 2 or self.scrapes[-1].phase != "after":
+            return None
+        before = next((x for x in self.scrapes if x.phase == "before"), None)
+        after = self.scrapes[-1]
+        if before is None or before.reading.iterations is None or after.reading.iterations is None:
+            return None
+        steps = after.reading.iterations - before.reading.iterations
+        drafts = (after.reading.profile.drafts or 0) - (before.reading.profile.drafts or 0)
+        return drafts / steps if steps > 0 and drafts >= 0 else None
+
+    @property
+    def mean_in_flight(self) -> float | None:
+        """Requests in flight on average over the pass: the sum of the requests' latencies
+        over the time from the first sent to the last answered (the pass's wall time where
+        send times were not kept). Near ``concurrency`` when they ran together; near 1 when each ended
+        before the next arrived (a small model's requests can, however many were sent)."""
+        sent = [r.sent_at for r in self.requests]
+        if self.requests and all(t is not None for t in sent):
+            span = (max(r.sent_at + r.latency_s for r in self.requests)   # type: ignore[operator]
+                    - min(sent))                                          # type: ignore[type-var]
+            return mean_in_flight([r.latency_s for r in self.requests], span)
+        return mean_in_flight([r.latency_s for r in self.requests], self.wall_s)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "engine": "vllm",
@@ -142,6 +176,8 @@ class Measurement:
             "requests": len(self.requests),
             "output_tokens": self.output_tokens,
             "wall_s": round(self.wall_s, 3),
+            "mean_in_flight": _round_or_none(self.mean_in_flight, 3),
+            "requests_per_step": _round_or_none(self.requests_per_step, 3),
             "output_tok_s": None if self.output_tok_s is None else round(self.output_tok_s, 3),
             "interval_unit": self.unit,
             "per_request": [r.to_json() for r in self.requests],
@@ -284,6 +320,17 @@ def complete(url: str, model: str, prompt: str, p: MeasureParams, index: int = 0
     return resp, time.perf_counter() - t0
 
 
+def _round_or_none(x: float | None, nd: int) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def mean_in_flight(latencies: Sequence[float], wall_s: float) -> float | None:
+    """Time-averaged number of requests in flight: Σ latency / wall (pure)."""
+    if wall_s <= 0 or not latencies:
+        return None
+    return sum(latencies) / wall_s
+
+
 def _record(i: int, prompt: str, resp: dict[str, Any], latency: float) -> RequestRecord:
     usage = resp.get("usage") or {}
     block = vllm_response.speculative_block(resp) or (
@@ -348,17 +395,33 @@ def run(
 
 def _run_concurrent(m: Measurement, url: str, model: str, prompts: list[str],
                     params: MeasureParams, on_request: Callable[[int], None] | None) -> None:
+    # The first wave leaves together: a worker thread can take tens of milliseconds to start
+    # on a busy machine, and a small model answers a request in less, so requests sent as
+    # their threads come up would each run alone (a concurrency pass that never had its
+    # concurrency). Each first-wave worker waits until all of them are up.
+    wave = max(1, min(params.concurrency, len(prompts)))
+    ready = threading.Barrier(wave)
+
+    def send(i: int, p: str) -> tuple[dict[str, Any], float, float]:
+        if i < wave:
+            try:
+                ready.wait(timeout=WAVE_WAIT_S)
+            except threading.BrokenBarrierError:
+                pass   # a worker that never came up: send anyway
+        sent = time.perf_counter()
+        return (*complete(url, model, p, params, i), sent)
+
     with ThreadPoolExecutor(max_workers=params.concurrency) as pool:
-        futures = {pool.submit(complete, url, model, p, params, i): (i, p) for i, p in enumerate(prompts)}
+        futures = {pool.submit(send, i, p): (i, p) for i, p in enumerate(prompts)}
         failure: SpecdoctorError | None = None
         for fut in as_completed(futures):
             i, p = futures[fut]
             try:
-                resp, lat = fut.result()
+                resp, lat, sent = fut.result()
             except SpecdoctorError as exc:
                 failure = failure or exc
                 continue
-            m.requests.append(_record(i, p, resp, lat))
+            m.requests.append(dataclasses.replace(_record(i, p, resp, lat), sent_at=sent))
             if on_request:
                 on_request(len(m.requests))
         m.requests.sort(key=lambda r: r.index)

@@ -477,7 +477,17 @@ def _measure(ctx: Context, opts: Options, notes: list[str]) -> None:
     for label, t, p, c in runs:
         ctx.progress(f"measuring {label} ({len(ctx.prompts)} prompts x {ctx.max_tokens} tokens)")
         try:
-            m = common.measure_url(ctx, ctx.url or "", common.params(ctx, t, p, c))
+            if c > 1:
+                loaded = common.measure_loaded(ctx, ctx.url or "", common.params(ctx, t, p, c))
+                m = loaded.measurement
+                if loaded.reference is not None:
+                    ctx.measured[common.LOAD_REFERENCE] = loaded.reference
+                if len(loaded.seen) > 1 or not loaded.reached:
+                    notes.append(f"{label}: {loaded.words()}"
+                                 + ("" if loaded.reached else ": the load was not reached, so "
+                                    "this pass says nothing about load"))
+            else:
+                m = common.measure_url(ctx, ctx.url or "", common.params(ctx, t, p, c))
         except SpecdoctorError as exc:
             notes.append(f"{label}: {exc}")
             ctx.errors.append(str(exc))
@@ -659,10 +669,14 @@ def _facts(ctx: Context, opts: Options, oracle_result: ExperimentResult | None) 
         reference=references.choose(oracle_ref, user, published),
         sampled=sampled.total if sampled is not None else None,
         sampled_label="T={:g}, top_p={:g}".format(*opts.sampled) if opts.sampled else "",
-        concurrent=(ctx.measured["greedy c=8"].total if "greedy c=8" in ctx.measured else None),
+        concurrent=(ctx.measured["greedy c=8"].total
+                    if "greedy c=8" in ctx.measured
+                    and common.load_reached(ctx.measured["greedy c=8"]) else None),
         repeat=repeat_fall(ctx),
         greedy_again=(ctx.measured["greedy again"].total if "greedy again" in ctx.measured
                       else None),
+        concurrent_reference=(ctx.measured[common.LOAD_REFERENCE].total
+                              if common.LOAD_REFERENCE in ctx.measured else None),
         windows=tuple(ctx.windows),
         errors=tuple(errors),
         tok_s=greedy.output_tok_s if greedy is not None else None,

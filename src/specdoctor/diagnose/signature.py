@@ -88,6 +88,9 @@ class Facts:
     # greedy at concurrency 1 measured again, after the first pass: the c=8 pass's comparison
     # (the same prompts seen before, as the c=8 pass sees them: a prefix cache warm for both)
     greedy_again: AcceptanceProfile | None = None
+    # greedy at concurrency 1 with the c=8 pass's own request length, where that pass's
+    # requests were made longer to run together: then its comparison instead
+    concurrent_reference: AcceptanceProfile | None = None
     windows: tuple[AcceptanceProfile, ...] = ()  # log windows in uptime order
     # greedy on the same prompts a second time on the same server, against the first
     repeat: RepeatFall | None = None
@@ -348,7 +351,8 @@ def classify(f: Facts) -> Signature:
                      if f.sampled_reference is not None else s < SAMPLED_SHARE * sref)
             if below and (healthy_greedy or f.greedy is None or base == "unreferenced"):
                 also.append("sampling-bound")
-    one = f.greedy_again if f.greedy_again is not None else f.greedy
+    one = (f.concurrent_reference if f.concurrent_reference is not None
+           else f.greedy_again if f.greedy_again is not None else f.greedy)
     if f.concurrent is not None and one is not None and differs(f.concurrent, one, LOAD_SHARE):
         also.append("load-dependent")
         parts.append(f"c=8 {f.concurrent.accepted_per_draft:.2f} vs c=1 "

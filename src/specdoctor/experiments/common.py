@@ -4,6 +4,7 @@ comparisons."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import time
@@ -17,6 +18,7 @@ import numpy as np
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.bench import measure as proto
 from specdoctor.errors import SpecdoctorError
+from specdoctor.experiments import rules
 from specdoctor.experiments.base import Context
 from specdoctor.launch import LaunchSpec, free_port
 from specdoctor.launch.engines import Speculation
@@ -124,6 +126,74 @@ def params(ctx: Context, temperature: float = 0.0, top_p: float = 1.0,
 
 def measure_url(ctx: Context, url: str, p: proto.MeasureParams) -> proto.Measurement:
     return proto.run(url, list(ctx.prompts), p)
+
+
+# ctx.measured's key of the concurrency-1 pass taken beside the c=8 pass when that pass's
+# requests were made longer to run together (measure_loaded)
+LOAD_REFERENCE = "greedy c=1 at the c=8 pass's length"
+
+
+@dataclass(frozen=True)
+class LoadedPass:
+    """A pass at concurrency above 1 whose requests ran together, or the closest to it: the
+    pass kept, the concurrency-1 pass to compare it with when the kept pass's requests were
+    made longer than asked (None: compare with the caller's own), and every pass's mean in
+    flight."""
+
+    measurement: proto.Measurement
+    reference: proto.Measurement | None
+    seen: tuple[float | None, ...]   # load_seen of every pass, in order
+
+    @property
+    def reached(self) -> bool:
+        return load_reached(self.measurement)
+
+    def words(self) -> str:
+        m = self.measurement
+        seen = ", ".join("?" if x is None else f"{x:.1f}" for x in self.seen)
+        longer = (f"; kept: requests of {m.params.max_tokens} tokens, compared with c=1 at that "
+                  f"length" if self.reference is not None else "")
+        return (f"{len(self.seen)} pass(es) at c={m.params.concurrency}, "
+                f"{load_seen(m)[1]}: {seen} (the load needs "
+                f"{rules.LOAD_IN_FLIGHT_SHARE * m.params.concurrency:.1f}){longer}")
+
+
+def load_seen(m: proto.Measurement) -> tuple[float | None, str]:
+    """How many requests ran together in a pass, and by whose count: the server's (requests per
+    engine step, from its counters) where it gives one, else the client's (requests in flight
+    on average). The client's alone can read full while the server still took the requests
+    one at a time (a server process too starved to admit them as they came)."""
+    x = m.requests_per_step
+    if x is not None:
+        return x, "requests per engine step"
+    return m.mean_in_flight, "requests in flight on average"
+
+
+def load_reached(m: proto.Measurement) -> bool:
+    x, _ = load_seen(m)
+    return x is not None and x >= rules.LOAD_IN_FLIGHT_SHARE * m.params.concurrency
+
+
+def measure_loaded(ctx: Context, url: str, p: proto.MeasureParams) -> LoadedPass:
+    """Measure at ``p.concurrency``. Where its requests did not run together (each ended before
+    the next reached the engine), again with requests ``rules.LOAD_LONGER`` times longer, up to
+    ``rules.LOAD_PASSES`` passes; a longer pass that reaches the load is compared with
+    concurrency 1 at its own length (measured here)."""
+    first = measure_url(ctx, url, p)
+    passes = [first]
+    longer = dataclasses.replace(p, max_tokens=p.max_tokens * rules.LOAD_LONGER)
+    while not first.error and not load_reached(passes[-1]) and len(passes) < rules.LOAD_PASSES:
+        m = measure_url(ctx, url, longer)
+        passes.append(m)
+        if m.error:
+            break
+    seen = tuple(load_seen(m)[0] for m in passes)
+    best = max(passes, key=lambda m: (m.error is None, load_reached(m), m is first,
+                                      load_seen(m)[0] or 0.0))
+    if best is first:
+        return LoadedPass(first, None, seen)
+    return LoadedPass(best, measure_url(ctx, url, dataclasses.replace(longer, concurrency=1)),
+                      seen)
 
 
 def measure_launch(ctx: Context, launch: LaunchSpec, p: proto.MeasureParams, label: str

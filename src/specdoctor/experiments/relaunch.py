@@ -32,6 +32,7 @@ from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments import common
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 from specdoctor.experiments.rules import (
+    LOAD_IN_FLIGHT_SHARE,
     LOAD_SHARE,
     SLOWER_SHARE,
     decide_speed_split,
@@ -117,15 +118,25 @@ class ConcurrencyAB:
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
         # the measurement's own c=8 pass where it was taken, against the second c=1 pass (both
         # after the first: the same prompts seen before)
-        m = ctx.measured.get("greedy c=8") or common.measure_url(
-            ctx, ctx.url or "", common.params(ctx, concurrency=8))
-        one = (ctx.measured.get("greedy again") or ctx.measured["greedy"]).total
+        m = ctx.measured.get("greedy c=8")
+        ref = ctx.measured.get(common.LOAD_REFERENCE)
+        if m is None or (not common.load_reached(m) and ctx.url is not None):
+            loaded = common.measure_loaded(ctx, ctx.url or "", common.params(ctx, concurrency=8))
+            m, ref = loaded.measurement, loaded.reference
+        one = (ref or ctx.measured.get("greedy again") or ctx.measured["greedy"]).total
         if m.total is None or one is None:
             return ExperimentResult(self.id, [Finding("load-dependent", Verdict.INCONCLUSIVE,
                                                       f"c=8 measurement failed: {m.error}")],
                                     error=m.error)
         ev = (f"c=8 {common.apd(m.total):.3f} vs c=1 {common.apd(one):.3f} accepted per draft")
         v = Verdict.CONFIRMED if differs(m.total, one, LOAD_SHARE) else Verdict.EXCLUDED
+        if v is Verdict.EXCLUDED and not common.load_reached(m):
+            # the requests never ran together: equal acceptance says nothing about load
+            x, what = common.load_seen(m)
+            v = Verdict.INCONCLUSIVE
+            ev += (f"; not decided: the requests did not run together ("
+                   f"{'?' if x is None else f'{x:.1f}'} {what} of {m.params.concurrency} sent; "
+                   f"the load needs {LOAD_IN_FLIGHT_SHARE * m.params.concurrency:.1f})")
         return ExperimentResult(self.id, [Finding("load-dependent", v, ev)],
                                 curves={"c=1": one, "c=8": m.total})
 

@@ -35,6 +35,16 @@ if TYPE_CHECKING:
 # Thresholds the signature (diagnose) classifies with and the experiments decide with, kept
 # here so that both read the same number.
 LOAD_SHARE = 0.15         # c=8 vs c=1 relative difference when no intervals decide
+# A concurrency pass says something about load only when its requests ran together: at least
+# this share of the concurrency per engine step (the server's counters), or in flight on average
+# where the server does not count its steps (experiments.common.load_seen). A small model's
+# requests can each end before the next one reaches the engine; then the pass is taken
+# again with requests LOAD_LONGER times longer (and concurrency 1 measured at that length to
+# compare with), up to LOAD_PASSES passes in all; one that never reaches the load decides
+# nothing.
+LOAD_IN_FLIGHT_SHARE = 0.5
+LOAD_LONGER = 4
+LOAD_PASSES = 4
 SLOWER_SHARE = 0.95       # tok/s under this share of the spec-off tok/s
 # Position 0 under this from a trained drafter (a draft model or head, not prompt lookup) is
 # class `zero`: a drafter trained on its target agrees with it far more often than 1 time in 20

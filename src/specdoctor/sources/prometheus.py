@@ -33,6 +33,7 @@ _NAMES = {
     "vllm:spec_decode_num_accepted_tokens": "accepted",
 }
 _PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
+ITERATIONS = "vllm:iteration_tokens_total"   # a histogram: one observation per engine step
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class CounterReading:
     profile: AcceptanceProfile
     created: dict[str, float] = field(default_factory=dict)
     model_names: tuple[str, ...] = ()
+    # engine steps so far (``vllm:iteration_tokens_total``'s count, every engine summed): with
+    # the drafts, how many requests each step carried (None where the server does not say)
+    iterations: float | None = None
 
 
 def parse_text(text: str) -> CounterReading:
@@ -58,7 +62,12 @@ def parse_text(text: str) -> CounterReading:
             f"not Prometheus text exposition ({printable(str(exc))})",
             "pass the body of a server's /metrics endpoint (curl -s URL/metrics > dump.txt)",
         ) from exc
+    iterations: float | None = None
     for fam in families:
+        if fam.name == ITERATIONS:
+            counts = [x.value for x in fam.samples if x.name == ITERATIONS + "_count"]
+            iterations = sum(counts) if counts else None
+            continue
         if not fam.name.startswith(PREFIX):
             continue
         found = True
@@ -88,7 +97,7 @@ def parse_text(text: str) -> CounterReading:
         accepted_per_position=tuple(int(per_pos.get(i, 0)) for i in range(k)) if k else None,
         k=k,
     )
-    return CounterReading(profile, created, tuple(sorted(models)))
+    return CounterReading(profile, created, tuple(sorted(models)), iterations)
 
 
 def _position(label: str, series: str) -> int:
