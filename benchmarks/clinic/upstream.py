@@ -470,4 +470,19 @@ UPSTREAM_CASES = [
          how="the head's max_position_embeddings set to 64 (the lab's code prompts are 25 to "
              "47 tokens, 64 generated): vLLM 0.32 as shipped derives the drafter's "
              "max_model_len from it and gates drafting on it (no patch)"),
+    Case("up-uniform-zero", "rejection-sampler",
+         lambda tmp: draft_model(tmp, sampling=["greedy", SAMPLED_T1],
+                                 env=pack("uniform-zero", tmp, pack(SAMPLER_FIX, tmp))),
+         "self-draft measured greedy and at T=1.0 top_p 0.95 with the CPU sampler defect "
+         "patched; the rejection test's uniform draw is 0 (runtime patch)",
+         origin="upstream", twin="sampled-patched",
+         cite="vllm-project/vllm-ascend issue #13730, PR #13470 (PR #13766)",
+         upstream="vllm-ascend's v2 speculator ported the probabilistic rejection kernel to "
+                  "NPU Triton without its random call and set u = 0.0 ('always accept the "
+                  "draft token'): log(u) = -inf, so every draft passed the acceptance test at "
+                  "temperature > 0 and the rejection sampler became a no-op; the reported "
+                  "acceptance rate was 1.0 and the output distribution the drafter's",
+         how="patch rejection_sampler.generate_uniform_probs to return zeros of its shape: "
+             "the random kernel's test target_prob / draft_prob >= u holds for every draft "
+             "(greedy requests never draw u)"),
 ]
