@@ -1,0 +1,52 @@
+"""The scoreboard scores a fault that did not bite on its machine apart (table.py ``inert``),
+from the latest row of the real clinic.json and from that row with its measurement beside the
+twin as run.py records it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "benchmarks" / "clinic"))
+
+import table  # noqa: E402
+from run import CASES  # noqa: E402
+
+
+def _latest_with(bites: dict | None) -> tuple[list, dict]:
+    by_case = table.rows_by_case(json.loads(table.RESULTS.read_text()))
+    row = dict(by_case["dflash-shipped"][-1])
+    if bites is not None:
+        row["bites_here"] = bites
+    return CASES, {**by_case, "dflash-shipped": [row]}
+
+
+def _fault_dev_line(md: str) -> str:
+    return next(line for line in md.splitlines() if line.startswith("- fault (dev):"))
+
+
+def test_a_fault_that_did_not_bite_here_is_listed_apart_not_scored():
+    bites = {"twin_case": "healthy-dflash", "difference": 0.012, "ci95": [-0.02, 0.04],
+             "bites": False, "accepted_per_draft": {"case": 1.2, "twin": 1.188}, "prompts": 16}
+    cases, by_case = _latest_with(bites)
+    md = table.render(cases, by_case)
+    scored = _fault_dev_line(md)
+    cases0, by_case0 = _latest_with(None)
+    before = _fault_dev_line(table.render(cases0, by_case0))
+    # one case fewer in the share, and the reason beside it
+    n0, d0 = before.split(": ")[1].split()[0].split("/")
+    n1, d1 = scored.split(": ")[1].split()[0].split("/")
+    assert int(d1) == int(d0) - 1, (before, scored)
+    assert "did not bite on this machine (dflash-shipped: 1.2 vs healthy-dflash 1.188" in md
+    assert "| inert here |" in md
+
+
+def test_a_fault_that_bit_is_scored_as_before():
+    bites = {"twin_case": "healthy-dflash", "difference": -0.2, "ci95": [-0.3, -0.1],
+             "bites": True, "accepted_per_draft": {"case": 1.0, "twin": 1.2}, "prompts": 16}
+    cases, by_case = _latest_with(bites)
+    cases0, by_case0 = _latest_with(None)
+    assert _fault_dev_line(table.render(cases, by_case)) == _fault_dev_line(
+        table.render(cases0, by_case0))
