@@ -11,8 +11,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "benchmarks" / "clinic"))
 
-import table  # noqa: E402
-from run import CASES  # noqa: E402
+import table
+from run import CASES
 
 
 def _latest_with(bites: dict | None) -> tuple[list, dict]:
@@ -36,8 +36,8 @@ def test_a_fault_that_did_not_bite_here_is_listed_apart_not_scored():
     cases0, by_case0 = _latest_with(None)
     before = _fault_dev_line(table.render(cases0, by_case0))
     # one case fewer in the share, and the reason beside it
-    n0, d0 = before.split(": ")[1].split()[0].split("/")
-    n1, d1 = scored.split(": ")[1].split()[0].split("/")
+    _, d0 = before.split(": ")[1].split()[0].split("/")
+    _, d1 = scored.split(": ")[1].split()[0].split("/")
     assert int(d1) == int(d0) - 1, (before, scored)
     assert "did not bite on this machine (dflash-shipped: 1.2 vs healthy-dflash 1.188" in md
     assert "| inert here |" in md
