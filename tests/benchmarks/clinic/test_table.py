@@ -18,6 +18,7 @@ from run import CASES
 def _latest_with(bites: dict | None) -> tuple[list, dict]:
     by_case = table.rows_by_case(json.loads(table.RESULTS.read_text()))
     row = dict(by_case["dflash-shipped"][-1])
+    row.pop("bites_here", None)   # the row as diagnosed, then with the measurement given
     if bites is not None:
         row["bites_here"] = bites
     return CASES, {**by_case, "dflash-shipped": [row]}
