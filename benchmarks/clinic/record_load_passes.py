@@ -15,11 +15,9 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -48,39 +46,33 @@ def main() -> None:
 
     from specdoctor.bench import measure as proto
     from specdoctor.bench.prompts import take
-    from specdoctor.launch import free_port
+    from specdoctor.launch import LaunchSpec, free_port, start, stop, wait_ready
 
     name = sys.argv[1] if len(sys.argv) > 1 else "up-eagle3-last-token-batch"
     case = next(c for c in CASES if c.name == name)
     tmp = Path(tempfile.mkdtemp(prefix="srv-"))
     setup = case.build(tmp)
     port = free_port()
-    env = {**os.environ, **patients.launch_env(setup, tmp)}
-    with open(tmp / "server.log", "w") as log:
-        server = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-                                   *setup.argv_tail, "--port", str(port)], env=env,
-                                  stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    spec = LaunchSpec(argv=(sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+                            *setup.argv_tail, "--port", str(port)),
+                      env=patients.launch_env(setup, tmp), port=port,
+                      label=f"record-load-passes {name}")
     prompts = take("code", 8)
     passes = []
+    server = start(spec, tmp / "server.log", die_with_parent=True)
     try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(url + "/health", timeout=2)
-                break
-            except OSError:
-                time.sleep(1)
+        wait_ready(server, timeout_s=1800)
         plan = [("c=1", 1, False), ("c=1 again", 1, False), ("c=8 idle", 8, False),
                 ("c=8 idle", 8, False), ("c=8 busy", 8, True), ("c=8 busy", 8, True)]
         for label, c, busy in plan:
             hogs = []
             if busy:
-                stop = time.time() + 30
-                hogs = [mp.Process(target=_spin, args=(stop,)) for _ in range(os.cpu_count() or 2)]
+                until = time.time() + 30
+                hogs = [mp.Process(target=_spin, args=(until,)) for _ in range(os.cpu_count() or 2)]
                 for h in hogs:
                     h.start()
                 time.sleep(1)
-            m = proto.run(url, prompts, proto.MeasureParams(num_prompts=8, max_tokens=48,
+            m = proto.run(spec.url, prompts, proto.MeasureParams(num_prompts=8, max_tokens=48,
                                                              concurrency=c, suite="code"))
             for h in hogs:
                 h.terminate()
@@ -92,8 +84,7 @@ def main() -> None:
                            "scrapes": {x.phase: _kept(x.text) for x in m.scrapes
                                        if x.phase in ("before", "after")}})
     finally:
-        server.terminate()
-        server.wait(60)
+        stop(server)
     for p in passes:
         p["url"] = "(lab server)"
         p["model"] = "(lab model)"
