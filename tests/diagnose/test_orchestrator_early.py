@@ -264,3 +264,29 @@ def test_the_method_reference_is_the_published_or_the_users_higher(tmp_path):
     assert got.source == "user" and got.per_position == (0.9, 0.8, 0.7)
     assert orchestrator.method_reference("draft_model", 4, None) is None
     assert orchestrator.method_reference("eagle3", None, user) is None
+
+
+def test_the_sampled_oracle_is_computed_whenever_a_sampled_pass_was_measured(tmp_path):
+    """Before the signature, not only when sampled falls below greedy: a verifier that accepts
+    every draft leaves sampled equal to greedy, and only the sampled oracle shows it."""
+    notes: list[str] = []
+    ctx = _ctx(tmp_path)
+    assert orchestrator._sampled_oracle_first(ctx, notes) is None and notes == []
+    ctx.measured["sampled"] = object()
+    ctx.sampling = (1.0, 0.95)
+    assert orchestrator._sampled_oracle_first(ctx, notes) is None   # no greedy oracle here
+    assert len(notes) == 1 and "compared with greedy only" in notes[0]
+    assert "oracle-sampled" in orchestrator.RUN_EARLY   # not run a second time by the plan
+
+
+def test_the_signature_reads_the_sampled_oracle_gap_the_early_run_left(tmp_path):
+    from types import SimpleNamespace
+
+    ctx = Context(workdir=tmp_path)   # a pass as _facts reads it: its profile and its tok/s
+    ctx.measured["greedy"] = SimpleNamespace(total=HEALTHY, output_tok_s=None)
+    ctx.measured["sampled"] = SimpleNamespace(total=HEALTHY, output_tok_s=None)
+    ctx.oracle_sampled_gap = Gap(measured=4.0, oracle=3.1, low=-1.1, high=-0.7)
+    opts = orchestrator.Options(workdir=tmp_path, sampled=(1.0, 0.95))
+    facts = orchestrator._facts(ctx, opts, None)
+    assert facts.sampled_gap is ctx.oracle_sampled_gap
+    assert "sampling-bound" in classify(facts).classes

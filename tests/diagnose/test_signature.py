@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from specdoctor.diagnose.references import published_for, reference_from_profile
 from specdoctor.diagnose.signature import Facts, classify, find_cliff, shape
+from specdoctor.experiments.rules import Gap
 from tests.diagnose.recorded import counts, mean_only, measure_fixture, profile, tok_s
 
 
@@ -84,8 +85,26 @@ def test_sampling_bound_when_greedy_holds_and_sampled_falls():
     ref = reference_from_profile(g, "oracle", "oracle")
     sampled = counts([0.34, 0.0, 0.0, 0.0])
     assert classify(Facts(g, ref, sampled=sampled)).cls == "sampling-bound"
-    sampled_ref = reference_from_profile(counts([0.33, 0.0, 0.0, 0.0]), "sampled oracle", "oracle")
-    assert classify(Facts(g, ref, sampled=sampled, sampled_reference=sampled_ref)).cls == "healthy"
+    # what the user sees (sampled far below greedy) stays a symptom when the sampled oracle
+    # agrees: the experiments then say it is what sampling costs
+    at_oracle = Gap(measured=0.34, oracle=0.33, low=-0.04, high=0.02)
+    assert classify(Facts(g, ref, sampled=sampled, sampled_gap=at_oracle)).cls == \
+        "sampling-bound"
+
+
+def test_sampled_above_its_oracle_is_a_symptom_even_when_it_equals_greedy():
+    """A rejection test that accepts every draft: sampled 4.00 per draft, as greedy, where a
+    correct verifier at T=1 accepts an argmax draft only with its probability."""
+    g = counts([1.0, 1.0, 1.0, 1.0])
+    ref = reference_from_profile(g, "oracle", "oracle")
+    above = Gap(measured=4.0, oracle=3.1, low=-1.1, high=-0.7)
+    sig = classify(Facts(g, ref, sampled=g, sampled_gap=above, sampled_label="T=1, top_p=0.95"))
+    assert sig.cls == "sampling-bound"
+    assert "sampled above its oracle" in sig.evidence
+    assert sig.numbers["sampled_oracle_accepted_per_draft"] == 3.1
+    level = Gap(measured=4.0, oracle=3.98, low=-0.05, high=0.01)
+    assert classify(Facts(g, ref, sampled=g, sampled_gap=level)).cls == "healthy"
+    assert classify(Facts(g, ref, sampled=g)).cls == "healthy"   # no oracle: greedy only
 
 
 def test_load_dependent_uses_the_intervals():

@@ -28,14 +28,14 @@ from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments import common, rules
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Launcher, Verdict
 from specdoctor.experiments.logs_scan import error_lines
-from specdoctor.experiments.oracle_gap import OracleGreedy, expected_profile
+from specdoctor.experiments.oracle_gap import OracleGreedy, OracleSampled, expected_profile
 from specdoctor.experiments.repeat import fall as repeat_fall
 from specdoctor.launch import LaunchSpec, Servers, free_port
 from specdoctor.launch.servers import READY_TIMEOUT_S
 
 OFFICIAL = (1.0, 0.95)   # the official sampling of CASES.md's sweeps
 # Experiments that may run before the signature (their results are in the ledger already).
-RUN_EARLY = ("oracle-greedy", "spec-off-baseline")
+RUN_EARLY = ("oracle-greedy", "oracle-sampled", "spec-off-baseline")
 
 
 @dataclass(frozen=True)
@@ -244,6 +244,7 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
     part.step = "computing the oracle"
     _as_served_vocabulary(ctx, notes)
     oracle_result = _oracle_first(ctx, notes)
+    sampled_result = _sampled_oracle_first(ctx, notes) if oracle_result is not None else None
     part.step = "classifying the symptom"
     part.facts = facts = _facts(ctx, opts, oracle_result)
     part.sig = sig = classify(facts)
@@ -252,8 +253,9 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
     cat = catalogue_mod.load()
     part.ledger = ledger = build(sig, cat, opts.restart_min,
                                  also=kept_candidates(ctx, facts) + weak_lookup(sig, facts))
-    if oracle_result is not None:
-        ledger.apply(oracle_result)
+    for early in (oracle_result, sampled_result):
+        if early is not None:
+            ledger.apply(early)
     saver.save(sig, ledger)
     part.step = "running the experiments"
     t_plan = time.monotonic()
@@ -579,6 +581,28 @@ def _oracle_first(ctx: Context, notes: list[str]) -> ExperimentResult | None:
         return None
 
 
+def _sampled_oracle_first(ctx: Context, notes: list[str]) -> ExperimentResult | None:
+    """Whenever a sampled pass was measured, its oracle is computed before the signature: a
+    sampled measurement that is not below greedy can still be far above what a correct
+    verifier accepts (a rejection test that accepts every draft), and only the sampled oracle
+    shows it."""
+    if "sampled" not in ctx.measured:
+        return None
+    exp = OracleSampled()
+    why = exp.unavailable(ctx)
+    if why is not None:
+        notes.append(f"sampled reference: no sampled oracle ({why}); sampled is compared "
+                     f"with greedy only")
+        return None
+    ctx.progress("oracle: the acceptance a correct verifier gives, sampled")
+    try:
+        return exp.run(ctx, ("rejection-sampler", "sampling-confound", "engine-drafting"))
+    except Exception as exc:  # noqa: BLE001 - a crashing experiment must not end the diagnosis
+        notes.append(f"sampled oracle failed: {type(exc).__name__}: {exc}")
+        _keep_traceback(ctx, "oracle-sampled")
+        return None
+
+
 def weak_lookup(sig: Signature, facts: Facts) -> tuple[str, ...]:
     """``zero`` leaves draft-quality out because a trained drafter that never agrees is broken
     (rule zero-not-weak); a drafter that is not trained (prompt lookup) that finds nothing to
@@ -668,6 +692,7 @@ def _facts(ctx: Context, opts: Options, oracle_result: ExperimentResult | None) 
         greedy=profile,
         reference=references.choose(oracle_ref, user, published),
         sampled=sampled.total if sampled is not None else None,
+        sampled_gap=ctx.oracle_sampled_gap,
         sampled_label="T={:g}, top_p={:g}".format(*opts.sampled) if opts.sampled else "",
         concurrent=(ctx.measured["greedy c=8"].total
                     if "greedy c=8" in ctx.measured

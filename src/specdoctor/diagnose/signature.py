@@ -18,8 +18,10 @@ Classes:
 - ``steep-decay``: below the reference, and the loss grows with the position (the ratio to the
   reference at the last position is under half of that at position 0);
 - ``uniform-low``: below the reference by about the same factor at every position;
-- ``sampling-bound``: greedy holds up, the sampled measurement falls well below its reference
-  (the sampled oracle when known, else greedy);
+- ``sampling-bound``: greedy holds up, and the sampled measurement falls well below greedy
+  (under ``SAMPLED_SHARE`` of it: what the user sees) or is significantly off its sampled oracle
+  in either direction (``Facts.sampled_gap``: a verifier that accepts more than a correct one
+  does is as broken as one that accepts less);
 - ``load-dependent``: concurrency 8 accepts differently from concurrency 1 (outside both
   intervals);
 - ``drifting``: acceptance falls over the server's uptime (first vs last third of the windows),
@@ -49,7 +51,13 @@ from specdoctor.acceptance.compare import conditional_from_unconditional, differ
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.diagnose.references import Reference
 from specdoctor.experiments.rules import (
-    LOAD_SHARE, SLOWER_SHARE, ZERO_POS0, RepeatFall, repeat_fell, trained_drafter,
+    LOAD_SHARE,
+    SLOWER_SHARE,
+    ZERO_POS0,
+    Gap,
+    RepeatFall,
+    repeat_fell,
+    trained_drafter,
 )
 from specdoctor.oracle.compare import WEAK_DRAFTER_POS0
 
@@ -66,7 +74,7 @@ CLIFF_MIN_BEFORE = 0.20
 # Steep decay: the ratio to the reference at the last position under this share of position 0's.
 DECAY_RATIO = 0.5
 ABS_SLACK = 0.02          # absolute slack on top of a reference's relative tolerance
-SAMPLED_SHARE = 0.7       # sampled accepted/draft under this share of its reference
+SAMPLED_SHARE = 0.7       # sampled accepted/draft under this share of greedy's
 DRIFT_SHARE = 0.20        # last third of windows this much below the first third
 # LOAD_SHARE and SLOWER_SHARE are shared with the experiments that decide the same question
 # (concurrency-ab, spec-off-baseline): they live in experiments.rules; WEAK_DRAFTER_POS0 (an
@@ -82,7 +90,9 @@ class Facts:
     greedy: AcceptanceProfile | None
     reference: Reference | None = None
     sampled: AcceptanceProfile | None = None
-    sampled_reference: Reference | None = None   # the sampled oracle, when computed
+    # the sampled measurement against the sampled oracle (same prompts, same T and top_p),
+    # when the oracle could be computed
+    sampled_gap: Gap | None = None
     sampled_label: str = ""
     concurrent: AcceptanceProfile | None = None  # greedy at concurrency 8
     # greedy at concurrency 1 measured again, after the first pass: the c=8 pass's comparison
@@ -340,17 +350,20 @@ def classify(f: Facts) -> Signature:
     healthy_greedy = base == "healthy"
     if f.sampled is not None and f.sampled.has_drafts:
         s = f.sampled.accepted_per_draft or 0.0
-        sref = (f.sampled_reference.accepted_per_draft if f.sampled_reference is not None
-                else (f.greedy.accepted_per_draft if f.greedy is not None else None))
+        g = f.greedy.accepted_per_draft if f.greedy is not None else None
         nums["sampled_accepted_per_draft"] = round(s, 4)
-        if sref:
-            label = "sampled oracle" if f.sampled_reference is not None else "greedy"
+        falls = bool(g) and s < SAMPLED_SHARE * g
+        if g:
             parts.append(f"sampled ({f.sampled_label or 'T>0'}) {s:.2f} accepted per draft vs "
-                         f"{label} {sref:.2f}")
-            below = (not within(s, sref, f.sampled_reference.tolerance)
-                     if f.sampled_reference is not None else s < SAMPLED_SHARE * sref)
-            if below and (healthy_greedy or f.greedy is None or base == "unreferenced"):
-                also.append("sampling-bound")
+                         f"greedy {g:.2f}")
+        off = f.sampled_gap is not None and (f.sampled_gap.below or f.sampled_gap.above)
+        if f.sampled_gap is not None:
+            sg = f.sampled_gap
+            way = "below" if sg.below else "above" if sg.above else "not significantly off"
+            parts.append(f"sampled {way} its oracle ({sg.text()})")
+            nums["sampled_oracle_accepted_per_draft"] = round(sg.oracle, 4)
+        if (falls or off) and (healthy_greedy or f.greedy is None or base == "unreferenced"):
+            also.append("sampling-bound")
     one = (f.concurrent_reference if f.concurrent_reference is not None
            else f.greedy_again if f.greedy_again is not None else f.greedy)
     if f.concurrent is not None and one is not None and differs(f.concurrent, one, LOAD_SHARE):
