@@ -138,10 +138,14 @@ class Measurement:
 
     @property
     def requests_per_step(self) -> float | None:
-        """Requests the server's engine steps carried on average over the pass: drafts over
-        engine steps between the scrapes around it (prefill steps count as steps, so a pass of
-        one request at a time reads a little under 1). None where the server does not count
-        its steps or the pass was not scraped on both sides."""
+        """Requests the server's engine steps carried on average over the pass: request-steps
+        over engine steps between the scrapes around it. Request-steps are counted from below
+        twice and the larger count kept: the drafts (a request drafts at most once a step;
+        prompt lookup drafts at few steps, so alone this understates its batch), and the tokens
+        answered less the draft tokens accepted (each request-step emits one token of its own;
+        tokens cut off by max_tokens only lower it). Prefill steps count as steps, so a pass of
+        one request at a time reads a little under 1. None where the server does not count its
+        steps or the pass was not scraped on both sides."""
         if len(self.scrapes) < 2 or self.scrapes[-1].phase != "after":
             return None
         before = next((x for x in self.scrapes if x.phase == "before"), None)
@@ -149,8 +153,14 @@ class Measurement:
         if before is None or before.reading.iterations is None or after.reading.iterations is None:
             return None
         steps = after.reading.iterations - before.reading.iterations
-        drafts = (after.reading.profile.drafts or 0) - (before.reading.profile.drafts or 0)
-        return drafts / steps if steps > 0 and drafts >= 0 else None
+        b, a = before.reading.profile, after.reading.profile
+        drafts = (a.drafts or 0) - (b.drafts or 0)
+        if steps <= 0 or drafts < 0:
+            return None
+        own = 0
+        if a.accepted_tokens is not None and b.accepted_tokens is not None:
+            own = self.output_tokens - (a.accepted_tokens - b.accepted_tokens)
+        return max(drafts, own) / steps
 
     @property
     def mean_in_flight(self) -> float | None:
