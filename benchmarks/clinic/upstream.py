@@ -209,10 +209,46 @@ def _chunked(packs: tuple[str, ...] = ()) -> Any:
     return build
 
 
+# The lab's DFlash drafter trained with every layer attending within a sliding window of
+# SWA_WINDOW positions (the code prompts are 25 to 47 tokens: the window covers part of each).
+SWA_WINDOW = 8
+
+
+def window_dropped(d: Path) -> None:
+    """The window keys gone from the drafter's config: vLLM 0.32 then serves every layer with
+    full attention (qwen3_dflash reads dflash_config.use_swa and swa_window_size)."""
+    from patients import edit_config
+
+    def edit(c: dict) -> None:
+        for key in ("use_swa", "swa_window_size"):
+            c["dflash_config"].pop(key, None)
+
+    edit_config(d, edit)
+
+
+def _dflash_windowed(edit_draft: Any = None) -> Any:
+    def build(tmp: Path) -> Setup:
+        import patients
+        from patients import BASE_ENV, publish, server
+        from specdoctor.lab.drafters import TRAINED_K, dflash, targets
+
+        budget = patients.DRAFTER_BUDGET[0]
+        t = publish(targets.qwen3(budget), tmp / "m1")
+        tok = publish(targets.tokenizer_dir(), tmp / "tok")
+        d = publish(dflash.trained(budget, window=SWA_WINDOW), tmp / "m2")
+        if edit_draft is not None:
+            edit_draft(d)
+        spec = {"method": "dflash", "num_speculative_tokens": TRAINED_K["dflash"],
+                "model": str(d)}
+        return Setup(server(t, spec, ["--tokenizer", str(tok)]), dict(BASE_ENV), ["greedy"])
+    return build
+
+
 # Healthy twins that are not clinic cases of their own (measure.py measures them).
 TWINS = {"sampled-fixed-t05": _verify_twin, "sampled-probabilistic": _probabilistic(),
          "mtp-two-step": _mtp_two_step(), "eagle3-chunked8": _chunked(),
          "healthy-self-block32": lambda tmp: draft_model(tmp, extra=BLOCK32),
+         "dflash-swa8": _dflash_windowed(),
          "eagle3-own-embed": lab_drafter("eagle3", edit_draft=own_embedding)}
 
 
@@ -485,4 +521,30 @@ UPSTREAM_CASES = [
          how="patch rejection_sampler.generate_uniform_probs to return zeros of its shape: "
              "the random kernel's test target_prob / draft_prob >= u holds for every draft "
              "(greedy requests never draw u)"),
+    Case("up-dflash-block-behind", "rope-sync",
+         lab_drafter("dflash", packs=["dflash-block-behind"]),
+         "trained DFlash; the engine hands the draft block's queries positions one lower "
+         "than the context it attends to (runtime patch)",
+         origin="upstream", twin="healthy-dflash",
+         cite="ikawrakow/ik_llama.cpp PR #2296",
+         upstream="the DFlash/DSpark draft block (bonus token and masked slots) was seeded at "
+                  "the position of the last committed context row instead of the bonus "
+                  "token's own: the whole block was roped one position early against context "
+                  "keys at their true positions, and acceptance collapsed with depth",
+         how="patch DFlashProposer.build_model_inputs_first_pass: the query positions it "
+             "returns lowered by one (clamped at 0); the context KV keeps its positions"),
+    Case("up-dflash-swa-dropped", "attention-mask",
+         _dflash_windowed(window_dropped),
+         "DFlash trained with a sliding window of 8, served with the window keys removed from "
+         "its config (served files)",
+         origin="upstream", twin="dflash-swa8",
+         cite="vllm-project/vllm PR #40898 (tracking issue #46105); ikawrakow/ik_llama.cpp "
+              "PR #2021; sgl-project/sglang PR #27469",
+         upstream="DFlash drafters trained with sliding-window attention were served with "
+                  "full attention (the engine did not read the window keys, or had no SWA "
+                  "for the drafter): every draft query attended to context it never saw in "
+                  "training, and acceptance fell past the window",
+         how="the lab's DFlash trained with use_swa, swa_window_size 8; dflash_config's "
+             "use_swa and swa_window_size removed from the served config, so vLLM 0.32 "
+             "serves every layer with full attention"),
 ]

@@ -79,6 +79,19 @@ def test_lookup_without_its_maximum_proposes_after_the_first_min_gram():
     assert p.max_n == 4  # the configured maximum is back after the call
 
 
+def test_dflash_block_behind_lowers_only_the_query_positions_by_one():
+    torch = pytest.importorskip("torch")
+    wrapper = _load("dflash_block_behind").first_pass
+    ids, pos = torch.tensor([7, 2, 2, 2]), torch.tensor([0, 1, 40, 41])
+
+    def original(self, n, m, mm):
+        return {"input_ids": ids, "positions": pos, "inputs_embeds": None}, m
+
+    inputs, n = wrapper(original, object(), 4, 4, None)
+    assert inputs["positions"].tolist() == [0, 0, 39, 40] and n == 4
+    assert inputs["input_ids"] is ids and pos.tolist() == [0, 1, 40, 41]  # the buffer untouched
+
+
 def test_stripped_source_keeps_the_code_and_drops_docstrings_and_comments():
     src = '"""Module doc naming vLLM PR #14464."""\n\n# a comment\ndef f(x):\n    """doc"""\n    return x + 1  # add\n'
     out = patches.stripped_source(src)

@@ -20,7 +20,7 @@ trained drafter is non-causal within its block (serving it causal is Case A's hy
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -182,8 +182,12 @@ def labels(greedy: torch.Tensor, anchors: torch.Tensor, k: int) -> torch.Tensor:
 
 # -- trained ----------------------------------------------------------------------------------
 
-def trained(budget: str = "full") -> Path:
+def trained(budget: str = "full", window: int | None = None) -> Path:
+    """The lab's DFlash drafter trained at ``budget``; with ``window``, every layer trained to
+    attend within that sliding window (written to its config as use_swa, swa_window_size)."""
     r = RECIPES[budget]
+    if window is not None:
+        r = replace(r, shape=replace(r.shape, window=window))
     target = targets.qwen3(budget)
     recipe = {"method": "dflash", **_key(r), "target": target.name}
     return cache.built("dflash-trained", recipe, [target / "model.safetensors"],
