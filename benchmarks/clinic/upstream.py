@@ -244,11 +244,40 @@ def _dflash_windowed(edit_draft: Any = None) -> Any:
     return build
 
 
+def norm_output_dropped(d: Path) -> None:
+    """norm_output gone from the head's config: vLLM 0.32 reads it with a default of false
+    (llama_eagle3), so each step after the first is fed the pre-norm state."""
+    from patients import edit_config
+
+    edit_config(d, lambda c: c.pop("norm_output", None))
+
+
+def _eagle3_norm_output(edit_draft: Any = None) -> Any:
+    """The lab's EAGLE3 head trained as EAGLE-3.1 heads are (norm_output), beside the lab's
+    llama target, with ``edit_draft``."""
+    def build(tmp: Path) -> Setup:
+        import patients
+        from patients import BASE_ENV, publish, server
+        from specdoctor.lab.drafters import TRAINED_K, eagle3, targets
+
+        budget = patients.DRAFTER_BUDGET[0]
+        t = publish(targets.llama(budget), tmp / "m1")
+        tok = publish(targets.tokenizer_dir(), tmp / "tok")
+        d = publish(eagle3.trained(budget, norm_output=True), tmp / "m2")
+        if edit_draft is not None:
+            edit_draft(d)
+        spec = {"method": "eagle3", "num_speculative_tokens": TRAINED_K["eagle3"],
+                "model": str(d)}
+        return Setup(server(t, spec, ["--tokenizer", str(tok)]), dict(BASE_ENV), ["greedy"])
+    return build
+
+
 # Healthy twins that are not clinic cases of their own (measure.py measures them).
 TWINS = {"sampled-fixed-t05": _verify_twin, "sampled-probabilistic": _probabilistic(),
          "mtp-two-step": _mtp_two_step(), "eagle3-chunked8": _chunked(),
          "healthy-self-block32": lambda tmp: draft_model(tmp, extra=BLOCK32),
          "dflash-swa8": _dflash_windowed(),
+         "eagle3-norm-output": _eagle3_norm_output(),
          "eagle3-own-embed": lab_drafter("eagle3", edit_draft=own_embedding)}
 
 
@@ -547,4 +576,16 @@ UPSTREAM_CASES = [
          how="the lab's DFlash trained with use_swa, swa_window_size 8; dflash_config's "
              "use_swa and swa_window_size removed from the served config, so vLLM 0.32 "
              "serves every layer with full attention"),
+    Case("up-eagle3-norm-output-dropped", "draft-config-mismatch",
+         _eagle3_norm_output(norm_output_dropped),
+         "EAGLE3 head trained feeding each later step the final-normed output (norm_output), "
+         "served with norm_output removed from its config (served files)",
+         origin="upstream", twin="eagle3-norm-output",
+         cite="vllm-project/vllm PR #46488",
+         upstream="the speculators config handler did not copy norm_output from EAGLE-3.1 "
+                  "checkpoints, which silently fell back to false: heads trained to be fed "
+                  "their final-normed output at each later step were fed the pre-norm "
+                  "residual stream",
+         how="the lab's EAGLE3 head trained with norm_output (its config says so); the key "
+             "removed from the served config, so vLLM 0.32 feeds the pre-norm state"),
 ]

@@ -108,3 +108,26 @@ def test_ci_mtp_training_gives_the_same_bytes_in_another_process_whatever_the_ca
                           text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert _sha256(here) == _sha256(there)
+
+
+def test_eagle3_norm_output_feeds_the_next_step_the_normed_state_and_says_so():
+    """EAGLE-3.1's option: step 0 is the same head either way, later steps read the previous
+    step's final-normed output; the config says norm_output only when it is on, and the
+    option off keeps the key (and so the cache entry) of heads trained before it."""
+    import torch
+
+    s = eagle3.Shape(hidden=16, heads=2, kv_heads=1, intermediate=32, vocab=64, draft_vocab=32)
+    p = {k: v.detach() for k, v in eagle3.init(s, 0).items()}
+    p["norm.weight"] = torch.full((16,), 3.0)  # normed state far from the residual stream
+    g = torch.Generator().manual_seed(1)
+    embed = torch.randn(64, 16, generator=g)
+    aux, ids = torch.randn(2, 6, 48, generator=g), torch.randint(0, 64, (2, 6), generator=g)
+    plain = eagle3.forward(p, s, embed, aux, ids, 2)
+    normed = eagle3.forward(p, replace(s, norm_output=True), embed, aux, ids, 2)
+    assert torch.equal(plain[0], normed[0])
+    assert not torch.allclose(plain[1], normed[1])
+    assert eagle3.config(replace(s, norm_output=True))["norm_output"] is True
+    assert "norm_output" not in eagle3.config(s)
+    r = eagle3.Recipe()
+    assert "norm_output" not in eagle3._key(r)["shape"]
+    assert eagle3._key(replace(r, shape=replace(r.shape, norm_output=True)))["shape"]["norm_output"]

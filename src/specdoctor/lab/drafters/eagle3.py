@@ -17,7 +17,7 @@ only ever counts drafts whose predecessors were right).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ class Shape(nn.LayerShape):
     draft_vocab: int = 512
     aux_ids: tuple[int, ...] = (0, 1, 2)
     norm_before_residual: bool = False
+    norm_output: bool = False  # EAGLE-3.1: the next step is fed the final-normed output
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ def config(s: Shape, target_layers: int = 2) -> dict[str, Any]:
         "eagle_aux_hidden_state_layer_ids": ids,
         "eagle_config": {"eagle_aux_hidden_state_layer_ids": ids, "use_aux_hidden_state": True},
         "dtype": "float32",
+        **({"norm_output": True} if s.norm_output else {}),
     }
 
 
@@ -138,8 +140,9 @@ def forward(p: dict[str, torch.Tensor], s: Shape, embed: torch.Tensor, aux: torc
                       p["midlayer.mlp.gate_proj.weight"], p["midlayer.mlp.up_proj.weight"],
                       p["midlayer.mlp.down_proj.weight"])
         pre = m + r
-        out.append(nn.rms_norm(pre, p["norm.weight"]) @ p["lm_head.weight"].T)
-        hidden = pre
+        normed = nn.rms_norm(pre, p["norm.weight"])
+        out.append(normed @ p["lm_head.weight"].T)
+        hidden = normed if s.norm_output else pre
     return out
 
 
@@ -162,9 +165,13 @@ def vocabulary(greedy: torch.Tensor, size: int, vocab: int) -> torch.Tensor:
     return torch.tensor(sorted(order[:size]), dtype=torch.long)
 
 
-def trained(budget: str = "full") -> Path:
-    """The trained EAGLE3 drafter for ``targets.llama(budget)`` (built once)."""
+def trained(budget: str = "full", norm_output: bool = False) -> Path:
+    """The trained EAGLE3 drafter for ``targets.llama(budget)`` (built once); with
+    ``norm_output``, trained as EAGLE-3.1 heads are: each step after the first is fed the
+    previous step's final-normed output (written to its config as norm_output)."""
     r = RECIPES[budget]
+    if norm_output:
+        r = replace(r, shape=replace(r.shape, norm_output=True))
     target = targets.llama(budget)
     recipe = {"method": "eagle3", **_key(r), "target": target.name}
 
@@ -175,7 +182,9 @@ def trained(budget: str = "full") -> Path:
 
 
 def _key(r: Recipe) -> dict[str, Any]:
-    return {"shape": asdict(r.shape), "data": asdict(r.data), "fit": r.fit.key(),
+    # an option left off keeps the key of the heads trained before it existed
+    shape = {k: v for k, v in asdict(r.shape).items() if k != "norm_output" or v}
+    return {"shape": shape, "data": asdict(r.data), "fit": r.fit.key(),
             "steps": r.steps, "init_seed": r.init_seed}
 
 
