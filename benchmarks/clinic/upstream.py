@@ -226,22 +226,27 @@ def window_dropped(d: Path) -> None:
     edit_config(d, edit)
 
 
-def _dflash_windowed(edit_draft: Any = None) -> Any:
+def _trained_with(method: str, option: dict[str, Any], edit_draft: Any = None) -> Any:
+    """The lab's ``method`` drafter trained with ``option`` (keywords of its ``trained``),
+    served beside the method's lab target at its trained k, with ``edit_draft``."""
     def build(tmp: Path) -> Setup:
         import patients
         from patients import BASE_ENV, publish, server
-        from specdoctor.lab.drafters import TRAINED_K, dflash, targets
+        from specdoctor.lab.drafters import TRAINED_K, module, targets
 
-        budget = patients.DRAFTER_BUDGET[0]
-        t = publish(targets.qwen3(budget), tmp / "m1")
+        m, budget = module(method), patients.DRAFTER_BUDGET[0]
+        t = publish(m.trained_pair(budget)[0], tmp / "m1")
         tok = publish(targets.tokenizer_dir(), tmp / "tok")
-        d = publish(dflash.trained(budget, window=SWA_WINDOW), tmp / "m2")
+        d = publish(m.trained(budget, **option), tmp / "m2")
         if edit_draft is not None:
             edit_draft(d)
-        spec = {"method": "dflash", "num_speculative_tokens": TRAINED_K["dflash"],
-                "model": str(d)}
+        spec = {"method": method, "num_speculative_tokens": TRAINED_K[method], "model": str(d)}
         return Setup(server(t, spec, ["--tokenizer", str(tok)]), dict(BASE_ENV), ["greedy"])
     return build
+
+
+def _dflash_windowed(edit_draft: Any = None) -> Any:
+    return _trained_with("dflash", {"window": SWA_WINDOW}, edit_draft)
 
 
 def norm_output_dropped(d: Path) -> None:
@@ -253,23 +258,8 @@ def norm_output_dropped(d: Path) -> None:
 
 
 def _eagle3_norm_output(edit_draft: Any = None) -> Any:
-    """The lab's EAGLE3 head trained as EAGLE-3.1 heads are (norm_output), beside the lab's
-    llama target, with ``edit_draft``."""
-    def build(tmp: Path) -> Setup:
-        import patients
-        from patients import BASE_ENV, publish, server
-        from specdoctor.lab.drafters import TRAINED_K, eagle3, targets
-
-        budget = patients.DRAFTER_BUDGET[0]
-        t = publish(targets.llama(budget), tmp / "m1")
-        tok = publish(targets.tokenizer_dir(), tmp / "tok")
-        d = publish(eagle3.trained(budget, norm_output=True), tmp / "m2")
-        if edit_draft is not None:
-            edit_draft(d)
-        spec = {"method": "eagle3", "num_speculative_tokens": TRAINED_K["eagle3"],
-                "model": str(d)}
-        return Setup(server(t, spec, ["--tokenizer", str(tok)]), dict(BASE_ENV), ["greedy"])
-    return build
+    """The lab's EAGLE3 head trained as EAGLE-3.1 heads are (norm_output)."""
+    return _trained_with("eagle3", {"norm_output": True}, edit_draft)
 
 
 # Healthy twins that are not clinic cases of their own (measure.py measures them).
