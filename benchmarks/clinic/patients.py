@@ -170,13 +170,17 @@ def draft_model(tmp: Path, edit: Callable[[Path], None] | None = None,
 def lab_drafter(method: str, fault: str | None = None, k: int | None = None, *,
                 edit_draft: Callable[[Path], None] | None = None,
                 edit_target: Callable[[Path], None] | None = None,
-                packs: Sequence[str] = ()) -> Callable[[Path], Setup]:
+                packs: Sequence[str] = (),
+                trained: dict[str, Any] | None = None) -> Callable[[Path], Setup]:
     """A trained EAGLE3/DFlash/MTP drafter of the lab (``DRAFTER_BUDGET``), with a lab fault,
-    an edit of the drafter's or the target's served files, and/or runtime patches."""
+    an edit of the drafter's or the target's served files, and/or runtime patches;
+    ``trained``: options of the method's ``trained`` (a drafter trained another way)."""
     def build(tmp: Path) -> Setup:
         from specdoctor.lab import drafters, faults
 
-        served = drafters.serve(method, fault=fault, budget=DRAFTER_BUDGET[0])
+        budget = DRAFTER_BUDGET[0]
+        draft = drafters.module(method).trained(budget, **trained) if trained else None
+        served = drafters.serve(method, fault=fault, budget=budget, draft=draft)
         t = publish(served.target, tmp / "m1")
         if edit_target is not None:
             edit_target(t)

@@ -226,27 +226,8 @@ def window_dropped(d: Path) -> None:
     edit_config(d, edit)
 
 
-def _trained_with(method: str, option: dict[str, Any], edit_draft: Any = None) -> Any:
-    """The lab's ``method`` drafter trained with ``option`` (keywords of its ``trained``),
-    served beside the method's lab target at its trained k, with ``edit_draft``."""
-    def build(tmp: Path) -> Setup:
-        import patients
-        from patients import BASE_ENV, publish, server
-        from specdoctor.lab.drafters import TRAINED_K, module, targets
-
-        m, budget = module(method), patients.DRAFTER_BUDGET[0]
-        t = publish(m.trained_pair(budget)[0], tmp / "m1")
-        tok = publish(targets.tokenizer_dir(), tmp / "tok")
-        d = publish(m.trained(budget, **option), tmp / "m2")
-        if edit_draft is not None:
-            edit_draft(d)
-        spec = {"method": method, "num_speculative_tokens": TRAINED_K[method], "model": str(d)}
-        return Setup(server(t, spec, ["--tokenizer", str(tok)]), dict(BASE_ENV), ["greedy"])
-    return build
-
-
 def _dflash_windowed(edit_draft: Any = None) -> Any:
-    return _trained_with("dflash", {"window": SWA_WINDOW}, edit_draft)
+    return lab_drafter("dflash", edit_draft=edit_draft, trained={"window": SWA_WINDOW})
 
 
 def norm_output_dropped(d: Path) -> None:
@@ -259,7 +240,7 @@ def norm_output_dropped(d: Path) -> None:
 
 def _eagle3_norm_output(edit_draft: Any = None) -> Any:
     """The lab's EAGLE3 head trained as EAGLE-3.1 heads are (norm_output)."""
-    return _trained_with("eagle3", {"norm_output": True}, edit_draft)
+    return lab_drafter("eagle3", edit_draft=edit_draft, trained={"norm_output": True})
 
 
 # Healthy twins that are not clinic cases of their own (measure.py measures them).
