@@ -9,13 +9,13 @@ its latest version. Each row holds the baseline's whole JSON document (``gate.ba
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from specdoctor.errors import InputError
+from specdoctor.store.db import connect, guarded, load_json, row_time
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS gate_baselines (
@@ -39,17 +39,12 @@ class SavedBaseline:
 class BaselineStore:
     def __init__(self, path: Path) -> None:
         self.path = path
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(str(path), timeout=30)
-            self._conn.executescript(SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            raise InputError(f"cannot open the store {path}: {exc}",
-                             "pass --db PATH to a writable file, or set SPECDOCTOR_DB") from exc
+        self._conn = connect(path, SCHEMA)
 
     def close(self) -> None:
         self._conn.close()
 
+    @guarded
     def save(self, name: str, doc: dict[str, Any]) -> int:
         with self._conn:
             cur = self._conn.execute(
@@ -57,6 +52,7 @@ class BaselineStore:
                 (name, time.time(), json.dumps(doc)))
         return int(cur.lastrowid or 0)
 
+    @guarded
     def get(self, name: str) -> SavedBaseline:
         r = self._conn.execute("SELECT id, name, saved_at, doc FROM gate_baselines WHERE name = ?"
                                " ORDER BY id DESC LIMIT 1", (name,)).fetchone()
@@ -64,18 +60,25 @@ class BaselineStore:
             known = ", ".join(self.names()) or "none yet"
             raise InputError(f"no gate baseline named {name!r} in {self.path} (saved: {known})",
                              "save one with: specdoctor gate --save NAME RUN_ID")
-        return SavedBaseline(r[0], r[1], r[2], json.loads(r[3]))
+        return _saved(r, self.path)
 
+    @guarded
     def names(self) -> list[str]:
         return [r[0] for r in self._conn.execute(
             "SELECT name FROM gate_baselines GROUP BY name ORDER BY MAX(id) DESC")]
 
+    @guarded
     def latest(self) -> list[SavedBaseline]:
         """The latest version of every name, newest first."""
         rows = self._conn.execute(
             "SELECT id, name, saved_at, doc FROM gate_baselines WHERE id IN "
             "(SELECT MAX(id) FROM gate_baselines GROUP BY name) ORDER BY id DESC").fetchall()
-        return [SavedBaseline(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+        return [_saved(r, self.path) for r in rows]
+
+
+def _saved(r: tuple[Any, ...], path: Path) -> SavedBaseline:
+    return SavedBaseline(r[0], str(r[1]), row_time(r[2], path, "saved_at"),
+                         load_json(r[3], path, "gate baseline"))
 
 
 def open_baseline_store(path: Path | None) -> BaselineStore:

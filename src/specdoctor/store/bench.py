@@ -10,14 +10,13 @@ Same SQLite file as the other runs (``--db``), tables of its own.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from specdoctor.errors import InputError
-from specdoctor.store.db import row_key, row_limit
+from specdoctor.store.db import connect, guarded, load_json, row_key, row_limit, row_time
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS bench_runs (
@@ -71,17 +70,12 @@ class CellRow:
 class BenchStore:
     def __init__(self, path: Path) -> None:
         self.path = path
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(str(path), timeout=30, check_same_thread=False)
-            self._conn.executescript(SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            raise InputError(f"cannot open the store {path}: {exc}",
-                             "pass --db PATH to a writable file, or set SPECDOCTOR_DB") from exc
+        self._conn = connect(path, SCHEMA, check_same_thread=False)
 
     def close(self) -> None:
         self._conn.close()
 
+    @guarded
     def new_run(self, kind: str, params: dict[str, Any], configs: list[dict[str, Any]]) -> int:
         with self._conn:
             cur = self._conn.execute(
@@ -89,23 +83,27 @@ class BenchStore:
                 (time.time(), kind, "running", json.dumps(params), json.dumps(configs)))
         return int(cur.lastrowid or 0)
 
+    @guarded
     def set_status(self, run_id: int, status: str) -> None:
         with self._conn:
             self._conn.execute("UPDATE bench_runs SET status = ? WHERE id = ?", (status, run_id))
 
+    @guarded
     def run(self, run_id: int) -> BenchRun:
         r = self._conn.execute("SELECT id, created_at, kind, status, params, configs FROM bench_runs"
                                " WHERE id = ?", (row_key(run_id),)).fetchone()
         if r is None:
             raise InputError(f"no benchmark run {run_id} in {self.path}",
                              "list them with: specdoctor report --list")
-        return BenchRun(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]))
+        return _bench_run(r, self.path)
 
+    @guarded
     def runs(self, limit: int = 50) -> list[BenchRun]:
         rows = self._conn.execute("SELECT id, created_at, kind, status, params, configs FROM bench_runs"
                                   " ORDER BY id DESC LIMIT ?", (row_limit(limit),)).fetchall()
-        return [BenchRun(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5])) for r in rows]
+        return [_bench_run(r, self.path) for r in rows]
 
+    @guarded
     def put_cell(self, run_id: int, key: str, *, config: str, suite: str, sampling: str,
                  concurrency: int, rep: int, status: str, error: str | None,
                  result: dict[str, Any]) -> None:
@@ -116,10 +114,17 @@ class BenchStore:
                 (run_id, key, config, suite, sampling, concurrency, rep, status, error, time.time(),
                  json.dumps(result)))
 
+    @guarded
     def cells(self, run_id: int) -> list[CellRow]:
-        return [CellRow(*r[:8], json.loads(r[8])) for r in self._conn.execute(
+        return [CellRow(*r[:8], load_json(r[8], self.path, "cell result")) for r in self._conn.execute(
             "SELECT key, config, suite, sampling, concurrency, rep, status, error, result"
             " FROM bench_cells WHERE run_id = ? ORDER BY finished_at", (run_id,))]
+
+
+def _bench_run(r: tuple[Any, ...], path: Path) -> BenchRun:
+    return BenchRun(r[0], row_time(r[1], path), str(r[2]), str(r[3]),
+                    load_json(r[4], path, "benchmark params"),
+                    load_json(r[5], path, "benchmark configs", list))
 
 
 def open_bench_store(path: Path | None) -> BenchStore:

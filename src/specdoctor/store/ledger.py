@@ -8,14 +8,14 @@ experiment that finished. Its own tables; ``store.db`` keeps the runs.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from specdoctor.errors import InputError
-from specdoctor.store.db import LIST_LIMIT, row_key, row_limit
+from specdoctor.store.db import (LIST_LIMIT, ensure_schema, guarded, load_json, row_key,
+                                 row_limit, row_time)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS investigations (
@@ -65,15 +65,12 @@ class LedgerStore:
         self._runs = Store(path)
         self.path = path
         self._conn = self._runs._conn
-        try:
-            self._conn.executescript(SCHEMA)
-        except sqlite3.Error as exc:
-            raise InputError(f"cannot open the store {path}: {exc}",
-                             "pass --db PATH to a writable file, or set SPECDOCTOR_DB") from exc
+        ensure_schema(self._conn, path, SCHEMA)
 
     def close(self) -> None:
         self._runs.close()
 
+    @guarded
     def start(self, target: str) -> int:
         now = time.time()
         with self._conn:
@@ -82,6 +79,7 @@ class LedgerStore:
                 " VALUES (?,?,?,?)", (now, now, target, "running"))
         return int(cur.lastrowid or 0)
 
+    @guarded
     def save(self, inv_id: int, *, signature: dict[str, Any] | None,
              ledger: list[dict[str, Any]], experiments: list[dict[str, Any]],
              status: str = "running", result: dict[str, Any] | None = None) -> None:
@@ -100,6 +98,7 @@ class LedgerStore:
                 "INSERT INTO experiment_results VALUES (?,?,?,?)",
                 [(inv_id, i, r["experiment"], json.dumps(r)) for i, r in enumerate(experiments)])
 
+    @guarded
     def get(self, inv_id: int) -> Investigation:
         r = self._conn.execute(
             "SELECT id, created_at, updated_at, target, status, signature, result"
@@ -107,14 +106,19 @@ class LedgerStore:
         if r is None:
             raise InputError(f"no investigation {inv_id} in {self.path}",
                              "list them with: specdoctor ledger list")
-        ledger = [json.loads(x[0]) for x in self._conn.execute(
+        ledger = [load_json(x[0], self.path, "ledger entry") for x in self._conn.execute(
             "SELECT entry FROM ledger_entries WHERE investigation_id=? ORDER BY position",
             (inv_id,))]
-        exps = [json.loads(x[0]) for x in self._conn.execute(
+        exps = [load_json(x[0], self.path, "experiment result") for x in self._conn.execute(
             "SELECT result FROM experiment_results WHERE investigation_id=? ORDER BY idx",
             (inv_id,))]
-        return Investigation(r[0], r[1], r[2], r[3], r[4], _load(r[5]), _load(r[6]), ledger, exps)
+        return Investigation(r[0], row_time(r[1], self.path), row_time(r[2], self.path, "updated_at"),
+                             str(r[3]), str(r[4]),
+                             load_json(r[5], self.path, "signature", optional=True),
+                             load_json(r[6], self.path, "investigation result", optional=True),
+                             ledger, exps)
 
+    @guarded
     def list(self, limit: int = LIST_LIMIT) -> list[Investigation]:
         ids = [r[0] for r in self._conn.execute(
             "SELECT id FROM investigations ORDER BY id DESC LIMIT ?", (row_limit(limit),))]
@@ -123,10 +127,6 @@ class LedgerStore:
 
 def _dump(x: Any) -> str | None:
     return None if x is None else json.dumps(x)
-
-
-def _load(s: str | None) -> Any:
-    return None if s is None else json.loads(s)
 
 
 def open_ledger_store(path: Path | None) -> LedgerStore:
