@@ -99,6 +99,18 @@ def oracle(target: Path | None, draft: Path | None, method: str | None, k: int |
         samples=samples, seed=seed, prompt_lookup_min=prompt_lookup_min,
         prompt_lookup_max=prompt_lookup_max, max_model_len=max_model_len, device=device,
         dtype=dtype, threads=threads, vocab_map=vocab_map, tokenizer=tokenizer, batch=batch)
+    measured, prompts = None, ()
+    if compare_run is not None:
+        from specdoctor.bench.measure import load_run
+        from specdoctor.oracle.compare import measured_run
+
+        stored = load_run(db, compare_run)
+        measured = measured_run(stored.run_id, stored.params, stored.prompts, stored.rows,
+                                stored.launch_spec)
+    else:
+        from specdoctor.bench.prompts import take
+
+        prompts = tuple(take(suite, num_prompts))
     console = err_console()
     with console.status("oracle") as status:
         def start(c: Any) -> None:
@@ -106,7 +118,7 @@ def oracle(target: Path | None, draft: Path | None, method: str | None, k: int |
                           f"{c.sampling.label()}, at most about {estimate_seconds(c):.0f} s "
                           f"of compute after loading")
 
-        done = session.run(asked, db, compare_run, near_ties, on_start=start,
+        done = session.run(asked, measured, prompts, near_ties, on_start=start,
                            on_request=lambda i, n: status.update(f"oracle {i}/{n}"))
     result, out = done.result, done.out
     run_id = record(db, no_store, kind="oracle", engine="oracle", target=str(result.config.target),

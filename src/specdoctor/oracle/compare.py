@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -108,7 +107,7 @@ def verdict(rows: list[PositionGap]) -> str:
     return "no significant gap: the engine reaches the acceptance these weights allow"
 
 
-# -- a measured run from the store -------------------------------------------------------------
+# -- a measured run, as stored ----------------------------------------------------------------
 
 @dataclass
 class MeasuredRun:
@@ -148,11 +147,10 @@ class MeasuredRun:
         return out
 
 
-def load_measured(db_path: Path, run_id: int) -> MeasuredRun:
-    """A ``measure`` run with its per-request profiles (the units of the paired bootstrap)."""
-    from specdoctor.bench.measure import load_run
-
-    run = load_run(db_path, run_id)
-    width = max(len(r) for r in run.rows)
-    units = np.array([r + [0] * (width - len(r)) for r in run.rows], dtype=np.float64)
-    return MeasuredRun(run.run_id, run.params, run.prompts, units, run.launch_spec)
+def measured_run(run_id: int, params: dict[str, Any], prompts: list[str],
+                 rows: list[list[int]], launch_spec: dict[str, Any] | None) -> MeasuredRun:
+    """A ``measure`` run with its per-request profiles (the units of the paired bootstrap), from
+    what the store holds of it (the command reads the store: ``bench.measure.load_run``)."""
+    width = max(len(r) for r in rows)
+    units = np.array([r + [0] * (width - len(r)) for r in rows], dtype=np.float64)
+    return MeasuredRun(run_id, params, prompts, units, launch_spec)

@@ -1,5 +1,6 @@
 """One ``oracle`` command as a library call: settings merged with a recorded run, the oracle
-run, the comparison and its notes, and the JSON the command prints and stores.
+run, the comparison and its notes, and the JSON the command prints and stores. The command reads
+the store and the prompt suites and hands over what they hold (the recorded run, the prompts).
 
 ``Asked`` holds what the user gave (None: not given). ``settings`` resolves each field once:
 what was asked, else what the recorded run ran (``--compare``), else ``OracleConfig``'s own
@@ -8,12 +9,13 @@ default — the one source of defaults, which the command's help shows too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from specdoctor.errors import InputError
+from specdoctor.oracle.compare import MeasuredRun
 from specdoctor.oracle.runner import OracleConfig, OracleResult
 from specdoctor.oracle.simulate import Sampling
 
@@ -70,10 +72,11 @@ def _first(*values: Any) -> Any:
     return None
 
 
-def settings(asked: Asked, measured: Any | None = None) -> OracleConfig:
-    """The oracle's configuration: asked, else recorded (``measured``), else the default."""
-    from specdoctor.bench.prompts import take
-
+def settings(asked: Asked, measured: Any | None = None,
+             prompts: Sequence[str] = ()) -> OracleConfig:
+    """The oracle's configuration: asked, else recorded (``measured``), else the default. The
+    prompts are the recorded run's, else ``prompts`` (the asked suite's, which the caller takes).
+    """
     srv: dict[str, Any] = measured.server_settings() if measured else {}
     mparams: dict[str, Any] = measured.params if measured else {}
     target = _first(asked.target, Path(srv["target"]) if srv.get("target") else None)
@@ -92,8 +95,7 @@ def settings(asked: Asked, measured: Any | None = None) -> OracleConfig:
         top_p = float(mparams.get("top_p", 1.0))
     engine_draft = {"greedy": "argmax"}.get(str(srv.get("draft_sample_method")),
                                             srv.get("draft_sample_method"))
-    prompts = tuple(measured.prompts) if measured else tuple(take(asked.suite,
-                                                                  asked.num_prompts))
+    prompts = tuple(measured.prompts) if measured else tuple(prompts)
 
     def num(name: str, recorded: Any) -> Any:
         return _first(getattr(asked, name), None if recorded is None else int(recorded),
@@ -144,16 +146,16 @@ class Outcome:
     out: dict[str, Any]
 
 
-def run(asked: Asked, db: Path | None = None, compare_run: int | None = None,
+def run(asked: Asked, measured: MeasuredRun | None = None, prompts: Sequence[str] = (),
         near_ties: bool = False, on_start: Callable[[OracleConfig], None] | None = None,
         on_request: Callable[[int, int], None] | None = None) -> Outcome:
-    """Resolve the settings, run the oracle, compare with ``compare_run`` when given; the
-    JSON of the command (not stored: ``record`` is the caller's)."""
+    """Resolve the settings, run the oracle, compare with the recorded run ``measured`` when
+    given (else run on ``prompts``); the JSON of the command (not stored: ``record`` is the
+    caller's)."""
     from specdoctor.oracle import compare as cmp
     from specdoctor.oracle.runner import run_oracle
 
-    measured = cmp.load_measured(db, compare_run) if compare_run is not None else None
-    config = settings(asked, measured)
+    config = settings(asked, measured, prompts)
     if on_start:
         on_start(config)
     result = run_oracle(config, on_request=on_request)
