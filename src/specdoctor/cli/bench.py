@@ -218,7 +218,8 @@ def run_plan(plan: runner.Plan, o: dict[str, Any], run_id: int | None = None) ->
             from specdoctor.report.bench import write_report
 
             out_dir = o["out_dir"] or Path(store.path).parent / "reports" / f"bench-{run_id}"
-            report_paths = {k: str(v) for k, v in write_report(store, run_id, out_dir).items()}
+            written = write_report(run, run_id, store.cells(run_id), out_dir)
+            report_paths = {k: str(v) for k, v in written.items()}
     finally:
         store.close()
     verdicts = summary.verdicts(rows)

@@ -49,7 +49,7 @@ def report(run_id: int | None, out_dir: Path | None, list_runs: bool, db: Path |
         from specdoctor.report.bench import write_report
 
         out = out_dir or Path(store.path).parent / "reports" / f"bench-{run_id}"
-        paths = write_report(store, run_id, out)
+        paths = write_report(store.run(run_id), run_id, store.cells(run_id), out)
     finally:
         store.close()
     if as_json:

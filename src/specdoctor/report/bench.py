@@ -6,6 +6,9 @@ each workload, configurations it does not significantly beat named as ties), per
 acceptance curves per configuration with their 95% bands, acceptance length and tok/s against
 k per method, speedup against the spec-off baseline, the accepted-per-step histograms, the
 failures, and the exact command and environment of every configuration.
+
+It renders what it is handed (a run and its cells, as the store holds them); the command reads
+the store.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
 from specdoctor.bench import summary
@@ -28,7 +31,16 @@ from specdoctor.errors import InputError
 from specdoctor.report.bench_rows import grouped_errors, table
 from specdoctor.report.html import page
 from specdoctor.report.plot import COLOURS, draw_per_position, new_figure
-from specdoctor.store.bench import BenchRun, BenchStore
+
+
+class Run(Protocol):
+    """A recorded bench or sweep run (the store's ``BenchRun``)."""
+
+    kind: str
+    status: str
+    created_at: float
+    params: dict[str, Any]
+    configs: list[dict[str, Any]]
 
 
 @dataclass
@@ -185,7 +197,7 @@ def _histograms(rows: Sequence[Row], colours: dict[str, str]) -> Figure:
 
 # ---- text ---------------------------------------------------------------------------------
 
-def _commands(run: BenchRun, cells: Sequence[Any]) -> list[tuple[str, str, dict[str, str]]]:
+def _commands(run: Run, cells: Sequence[Any]) -> list[tuple[str, str, dict[str, str]]]:
     """(label, exact command, env) of every configuration, as it was launched."""
     seen: dict[str, tuple[str, str, dict[str, str]]] = {}
     for c in cells:
@@ -212,9 +224,8 @@ class Content:
     figures: list[Figure]
 
 
-def content(store: BenchStore, run_id: int) -> Content:
-    run = store.run(run_id)
-    cells = store.cells(run_id)
+def content(run: Run, run_id: int, cells: Sequence[Any]) -> Content:
+    """The report of run ``run_id`` from its cells (the store's ``CellRow``s)."""
     if not cells:
         raise InputError(f"benchmark run {run_id} has no recorded cells yet",
                          f"finish it with: specdoctor {run.kind} --resume {run_id}")
@@ -301,9 +312,10 @@ def html_page(c: Content) -> str:
     return page(c.title, parts, CSS)
 
 
-def write_report(store: BenchStore, run_id: int, out_dir: Path) -> dict[str, Path]:
+def write_report(run: Run, run_id: int, cells: Sequence[Any], out_dir: Path
+                 ) -> dict[str, Path]:
     """Write report.md (+ figure PNGs) and report.html into ``out_dir``; returns the paths."""
-    c = content(store, run_id)
+    c = content(run, run_id, cells)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         for f in c.figures:
