@@ -44,7 +44,7 @@ def served_model(url: str) -> str | None:
 
     try:
         return str(json.loads(http.get_text(url + "/v1/models"))["data"][0]["id"])
-    except (SpecdoctorError, ValueError, KeyError, IndexError, TypeError):
+    except (SpecdoctorError, ValueError, KeyError, IndexError, TypeError, RecursionError):
         return None
 
 

@@ -22,6 +22,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 FAILURE_KINDS = ("timeout", "http", "connection", "empty", "stream_error")
+MAX_HEADERS = 100  # what http.client allows
+MAX_EVENT = 1 << 20  # bytes of one server-sent event (a token chunk is ~200, the usage ~1 kB)
+MAX_ERROR_BODY = 1 << 16  # bytes of an error answer kept
 
 
 @dataclass
@@ -69,12 +72,16 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[bytes, byt
     if not status_line:
         raise ConnectionError("the server closed the connection before answering")
     parts = status_line.split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
+        raise ValueError(f"no HTTP status line: {status_line[:60]!r}")
     status = int(parts[1])
     headers: dict[bytes, bytes] = {}
     while True:
         line = await reader.readline()
         if line in (b"\r\n", b"\n", b""):
             break
+        if len(headers) >= MAX_HEADERS:
+            raise ValueError(f"more than {MAX_HEADERS} headers")
         k, _, v = line.partition(b":")
         headers[k.strip().lower()] = v.strip()
     return status, headers
@@ -87,13 +94,18 @@ async def _body_chunks(reader: asyncio.StreamReader, headers: dict[bytes, bytes]
             if not size_line:
                 raise ConnectionError("the stream ended mid-chunk")
             size = int(size_line.split(b";")[0].strip() or b"0", 16)
+            if not 0 <= size <= MAX_EVENT:
+                raise ValueError(f"a chunk of {size:,} bytes (the limit is {MAX_EVENT:,})")
             if size == 0:
                 await reader.readline()
                 return
             data = await reader.readexactly(size + 2)
             yield data[:-2]
     elif b"content-length" in headers:
-        yield await reader.readexactly(int(headers[b"content-length"]))
+        length = int(headers[b"content-length"])
+        if not 0 <= length <= MAX_EVENT:
+            raise ValueError(f"a Content-Length of {length:,} (the limit is {MAX_EVENT:,})")
+        yield await reader.readexactly(length)
     else:
         while data := await reader.read(65536):
             yield data
@@ -108,7 +120,8 @@ async def stream(host: str, port: int, req: Request, timeout_s: float) -> Outcom
         out.error, out.detail = "timeout", f"no complete answer within {timeout_s:.0f} s"
     except _HTTPStatus as exc:
         out.error, out.detail = "http", f"HTTP {exc.status}: {exc.body[:200].decode('utf-8', 'replace')}"
-    except (OSError, ConnectionError, asyncio.IncompleteReadError, ValueError) as exc:
+    except (OSError, ConnectionError, asyncio.IncompleteReadError, ValueError,
+            RecursionError) as exc:
         out.error, out.detail = "connection", f"{type(exc).__name__}: {exc}"[:200]
     if out.error is None and out.events == 0:
         out.error, out.detail = "empty", "the stream carried no tokens"
@@ -126,7 +139,11 @@ async def _stream(host: str, port: int, req: Request, out: Outcome) -> None:
         await writer.drain()
         status, headers = await _read_head(reader)
         if status != 200:
-            body = b"".join([c async for c in _body_chunks(reader, headers)])
+            body = b""
+            async for c in _body_chunks(reader, headers):
+                body += c
+                if len(body) > MAX_ERROR_BODY:
+                    break
             raise _HTTPStatus(status, body)
         buf = b""
         last = out.started
@@ -137,6 +154,8 @@ async def _stream(host: str, port: int, req: Request, out: Outcome) -> None:
                 now = time.perf_counter()
                 if _on_event(event, out, req.collect_text, now - last, now):
                     last = now
+            if len(buf) > MAX_EVENT:
+                raise ValueError(f"a server-sent event past {MAX_EVENT:,} bytes")
         out.latency_s = time.perf_counter() - out.started
     finally:
         writer.close()

@@ -276,7 +276,7 @@ def model_cards(body: str) -> list[ModelCard]:
                            d.get("root") if isinstance(d.get("root"), str) else None,
                            d.get("max_model_len") if type(d.get("max_model_len")) is int else None)
                  for d in data]
-    except (KeyError, TypeError, AttributeError) as exc:
+    except (KeyError, TypeError, AttributeError, RecursionError) as exc:  # nested past the stack
         raise ValueError("not a model list") from exc
     if not cards:
         raise ValueError("an empty model list")
