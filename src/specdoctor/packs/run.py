@@ -118,7 +118,10 @@ def prepare(spec_ref: str | Path, run_dir: Path | None = None) -> tuple[BuiltPac
     spec = specmod.load(shipped.resolve(str(spec_ref)))
     if run_dir is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        run_dir = home() / "probes" / f"{stamp}-{os.getpid()}-{spec.name}"
+        # the name is a safe name (checked when the spec was read; checked again here, as it
+        # becomes a folder): the run folder is one level below the store's probes folder
+        name = specmod.safe_name(spec.name, "probe pack")
+        run_dir = home() / "probes" / f"{stamp}-{os.getpid()}-{name}"
     run_dir.mkdir(parents=True, exist_ok=True)
     return build(spec, run_dir / "pack"), run_dir
 

@@ -31,11 +31,16 @@ from pathlib import Path
 from typing import Any
 
 from specdoctor.errors import InputError
+from specdoctor.textfile import MAX_CONFIG, read_limited
 
 DEFAULT_GATE = "SPECDOCTOR_PROBES"
 _TARGET = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*)?$")
 _EXPR = re.compile(r"^([A-Za-z_][\w-]*=)?[A-Za-z_]\w*((\.[A-Za-z_]\w*)|(\[[^\]]+\]))*$")
 _REF = re.compile(r"^[\w.-]+\.py:[A-Za-z_]\w*$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+NAME_RULE = ("1 to 64 ASCII letters, digits, '_' or '-', starting with a letter or digit "
+             "(the name becomes a folder and a module name)")
+_PROBE_NAME = re.compile(r"[\w.:=-]{1,200}")
 _PROBE_KEYS = {"name", "target", "when", "log", "limit", "every", "max_chars", "handler", "replace"}
 
 
@@ -80,7 +85,9 @@ class PackSpec:
 def load(path: Path) -> PackSpec:
     """Parse and check a pack spec; every mistake is an ``InputError`` naming the entry."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        if not path.exists():
+            raise FileNotFoundError(path)
+        raw = tomllib.loads(read_limited(path, "probe spec", MAX_CONFIG).decode("utf-8"))
     except FileNotFoundError:
         raise InputError(f"no probe spec at {path}", "pass the path of a .toml probe spec, "
                          "or a pack name from `specdoctor probe list`") from None
@@ -115,7 +122,7 @@ def parse(raw: dict[str, Any], source: Path | None = None) -> PackSpec:
                 if f not in files:
                     files.append(f)
         probes.append(probe)
-    name = str(pack.get("name") or (source.stem if source else "probes"))
+    name = safe_name(str(pack.get("name") or (source.stem if source else "probes")), where)
     gate = str(pack.get("gate") or DEFAULT_GATE)
     sink = pack.get("sink_env") or None
     for var in (gate, sink):
@@ -123,6 +130,15 @@ def parse(raw: dict[str, Any], source: Path | None = None) -> PackSpec:
             raise InputError(f"{where}: {var!r} is not an environment variable name",
                              "use letters, digits and _")
     return PackSpec(name, tuple(probes), gate, sink, source, tuple(files))
+
+
+def safe_name(name: str, where: str) -> str:
+    """``name`` if it is a safe pack name (it becomes a folder of the store and part of a module
+    name: no path separator, no dot, no space, no control character); else an ``InputError``."""
+    if not _NAME.fullmatch(name):
+        raise InputError(f"{where}: pack name {name!r} is not allowed",
+                         f"a pack name is {NAME_RULE}; set name = \"...\" under [pack]")
+    return name
 
 
 def _probe(e: Any, where: str) -> Probe:
@@ -156,5 +172,10 @@ def _probe(e: Any, where: str) -> Probe:
         if not isinstance(v, int) or isinstance(v, bool) or v < low:
             raise InputError(f"{where}: {key} = {v!r}", f"{key} is an integer ≥ {low}")
         ints[key] = v
-    return Probe(str(e.get("name") or target), target, when, tuple(log), ints["limit"],
+    name = str(e.get("name") or target)
+    if not _PROBE_NAME.fullmatch(name):
+        raise InputError(f"{where}: probe name {name!r} is not allowed",
+                         "a probe name is 1 to 200 letters, digits, '_', '-', '.', ':' or '=' "
+                         "(it starts each [probe] line)")
+    return Probe(name, target, when, tuple(log), ints["limit"],
                  ints["every"], ints["max_chars"], e.get("handler"), e.get("replace"))
