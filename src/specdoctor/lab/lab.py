@@ -289,7 +289,12 @@ def ensure_up(on_tick: Callable[[float, str], None] | None = None) -> ServerHand
 def up(spec: LaunchSpec, timeout_s: float = READY_TIMEOUT_S,
        on_tick: Callable[[float, str], None] | None = None) -> ServerHandle:
     """Start a lab server and wait for it; reuse one already serving the same spec."""
-    check_installed()
+    if spec.engine == "llamacpp":   # the llama.cpp lab (lab.llamacpp): llama-server, GGUF
+        from specdoctor.lab import llamacpp
+
+        llamacpp.check_installed()
+    else:
+        check_installed()
     for h in running(spec.port):
         if h.spec.argv == spec.argv and h.spec.env == spec.env:
             srv.wait_ready(h, timeout_s, on_tick)

@@ -11,7 +11,10 @@ arguments and nothing else.
 - SGLang (``python -m sglang.launch_server …``): ``--speculative-algorithm``,
   ``--speculative-draft-model-path``, ``--speculative-num-steps`` (k), and for a chain
   (``--speculative-eagle-topk`` 1) ``--speculative-num-draft-tokens`` = k + 1.
-- llama.cpp (``llama-server …``): ``-md/--model-draft`` and ``--draft-max`` (k).
+- llama.cpp (``llama-server …``): ``-md/--model-draft`` and ``--draft-max`` (k); current servers
+  spell them ``--spec-draft-model`` and ``--spec-draft-n-max`` (``--draft-max`` and
+  ``--draft-min`` were removed: the server refuses them), and spell the drafter's other options
+  ``--spec-draft-*``.
 """
 
 from __future__ import annotations
@@ -177,8 +180,8 @@ class LlamaCpp:
     name = "llamacpp"
     default_port = 8080
     cache_env: tuple[str, ...] = ()
-    DRAFTER = ("-md", "--model-draft")
-    K = ("--draft-max", "--draft", "--draft-n")
+    DRAFTER = ("-md", "--model-draft", "--spec-draft-model")
+    K = ("--draft-max", "--draft", "--draft-n", "--spec-draft-n-max")
 
     def detect(self, argv: Sequence[str]) -> bool:
         e = _entry(argv)
@@ -193,7 +196,8 @@ class LlamaCpp:
 
     def write(self, argv: Sequence[str], spec: Speculation | None) -> tuple[str, ...]:
         if spec is None:
-            return A.drop_prefix(A.drop(argv, *self.DRAFTER), "--draft")
+            return A.drop_prefix(A.drop_prefix(A.drop(argv, *self.DRAFTER), "--draft"),
+                                 "--spec-draft-")
         if spec.method not in (None, "draft_model"):
             raise InputError(f"llama-server has no method {spec.method!r}",
                              "llama.cpp speculates with a draft model (-md) only")
