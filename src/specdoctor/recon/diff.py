@@ -16,7 +16,7 @@ import hashlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from specdoctor.recon.manifest import FileRecord, Snapshot
+from specdoctor.recon.manifest import FileRecord, Snapshot, read_member
 
 CONTEXT = 3  # lines of context around a change, as diff -u
 
@@ -87,10 +87,10 @@ def diff_snapshots(a: Snapshot, a_dir: Path, b: Snapshot, b_dir: Path,
             del removed[source]
             out.files.append(FileDiff(path, "moved", a_files[source], added[path], moved_from=source))
         else:
-            lines = _lines(b_dir / path)
+            lines = _lines(b_dir, path)
             out.files.append(FileDiff(path, "added", None, added[path], added_lines=len(lines)))
     for path in sorted(removed):
-        lines = _lines(a_dir / path)
+        lines = _lines(a_dir, path)
         out.files.append(FileDiff(path, "removed", removed[path], None, removed_lines=len(lines)))
     order = {s: i for i, s in enumerate(STATUSES)}
     out.files.sort(key=lambda f: (order[f.status], f.path))
@@ -102,7 +102,7 @@ def _as_now(snap: Snapshot, root: Path, side: str, edited: list[Edited]) -> dict
     out: dict[str, FileRecord] = {}
     for f in snap.files:
         try:
-            raw = (root / f.path).read_bytes()
+            raw = read_member(root, f.path)
         except OSError:
             edited.append(Edited(side, f.path, f.sha256, None))
             continue
@@ -116,7 +116,7 @@ def _as_now(snap: Snapshot, root: Path, side: str, edited: list[Edited]) -> dict
 
 def _changed(path: str, fa: FileRecord, a_dir: Path, fb: FileRecord, b_dir: Path,
              a_label: str, b_label: str, context: int) -> FileDiff:
-    la, lb = _lines(a_dir / path), _lines(b_dir / path)
+    la, lb = _lines(a_dir, path), _lines(b_dir, path)
     text_lines = list(difflib.unified_diff(
         la, lb, fromfile=f"a/{path}", tofile=f"b/{path}", n=context, lineterm=""))
     plus = sum(1 for ln in text_lines if ln.startswith("+") and not ln.startswith("+++"))
@@ -126,9 +126,9 @@ def _changed(path: str, fa: FileRecord, a_dir: Path, fb: FileRecord, b_dir: Path
                     text=header + "\n".join(text_lines) + "\n")
 
 
-def _lines(path: Path) -> list[str]:
+def _lines(root: Path, rel: str) -> list[str]:
     try:
-        raw = path.read_bytes()
+        raw = read_member(root, rel)
     except OSError:
         return []
     if b"\0" in raw[:8192]:

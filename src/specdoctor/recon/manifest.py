@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,10 +90,56 @@ def load_snapshot(path: Path) -> Snapshot:
         data = json.loads(manifest.read_text())
         if not str(data.get("schema", "")).startswith("specdoctor.snapshot/"):
             raise ValueError("schema")
-        return Snapshot.from_json(data)
-    except (ValueError, KeyError, TypeError) as exc:
+        snap = Snapshot.from_json(data)
+        paths = [str(f.path) for f in snap.files]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise InputError(f"{manifest} is not a specdoctor snapshot manifest",
                          "extract the snapshot again") from exc
+    for p in paths:
+        check_member(p, str(manifest))
+    return snap
+
+
+def check_member(rel: str, where: str) -> str:
+    """``rel`` if it is a clean relative path (what the writer writes: no leading ``/``, no
+    ``..``, ``.`` or empty part, no NUL); else an ``InputError`` naming it. A manifest is input:
+    its paths are checked before they become paths, as an archive's members are."""
+    parts = rel.split("/") if isinstance(rel, str) else [""]
+    if not rel or rel.startswith("/") or "\0" in rel or any(p in ("", ".", "..") for p in parts):
+        raise InputError(f"{where}: member path {rel!r} is not a clean relative path",
+                         "a snapshot holds files below its own folder only; extract it again "
+                         "with `specdoctor recon extract`")
+    return rel
+
+
+def member_path(root: Path, rel: str) -> Path:
+    """The file of member ``rel`` under snapshot ``root``, never outside it: the path is checked
+    (``check_member``) and no part of it below ``root`` may be a symlink (the writer never makes
+    one; a link found there was put there later). A missing file is returned as it is (the
+    caller reports it deleted)."""
+    check_member(rel, f"snapshot {root}")
+    base = root.resolve()
+    cur = base
+    for part in rel.split("/"):
+        cur = cur / part
+        try:
+            st = os.lstat(cur)
+        except FileNotFoundError:
+            return base / rel
+        except OSError as exc:
+            raise InputError(f"cannot read {cur}: {exc.strerror}", "check the snapshot") from exc
+        if stat.S_ISLNK(st.st_mode):
+            raise InputError(f"snapshot {root}: {cur.relative_to(base)} is a symlink; a "
+                             "snapshot holds no links, so it is not followed",
+                             "extract the snapshot again with `specdoctor recon extract`")
+    return cur
+
+
+def read_member(root: Path, rel: str) -> bytes:
+    """The bytes of member ``rel`` (``member_path``), opened without following a link."""
+    fd = os.open(member_path(root, rel), os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
 
 
 def write_snapshot(path: Path, snapshot: Snapshot) -> Path:
