@@ -29,6 +29,7 @@ from specdoctor.bench import summary
 from specdoctor.bench.summary import Row, Winner
 from specdoctor.errors import InputError
 from specdoctor.report.bench_rows import grouped_errors, table
+from specdoctor.report.files import write_file
 from specdoctor.report.html import page
 from specdoctor.report.plot import COLOURS, draw_per_position, new_figure
 
@@ -318,12 +319,10 @@ def write_report(run: Run, run_id: int, cells: Sequence[Any], out_dir: Path
     c = content(run, run_id, cells)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        for f in c.figures:
-            (out_dir / f"{f.name}.png").write_bytes(f.png)
-        md = out_dir / "report.md"
-        md.write_text(markdown(c))
-        page = out_dir / "report.html"
-        page.write_text(html_page(c))
+        for f in c.figures:  # never through a link already in the folder (report.files)
+            write_file(out_dir / f"{f.name}.png", f.png)
+        md = write_file(out_dir / "report.md", markdown(c))
+        page = write_file(out_dir / "report.html", html_page(c))
     except OSError as exc:
         raise InputError(f"cannot write the report into {out_dir}: {exc.strerror}",
                          "pass --out to a writable folder") from exc
