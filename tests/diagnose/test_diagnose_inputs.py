@@ -64,23 +64,67 @@ def test_a_pipe_is_read_as_a_file_is(tmp_path):
     assert kept.read_text() == NGRAM.read_text()
 
 
-def test_several_files_each_with_its_own_method_and_k(tmp_path):
-    # a draft_model server at k=4, then an ngram one at k=3: each read with its own start-up
-    # lines; the signature is the last one's, each one's figures are in the notes
-    d = _json(run_cli("diagnose", "--logs", str(DRAFT), "--logs", str(NGRAM), "--json",
-                      "--no-store", "--out", str(tmp_path)))
-    note = next(n for n in d["notes"] if "several speculative configs" in n)
-    assert "method=draft_model k=4" in note and "method=ngram k=3" in note
-    assert d["served"]["k"]["value"] == 3 and d["served"]["method"]["value"] == "ngram"
-    assert "0.65" in d["signature"]["evidence"]
+def test_several_servers_are_refused_in_either_order_and_diagnosed_apart_by_file(tmp_path):
+    # a draft_model server at k=4 and an ngram one at k=3: never "the last one named wins";
+    # refused together as `logs` refuses them, each diagnosed with its own method and k by file
+    for order in ((DRAFT, NGRAM), (NGRAM, DRAFT)):
+        refused = run_cli("diagnose", "--logs", str(order[0]), "--logs", str(order[1]),
+                          "--no-store", "--out", str(tmp_path / "refused"))
+        assert refused.returncode == 2, refused.stderr[-2000:]
+        assert "different speculative configs" in refused.stderr and "--by-file" in refused.stderr
+    runs = [_json(run_cli("diagnose", "--logs", str(a), "--logs", str(b), "--by-file", "--json",
+                          "--no-store", "--out", str(tmp_path / f"{i}")))["by_file"]
+            for i, (a, b) in enumerate(((DRAFT, NGRAM), (NGRAM, DRAFT)))]
+    for each in runs:
+        by_source = {d["source"]: d for d in each}
+        assert by_source[str(DRAFT)]["served"]["k"]["value"] == 4
+        assert by_source[str(NGRAM)]["served"]["method"]["value"] == "ngram"
+        assert "0.65" in by_source[str(NGRAM)]["signature"]["evidence"]
+    signatures = [{d["source"]: d["signature"] for d in each} for each in runs]
+    assert signatures[0] == signatures[1]
+
+
+def test_one_file_of_two_engines_is_refused_and_diagnosed_apart_by_file(tmp_path):
+    """llama-server lines then vLLM lines appended to one log (tests/sources/test_logs_engines
+    .py says where each comes from), in both orders: refused naming the lines, or one
+    diagnosis per engine's part with --by-file, the same in either order."""
+    llama = VLLM_FIXTURES.parents[1] / "sources" / "fixtures" / "llamacpp" / \
+        "pr24536_eagle3_per_position.log"
+    found = []
+    for i, order in enumerate(((llama, NGRAM), (NGRAM, llama))):
+        log = tmp_path / f"appended-{i}.log"
+        log.write_bytes(b"".join(p.read_bytes() for p in order))
+        refused = run_cli("diagnose", "--logs", str(log), "--no-store",
+                          "--out", str(tmp_path / f"refused-{i}"))
+        assert refused.returncode == 2 and "several engines" in refused.stderr
+        each = _json(run_cli("diagnose", "--logs", str(log), "--by-file", "--json",
+                             "--no-store", "--out", str(tmp_path / f"out-{i}")))["by_file"]
+        assert len(each) == 2
+        found.append({d["source"].split("(")[-1]: d["signature"]["evidence"] for d in each})
+    assert found[0] == found[1] and set(found[0]) == {"llamacpp)", "vllm)"}
+    assert "0.65" in found[0]["vllm)"] and "0.80" in found[0]["llamacpp)"]
+
+
+def test_by_file_needs_logs_alone(tmp_path):
+    proc = run_cli("diagnose", "--url", "http://127.0.0.1:9", "--logs", str(NGRAM), "--by-file",
+                   "--no-store", "--out", str(tmp_path))
+    assert proc.returncode == 2 and "--by-file" in proc.stderr
 
 
 def test_engine_names_the_reader(tmp_path):
-    d = _json(run_cli("diagnose", "--logs", str(NGRAM), "--engine", "llamacpp", "--json",
-                      "--no-store", "--out", str(tmp_path)))
-    assert d["signature"]["class"] == "no-data"
-    assert any(n.startswith("logs: llamacpp log lines found, but no speculative-decoding")
-               for n in d["notes"]), d["notes"]
+    # a vLLM log read as llama.cpp's has no window: refused as `logs --engine llamacpp` is
+    proc = run_cli("diagnose", "--logs", str(NGRAM), "--engine", "llamacpp", "--no-store",
+                   "--out", str(tmp_path))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "llamacpp log lines found, but no speculative-decoding window" in proc.stderr
+    # and the engine forced reads a two-engine file as that engine alone
+    log = tmp_path / "appended.log"
+    log.write_bytes(DRAFT.read_bytes() + (VLLM_FIXTURES.parents[1] / "sources" / "fixtures"
+                                          / "llamacpp" / "pr24536_eagle3_per_position.log")
+                    .read_bytes())
+    d = _json(run_cli("diagnose", "--logs", str(log), "--engine", "vllm", "--json",
+                      "--no-store", "--out", str(tmp_path / "forced")))
+    assert d["served"]["k"]["value"] == 4
 
 
 def _model(path: Path) -> Path:

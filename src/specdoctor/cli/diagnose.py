@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,10 @@ O = Options()  # the defaults shown here are the diagnosis's own
                   "beside --url, the server's start-up log.")
 @click.option("--engine", type=click.Choice(ENGINES), default=None,
               help="Engine that wrote the logs (default: detected from the metrics lines).")
+@click.option("--by-file", is_flag=True,
+              help="With --logs alone: diagnose each log apart (each file, and each part of a "
+                   "file with its own engine, method or k); needed when they differ, as for "
+                   "specdoctor logs.")
 @click.option("--target", "target_dir", default=None,
               type=click.Path(exists=True, file_okay=False, resolve_path=True, path_type=Path),
               help="With --url or --logs: the served model's directory (default: the path "
@@ -166,7 +171,8 @@ O = Options()  # the defaults shown here are the diagnosis's own
 @click.option("--no-store", is_flag=True, help="Do not record the investigation.")
 @json_option
 def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
-             logs: tuple[Path, ...], engine: str | None, target_dir: Path | None,
+             logs: tuple[Path, ...], engine: str | None, by_file: bool,
+             target_dir: Path | None,
              draft_dir: Path | None, tokenizer_dir: Path | None, sampling: tuple[str, ...],
              suites: tuple[str, ...],
              num_prompts: int, max_tokens: int, budget: float, reference: Path | None,
@@ -202,15 +208,10 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
     workdir = out_dir or Path(tempfile.mkdtemp(prefix="specdoctor-diagnose-"))
     # a stream (- or a pipe) is read once: kept as a file beside the report, as often read
     logs = tuple(saved_inputs([str(p) for p in logs], workdir / "logs"))
-    if logs and url is None:  # the target: refused as `logs` refuses it (exit 2), before any
-        from specdoctor.errors import SpeculationOff  # work: binary, empty, no metrics
-        from specdoctor.sources.logs import read_logs
-
-        try:
-            read_logs([str(p) for p in logs], keep_windows=False, last_windows=1, by_file=True,
-                      k=spec_k)
-        except SpeculationOff:
-            pass  # no bad input: the diagnosis says speculation was off
+    if by_file and (url is not None or not logs):
+        raise InputError("--by-file diagnoses each log of --logs apart",
+                         "drop it, or give --logs without --url")
+    parts = _log_parts(logs, engine, spec_k, by_file, workdir) if logs and url is None else []
     greedy, sampled = parse_sampling(sampling)
     launch = None
     if launch_cmd is not None:
@@ -236,6 +237,24 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
     def progress(msg: str) -> None:
         console.print(f"[dim]{time.monotonic() - t0:6.0f}s[/dim] {msg}")
 
+    if len(parts) > 1:  # --by-file: one diagnosis per part, each reported
+        done = []
+        try:
+            for i, (name, path) in enumerate(parts, 1):
+                progress(f"log {i} of {len(parts)}: {name}")
+                own = replace(opts, workdir=workdir / f"log-{i}")
+                done.append((name, run(Target(logs=(path,)), own, None, store, progress)))
+        finally:
+            if store is not None:
+                store.close()
+        if as_json:
+            click.echo(json.dumps({"by_file": [{"source": name, **d.to_json()}
+                                               for name, d in done]}))
+            return
+        for name, d in done:
+            Console().rule(escape(name))
+            _print(d)
+        return
     try:
         # SIGTERM/SIGHUP unwind like Ctrl-C; no server outlives the command, however it ends
         with stopping_started_on_exit():
@@ -247,6 +266,23 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
         click.echo(json.dumps(d.to_json()))
         return
     _print(d)
+
+
+def _log_parts(logs: tuple[Path, ...], engine: str | None, k: int | None, by_file: bool,
+               workdir: Path) -> list[tuple[str, Path]]:
+    """The logs as the diagnosis' target, refused as `logs` refuses them (exit 2) before any
+    work: binary, empty, no metrics, several engines or speculative configs together (unless
+    ``by_file``). With ``by_file``: each part (a file, or a part of one with its own engine or
+    k) as a file of its own, to diagnose apart; else none."""
+    from specdoctor.errors import SpeculationOff
+    from specdoctor.sources.logs import read_logs, write_parts
+
+    try:
+        lt = read_logs([str(p) for p in logs], engine, keep_windows=False, last_windows=1,
+                       by_file=by_file, k=k)
+    except SpeculationOff:
+        return []  # no bad input: the diagnosis says speculation was off
+    return write_parts(lt, workdir / "logs") if by_file else []
 
 
 def _print(d: Any) -> None:

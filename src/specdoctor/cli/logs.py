@@ -78,7 +78,8 @@ def logs(files: tuple[str, ...], engine: str | None, drafter: str, by_file: bool
     if by_file:
         for f in res.files:
             out.print(profile_table(f.total, f"{f.source} · {f.reading.method or 'method ?'} · "
-                                             f"k={f.k} · {f.window_count} windows", engine=r.engine))
+                                             f"k={f.k} · {f.window_count} windows",
+                                    engine=f.reading.engine))
     else:
         out.print(profile_table(res.total, f"{r.engine} · total of {res.window_count} windows",
                                 engine=r.engine))

@@ -10,9 +10,9 @@ decides, in this one place, which of their figures the signature gets:
 - else the windows' total as it is: a range where the draft count is not printed, compared by
   its bounds (``diagnose.signature``), never read as zero.
 
-A log whose k (or method) changes holds several servers' windows, read in segments
-(``sources.logs``): the signature is that of the last one, the server as it ran last, and each
-segment's own figures are in the notes. A log of a server that served without speculation gives
+Logs of several servers (files or parts of a file with their own engine, method or k:
+``sources.logs``) give no profile, whatever their order: each one's figures are in the notes
+(``diagnose --logs`` refuses them together and diagnoses each apart with ``--by-file``). A log of a server that served without speculation gives
 ``speculation_off``. The user's --method and --k win over what the log says, with a note where
 they differ.
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.errors import SpecdoctorError, SpeculationOff
-from specdoctor.sources.logs import FileLog, LogTotal, differing_config, read_logs
+from specdoctor.sources.logs import LogTotal, differing_config, read_logs
 
 
 @dataclass
@@ -56,18 +56,17 @@ def read_for_diagnosis(paths: Sequence[str | Path], engine: str | None = None,
 def evidence_of(lt: LogTotal, method: str | None = None, k: int | None = None) -> LogEvidence:
     """The evidence of logs already read (with ``by_file``): a pure function."""
     notes: list[str] = []
-    chosen: FileLog | None = None
     profile, windows = lt.total, tuple(w.profile for w in lt.reading.windows)
     log_method = lt.reading.method
     mixed = differing_config(lt.files)
     if mixed:
-        chosen = next(f for f in reversed(lt.files) if f.window_count)
-        profile, log_method = chosen.total, chosen.reading.method
-        windows = tuple(w.profile for w in lt.reading.windows if _in(chosen, w.source, w.line))
+        # several servers: which one is "the" server is not for the order of the names to
+        # decide (diagnose --logs refuses them together; --by-file diagnoses each apart)
         each = "; ".join(f"{f.source}: {_figures(f.total)}" for f in lt.files if f.window_count)
-        notes.append(f"the logs hold several speculative configs ({mixed}): the signature is "
-                     f"that of {chosen.source}, the last; each one's figures: {each} (specdoctor "
-                     "logs --by-file reads them apart)")
+        return LogEvidence(engine=lt.reading.engine, method=method, k=k, notes=[
+            f"the logs hold several servers' windows ({mixed}): none is taken as the server's "
+            f"(each one's figures: {each}); diagnose --logs … --by-file diagnoses each apart, "
+            "specdoctor logs --by-file reads them apart"])
     since = lt.reading.since_start
     if profile.drafts is None and since is not None and since.drafts:
         notes.append("the per-request lines print no draft count; the drafters' statistics lines "
@@ -85,10 +84,6 @@ def _figures(p: AcceptanceProfile) -> str:
 
     b = apd_bounds(p)
     return "accepted per draft not known" if b is None else measured_words(p, b)
-
-
-def _in(f: FileLog, source: str, line: int) -> bool:
-    return source == f.input and (f.lines is None or f.lines[0] <= line <= f.lines[1])
 
 
 def _stated(given: object, found: object, what: str) -> list[str]:

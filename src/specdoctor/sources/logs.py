@@ -7,6 +7,12 @@ every window of every input, so they do not depend on the order the inputs are n
 bootstrap resamples blocks of consecutive windows that never span two inputs, taken in the
 order of the inputs' names, so the intervals do not either.
 
+An input may hold several engines' lines (a user who switched servers and appended to one
+log): it is split by engine (``engine_parts``), each part read by its own engine at its own
+line numbers; a stream is copied to a temporary file as it is read, so that it can be split too.
+Parts or files of different engines are refused together, naming each part's lines, and read
+apart with ``by_file``; nothing is read as the first engine only.
+
 Inputs whose speculative configs differ (method, or draft length k) are refused together:
 their windows measure different things. ``by_file=True`` reads them apart instead, one total
 per input. Where k is a setting the windows print (vLLM's per-position list, V0's k, SGLang's
@@ -30,10 +36,10 @@ from specdoctor.sources.registry import (
     ENGINES, engine_of_line, engine_serving, markers, serving_markers, source,
 )
 from specdoctor.sources.base import printable
-from specdoctor.sources.scan import LogInput, open_input
+from specdoctor.sources.scan import LogInput, iter_marked_lines, open_input, spooled
 
-__all__ = ["ENGINES", "FileLog", "LogTotal", "detect_engine", "differing_config", "read_logs",
-           "saved_inputs"]
+__all__ = ["ENGINES", "FileLog", "LogTotal", "detect_engine", "differing_config", "engine_parts",
+           "read_logs", "saved_inputs", "write_parts"]
 
 
 @dataclass
@@ -164,8 +170,9 @@ def read_logs(names: Sequence[str | Path], engine: str | None = None,
 
     With ``keep_windows=False`` only the totals and the last ``last_windows`` windows are kept,
     so memory does not grow with the logs. Raises InputError when the inputs' speculative
-    configs differ, unless ``by_file`` (then ``total`` is still the sum, and each ``files``
-    entry carries its own).
+    configs differ, or their engines (files of several engines, or one file holding several
+    engines' lines: ``engine_parts``), unless ``by_file`` (then ``total`` is still the sum, and
+    each ``files`` entry carries its own: a part of a file read by its own engine).
     """
     if not names:
         raise InputError("no log file given",
@@ -177,25 +184,30 @@ def read_logs(names: Sequence[str | Path], engine: str | None = None,
     inputs = [open_input(name) for name in labels]
     for inp in inputs:
         _refuse_binary(inp)
-    engines = {inp.label: engine or detect_engine(inp) for inp in inputs}
-    if not any(engines.values()):
+    # a stream is copied to a temporary file as it is read: it may hold several engines
+    inputs = [spooled(inp) for inp in inputs]
+    parts = [part for inp in inputs for part in engine_parts(inp, engine)]
+    if not any(e for _, e in parts):
         _refuse_speculation_off(inputs)
-    engine = engine or _one_engine(engines)
-    reader = source(engine)
+    found = _one_engine(parts, by_file)
     options = ReadOptions(drafter=drafter, k=k)
     files: list[FileLog] = []
     segments: list[_Segment] = []
     collectors: list[_Collector] = []
     changed: list[str] = []
-    for inp in inputs:
+    for inp, name in parts:
+        # an input with no speculative line, beside others of one engine: read as theirs
+        name = name or found or ENGINES[0]
+        reader = source(name)
         col = _Collector(keep_windows, last_windows, reader.splits_on_k)
         part = reader.read(inp, options, col)
-        note = col.change_note(inp.label)
+        label = _part_label(inp, name)
+        note = col.change_note(label)
         if note:
             part.notes.append(note)
-            changed.append(inp.label)
+            changed.append(label)
         for i, seg in enumerate(col.segments):
-            files.append(_segment_log(inp.label, part, seg, i, note is not None))
+            files.append(_segment_log(inp, label, part, seg, i, note is not None))
             segments.append(seg)
         collectors.append(col)
     mixed = differing_config(files)
@@ -207,11 +219,52 @@ def read_logs(names: Sequence[str | Path], engine: str | None = None,
             "read them apart: add --by-file (each file, and each part of a file with its own k, "
             "gets its own total), or run specdoctor logs once per server",
         )
-    res = _combine(engine, files, segments, collectors, last_windows)
+    res = _combine(files, segments, collectors, last_windows)
     if mixed:
         res.reading.notes.append(f"the total adds logs of different speculative configs ({mixed}): "
                                  "read each file's own total")
     return res
+
+
+def engine_parts(inp: LogInput, engine: str | None = None) -> list[tuple[LogInput, str | None]]:
+    """The input as parts of one engine each, with that engine (None: no speculative line).
+
+    Most logs are one engine's: the first engine's lines are found (``detect_engine``), then
+    a scan for every other engine's markers finds nothing. Where it finds some (a user who
+    switched servers and appended to one log), each run of one engine's lines is a part, from
+    the line after the previous run's last line (so a server's start-up lines go with its
+    metrics lines) to its own last line; the last part runs to the end. ``engine`` (the user's
+    --engine) reads the whole input as that engine."""
+    if engine is not None:
+        return [(inp, engine)]
+    first = detect_engine(inp)
+    if first is None or inp.path is None:
+        return [(inp, first)]
+    if not any(engine_of_line(line) not in (None, first)
+               for _, line in iter_marked_lines(inp.path, markers(but=first))):
+        return [(inp, first)]
+    runs: list[list] = []  # [engine, first line, last line]
+    for n, line in iter_marked_lines(inp.path, markers()):
+        name = engine_of_line(line)
+        if name is None:
+            continue
+        if runs and runs[-1][0] == name:
+            runs[-1][2] = n
+        else:
+            runs.append([name, n, n])
+    out: list[tuple[LogInput, str | None]] = []
+    for i, (name, _, last) in enumerate(runs):
+        start = 1 if i == 0 else runs[i - 1][2] + 1
+        out.append((inp.part(start, last if i < len(runs) - 1 else None), name))
+    return out
+
+
+def _part_label(inp: LogInput, engine: str) -> str:
+    """How a part of a file is named: its lines and its engine (the file alone: its name)."""
+    if inp.lines_in is None:
+        return inp.label
+    first, last = inp.lines_in
+    return f"{inp.label} lines {first}-{'end' if last is None else last} ({engine})"
 
 
 def saved_inputs(names: Sequence[str], folder: Path) -> list[Path]:
@@ -239,25 +292,69 @@ def saved_inputs(names: Sequence[str], folder: Path) -> list[Path]:
     return out
 
 
-def _segment_log(label: str, part: LogReading, seg: _Segment, i: int, split: bool) -> FileLog:
-    """One segment of an input as a FileLog of its own (the whole input when not ``split``):
-    its own method (the one named before its windows), its lines; the input's skipped lines
-    and notes go with its first segment."""
+def write_parts(lt: LogTotal, folder: Path) -> list[tuple[str, Path]]:
+    """Each part of the logs read with ``by_file`` as a file of its own, to read or diagnose on
+    its own: (its name, its file). A whole input is its own file; a part of one (an engine's
+    lines, or a segment with its own k) is written to ``folder`` with its lines at their own
+    numbers and every other line empty: from the line after the previous part's last line (its
+    server's start-up lines) to its own last line, the input's last part to the end."""
+    out: list[tuple[str, Path]] = []
+    by_input: dict[str, list[FileLog]] = {}
+    for f in lt.files:
+        by_input.setdefault(f.input, []).append(f)
+    for label, fs in by_input.items():
+        if len(fs) == 1 or any(f.lines is None for f in fs):
+            out += [(f.source, Path(label)) for f in fs]
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        start = 1
+        for i, f in enumerate(fs):
+            assert f.lines is not None
+            end = f.lines[1] if i < len(fs) - 1 else None
+            path = folder / f"{Path(label).name.removesuffix('.log')}.lines-{start}-{end or 'end'}.log"
+            _write_lines(Path(label), path, start, end)
+            out.append((f.source, path))
+            start = f.lines[1] + 1
+    return out
+
+
+def _write_lines(src: Path, dst: Path, first: int, last: int | None) -> None:
+    """``src`` with every line outside ``first``..``last`` left empty (numbering holds)."""
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        for n, line in enumerate(fin, 1):
+            if last is not None and n > last:
+                break
+            fout.write(line if n >= first else b"\n")
+
+
+def _segment_log(inp: LogInput, label: str, part: LogReading, seg: _Segment, i: int,
+                 split: bool) -> FileLog:
+    """One segment of an input as a FileLog of its own (the whole input, or the whole part of
+    one engine, when not ``split``): its own method (the one named before its windows), its
+    lines; the input's skipped lines and notes go with its first segment. ``input`` is the
+    input's own label (its windows' ``source``), ``lines`` the lines it covers in it."""
     total = seg.total.result()
     if not split or seg.first is None or seg.last is None:
-        return FileLog(label, part, total, seg.total.n, total.k, label, i)
+        lines = None
+        if inp.lines_in is not None:
+            lines = (inp.lines_in[0], inp.lines_in[1] if inp.lines_in[1] is not None
+                     else max(seg.last or 0, inp.lines_in[0]))
+        return FileLog(label, part, total, seg.total.n, total.k, inp.label, i, lines)
     method = part.method_at(seg.first)
     if i == 0:
         own = LogReading(part.engine, skipped=part.skipped, notes=part.notes,
                          cumulative=part.cumulative, method=method, methods=part.methods)
     else:
         own = LogReading(part.engine, cumulative=part.cumulative, method=method)
-    return FileLog(f"{label} lines {seg.first}-{seg.last}", own, total, seg.total.n, total.k,
-                   label, i, (seg.first, seg.last))
+    return FileLog(f"{inp.label} lines {seg.first}-{seg.last}", own, total, seg.total.n, total.k,
+                   inp.label, i, (seg.first, seg.last))
 
 
-def _combine(engine: str, files: list[FileLog], segments: list[_Segment],
-             collectors: list[_Collector], last: int) -> LogTotal:
+def _combine(files: list[FileLog], segments: list[_Segment], collectors: list[_Collector],
+             last: int) -> LogTotal:
+    engines = sorted({f.reading.engine for f in files if f.window_count} or
+                     {f.reading.engine for f in files})
+    engine = "+".join(engines)
     reading = LogReading(engine=engine)
     total = ProfileSum()
     inputs = {f.input for f in files}
@@ -266,14 +363,15 @@ def _combine(engine: str, files: list[FileLog], segments: list[_Segment],
     for f, seg in zip(files, segments):
         total.merge(seg.total)
         reading.skipped.merge(f.reading.skipped)
-        reading.notes.extend(f"{f.input}: {n}" if len(inputs) > 1 else n for n in f.reading.notes)
+        who = f.source if len(engines) > 1 else f.input if len(inputs) > 1 else None
+        reading.notes.extend(f"{who}: {n}" if who else n for n in f.reading.notes)
         reading.cumulative = reading.cumulative or f.reading.cumulative
         if len(inputs) > 1 and seg.total.n == 0:
             reading.notes.append(f"{f.source}: no speculative-decoding window")
         f.total = f.total.with_intervals(seg.blocks.intervals(), seg.blocks.unavailable("windows"))
     methods = {f.reading.method for f in files}
     reading.method = methods.pop() if len(methods) == 1 else None
-    if len(inputs) == 1:  # counts since start add up only for one server's log
+    if len(files) == 1:  # counts since start add up only for one server's log
         reading.since_start = files[0].reading.since_start
     plain = sum(f.reading.plain_lines for f in files)
     if total.n == 0 and plain and not reading.skipped.count:
@@ -303,9 +401,10 @@ def _combine(engine: str, files: list[FileLog], segments: list[_Segment],
 
 
 def differing_config(files: list[FileLog]) -> str | None:
-    """How the inputs' speculative configs (method, k) differ where known, if they do: each
-    input with the settings that differ."""
-    values = {"method": lambda f: f.reading.method, "k": lambda f: f.k}
+    """How the inputs' speculative configs (engine, method, k) differ where known, if they do:
+    each input with the settings that differ."""
+    values = {"engine": lambda f: f.reading.engine, "method": lambda f: f.reading.method,
+              "k": lambda f: f.k}
     differ = [name for name, get in values.items()
               if len({get(f) for f in files if get(f) is not None}) > 1]
     if not differ:
@@ -350,16 +449,27 @@ def _around(line: str, markers: list[str], width: int = 70) -> str:
     return ("…" if start else "") + printable(line[start:].strip(), 2 * width)
 
 
-def _one_engine(found: dict[str, str | None]) -> str:
-    engines = {e for e in found.values() if e}
+def _one_engine(parts: list[tuple[LogInput, str | None]], by_file: bool) -> str | None:
+    """The one engine of all parts; with several, InputError naming each file or part and its
+    engine, unless ``by_file`` (each part is then read by its own engine: None returned)."""
+    engines = {e for _, e in parts if e}
     if not engines:
+        names = ", ".join(dict.fromkeys(inp.label for inp, _ in parts))
         raise InputError(
-            f"no speculative-decoding metrics lines in {', '.join(found)}",
+            f"no speculative-decoding metrics lines in {names}",
             "is this the server's log with speculation on? vLLM prints 'SpecDecoding metrics:' "
             "every VLLM_LOG_STATS_INTERVAL s (not with --disable-log-stats); or pass --engine",
         )
-    if len(engines) > 1:
-        listed = ", ".join(f"{s}: {e or 'none'}" for s, e in found.items())
-        raise InputError(f"files from different engines ({listed})",
-                         "read each engine's logs separately, or force one with --engine")
-    return engines.pop()
+    if len(engines) == 1:
+        return engines.pop()
+    if by_file:
+        return None
+    listed = ", ".join(f"{_part_label(inp, e) if e and inp.lines_in else inp.label}: "
+                       f"{e or 'none'}" for inp, e in parts)
+    inside = [inp.label for inp, _ in parts if inp.lines_in is not None]
+    what = (f"{', '.join(dict.fromkeys(inside))} holds the lines of several engines"
+            if inside else "files from different engines")
+    raise InputError(f"{what} ({listed}); one total would mix different servers",
+                     "read them apart: add --by-file (each file, and each engine's part of a file, "
+                     "gets its own total), split the file at those lines, or force one engine "
+                     "with --engine")

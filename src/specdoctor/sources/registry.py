@@ -60,9 +60,10 @@ def serving_markers() -> tuple[bytes, ...]:
     return tuple(m.encode() for s in _all() for m in s.serving_markers)
 
 
-def markers() -> tuple[bytes, ...]:
-    """Every engine's line markers (``Source.markers``), as bytes for a scanner."""
-    return tuple(m.encode() for s in _all() for m in s.markers)
+def markers(but: str | None = None) -> tuple[bytes, ...]:
+    """Every engine's line markers (``Source.markers``), as bytes for a scanner; ``but``: those
+    of every engine but this one."""
+    return tuple(m.encode() for s in _all() if s.name != but for m in s.markers)
 
 
 def engine_of_metrics(text: str) -> str | None:

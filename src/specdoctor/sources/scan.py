@@ -231,6 +231,10 @@ class LogInput:
     ``label`` names it in windows and messages ("-" for stdin). ``head`` holds the first
     ``HEAD_BYTES`` (cut at the last newline when there is more): for a stream they are already
     consumed, and ``marked_text`` and ``lines`` start from them.
+
+    ``lines_in`` (a file only: ``part``) makes it one part of the file, lines ``first`` to
+    ``last`` (``last`` None: to the end): its readers see those lines at their own numbers and
+    nothing else (``lines`` gives the others as empty lines, so numbering holds).
     """
 
     label: str
@@ -238,6 +242,21 @@ class LogInput:
     stream: Readable | None = None
     _head: bytes | None = field(default=None, repr=False)
     _sniff: bytes | None = field(default=None, repr=False)
+    lines_in: tuple[int, int | None] | None = None
+    # what keeps a stream's temporary copy alive while the input is read (``spooled``)
+    _keep: object = field(default=None, repr=False, compare=False)
+
+    def part(self, first: int, last: int | None) -> LogInput:
+        """Lines ``first`` to ``last`` of this file, read as an input of their own."""
+        assert self.path is not None, "a stream is spooled to a file before it is split"
+        return LogInput(self.label, self.path, _head=self._head, _sniff=self._sniff,
+                        lines_in=(first, last), _keep=self._keep)
+
+    def _in_part(self, n: int) -> bool:
+        if self.lines_in is None:
+            return True
+        first, last = self.lines_in
+        return n >= first and (last is None or n <= last)
 
     @property
     def head(self) -> bytes:
@@ -277,12 +296,19 @@ class LogInput:
 
     def head_lines_with(self, *needles: bytes) -> Iterator[tuple[int, str]]:
         """(line number, line) of the head's lines containing any of ``needles``, in order."""
-        yield from _scan(self.head, needles, 0)
+        yield from ((n, line) for n, line in _scan(self.head, needles, 0) if self._in_part(n))
 
     def marked_text(self, wanted: tuple[bytes, ...]) -> Iterator[str]:
         """``iter_marked_text`` of the whole input (for a stream: head, then the rest)."""
         if self.path is not None:
-            yield from iter_marked_text(self.path, wanted)
+            if self.lines_in is None:
+                yield from iter_marked_text(self.path, wanted)
+                return
+            for text in iter_marked_text(self.path, wanted):
+                kept = [t for t in text.split("\n")[:-1]
+                        if self._in_part(int(t.partition(":")[0]))]
+                if kept:
+                    yield "\n".join(kept) + "\n"
             return
         assert self.stream is not None
         lines = _scan_chunks(_chunks(self.stream, 1 << 20, self.head), wanted)
@@ -299,10 +325,20 @@ class LogInput:
         yield from _chunks(self.stream, 1 << 20, self.head)
 
     def lines(self) -> Iterator[str]:
-        """Every line, decoded as UTF-8 with replacement."""
+        """Every line, decoded as UTF-8 with replacement (of a part: the lines outside it as
+        empty lines)."""
         if self.path is not None:
             with open(self.path, encoding="utf-8", errors="replace") as fh:
-                yield from fh
+                if self.lines_in is None:
+                    yield from fh
+                    return
+                for n, line in enumerate(fh, 1):
+                    if self._in_part(n):
+                        yield line
+                    elif self.lines_in[1] is not None and n > self.lines_in[1]:
+                        return
+                    else:
+                        yield "\n"
             return
         assert self.stream is not None
         carry = b""
@@ -314,6 +350,19 @@ class LogInput:
             carry = buf[cut:]
         if carry:
             yield carry.decode("utf-8", "replace")
+
+
+def spooled(inp: LogInput) -> LogInput:
+    """A stream copied, as it is read, into a temporary file that is read in its place (so it
+    can be scanned more than once: for the engines it holds, then by each engine's reader); a
+    file as it is. The copy lives as long as the returned input."""
+    if inp.path is not None:
+        return inp
+    tmp = tempfile.NamedTemporaryFile(prefix="specdoctor-stream-", suffix=".log")  # noqa: SIM115
+    for block in inp.blocks():
+        tmp.write(block)
+    tmp.flush()
+    return LogInput(inp.label, tmp.name, _sniff=inp._sniff, _keep=tmp)
 
 
 def _whole_head(head: bytes, limit: int) -> bytes:
