@@ -18,6 +18,7 @@ from typing import Any
 from specdoctor.bench.client import Outcome, Request
 from specdoctor.bench.prompts import SUITES, check_concurrency, check_count
 from specdoctor.errors import InputError
+from specdoctor.textfile import MAX_TEXT, read_limited
 
 BUILTIN = ("code", "essay", "long")
 SAMPLING = {"greedy": (0.0, 1.0), "official": (1.0, 0.95)}
@@ -115,7 +116,7 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
                              "check --dataset") from exc
     rows = []
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_limited(path, "dataset", MAX_TEXT, "--dataset").decode("utf-8")
     except OSError as exc:
         raise InputError(f"cannot read the dataset {path}: {exc.strerror}", "check --dataset") from exc
     except UnicodeDecodeError:
@@ -126,7 +127,7 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
             continue
         try:
             row = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise InputError(f"{path}:{n} is not JSON", "each line must be one JSON object") from None
         if not isinstance(row, dict):
             raise InputError(f"{path}:{n} is not a JSON object", "each line must be one object")

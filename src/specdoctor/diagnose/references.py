@@ -36,6 +36,7 @@ from specdoctor.acceptance.compare import (  # noqa: F401 - the conversions, rea
 )
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.errors import InputError
+from specdoctor.textfile import MAX_CONFIG, read_limited
 
 SOURCES = ("oracle", "user", "published", "self", "counterfactual")
 
@@ -230,10 +231,10 @@ def load_user_reference(path: Path) -> Reference:
     """A user's reference file: ``{"per_position": [...], "conditional": false}`` or
     ``{"mean_acceptance_length": 2.6, "bonus_counted": true, "k": 3}``."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_limited(path, "reference file", MAX_CONFIG, "--reference"))
     except OSError as exc:
         raise InputError(f"cannot read the reference file {path}: {exc}", "check the path") from exc
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise InputError(f"{path} is not JSON: {exc}",
                          'write e.g. {"per_position": [0.7, 0.5, 0.35]}') from exc
     if not isinstance(data, dict):

@@ -47,6 +47,7 @@ from specdoctor.bench.matrix import Cell, MatrixParams
 from specdoctor.bench.stats import Spread
 from specdoctor.bench.summary import Row
 from specdoctor.errors import InputError, SpecdoctorError
+from specdoctor.textfile import MAX_CONFIG, read_limited
 from specdoctor.gate.compare import CellSample
 
 SCHEMA = "specdoctor.gate.baseline"
@@ -202,7 +203,7 @@ def write_file(b: Baseline, path: Path) -> None:
 
 def load_file(path: Path) -> Baseline:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_limited(path, "baseline file", MAX_CONFIG, "--baseline").decode("utf-8")
     except OSError as exc:
         raise InputError(f"cannot read the baseline {path}: {exc.strerror}", EXPORT_FIX) from exc
     except UnicodeDecodeError:
@@ -210,7 +211,7 @@ def load_file(path: Path) -> Baseline:
                          EXPORT_FIX) from None
     try:
         doc = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise InputError(f"{path} is not JSON ({exc})", EXPORT_FIX) from None
     return from_json(doc, str(path))
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from specdoctor.errors import InputError
+from specdoctor.textfile import MAX_CONFIG, read_limited
 
 log = logging.getLogger(__name__)
 
@@ -132,10 +133,10 @@ class VocabMap:
     @classmethod
     def load(cls, path: Path) -> VocabMap:
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(read_limited(path, "vocabulary map", MAX_CONFIG, "--vocab-map"))
             ids = data["draft_to_target"] if isinstance(data, dict) else data
             return cls(tuple(int(x) for x in ids))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, RecursionError, OverflowError) as exc:
             raise InputError(f"cannot read the vocabulary map {path}: {exc}",
                              'write JSON {"draft_to_target": [target id or -1, ...]}') from exc
 

@@ -440,11 +440,18 @@ def open_input(name: str) -> LogInput:
         raise InputError(f"{name} is a directory", "pass the log files inside it")
     if stat.S_ISREG(st.st_mode):
         return LogInput(name, name)
+    return _stream_input(name, _open_stream(name))
+
+
+def _open_stream(name: str) -> Readable:
+    """A pipe, FIFO or device opened without blocking on a FIFO that has no writer (it then
+    reads as empty, at once, where ``open`` would wait for a writer for ever)."""
     try:
-        fh = open(name, "rb")  # noqa: SIM115  (a stream: closed when the process ends)
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)
+        os.set_blocking(fd, True)
+        return open(fd, "rb")  # noqa: SIM115  (a stream: closed when the process ends)
     except OSError as exc:
         raise InputError(f"cannot read {name}: {exc.strerror or exc}", "check the path") from exc
-    return _stream_input(name, fh)
 
 
 def _stream_input(label: str, fh: Readable) -> LogInput:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from specdoctor.errors import InputError
+from specdoctor.textfile import MAX_CONFIG, read_limited
 from specdoctor.experiments.astexec.cut import cut_definitions
 from specdoctor.experiments.astexec.sandbox import SandboxLimits, run_job
 
@@ -156,8 +157,8 @@ def astexec(file: str, names: list[str], *, calls: list[str] | None = None,
     config = None
     if config_path is not None:
         try:
-            config = json.loads(config_path.read_text())
-        except (OSError, ValueError) as exc:
+            config = json.loads(read_limited(config_path, "model config", MAX_CONFIG, "--config"))
+        except (OSError, ValueError, RecursionError) as exc:
             raise InputError(f"cannot read {config_path} as JSON: {exc}",
                              "pass the drafter's config.json") from exc
         if not isinstance(config, dict):

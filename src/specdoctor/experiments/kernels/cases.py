@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from specdoctor.errors import InputError
+from specdoctor.textfile import MAX_CONFIG, read_limited
 
 DTYPES = ("float32", "float16", "bfloat16")
 DATA = ("random", "edge")
@@ -165,8 +166,8 @@ def load_suite(name: str) -> list[Case]:
         raise InputError(f"no suite {name!r}",
                          f"use one of {', '.join(SUITES)} or a JSON file of cases")
     try:
-        raw = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:  # unreadable, not UTF-8, or not JSON
+        raw = json.loads(read_limited(path, "kernel suite", MAX_CONFIG, "--suite"))
+    except (OSError, ValueError, RecursionError) as exc:  # unreadable, not UTF-8, or not JSON
         raise InputError(f"cannot read suite {path}: {exc}", "write a JSON list of case objects") from exc
     if not isinstance(raw, list) or not raw:
         raise InputError(f"suite {path} is not a non-empty JSON list", "write [{\"name\": …, \"seqs\": [[ctx, q], …]}, …]")
