@@ -34,6 +34,14 @@ TOLERANCES: dict[str, float] = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 2e
 # attention scores (every query head x visible key), each held in fp64 by the reference. 2**27
 # elements are 1 GiB in fp64; the `long` suite's largest case needs 2.1M and 2.1M.
 MAX_ELEMENTS = 1 << 27
+MAX_CASES = 1000  # cases of one user suite (the built-in ones have 4 to 32)
+MAX_SEED = 2 ** 63 - 1  # torch's generator takes a 64-bit seed
+# A user suite's fields and the JSON types each takes (bool is never an int here, and a
+# string is never a bool: "causal": "false" would be true).
+FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "name": (str,), "heads_q": (int,), "heads_kv": (int,), "head_dim": (int,),
+    "block_size": (int,), "window": (int, type(None)), "causal": (bool,), "dtype": (str,),
+    "data": (str,), "seed": (int,)}
 
 
 @dataclass(frozen=True)
@@ -157,6 +165,19 @@ DEVICES = ("cpu", "cuda")
 DEFAULT_DEVICE = "cpu"
 
 
+def _seqs(raw: Any) -> tuple[tuple[int, int], ...] | None:
+    """[[ctx, n_q], …] as whole-number pairs, or None (a float, an infinity, a string)."""
+    if not isinstance(raw, list):
+        return None
+    out = []
+    for pair in raw:
+        if not (isinstance(pair, list) and len(pair) == 2
+                and all(type(x) is int for x in pair)):
+            return None
+        out.append((pair[0], pair[1]))
+    return tuple(out)
+
+
 def load_suite(name: str) -> list[Case]:
     """A built-in suite by name, or a JSON file listing cases."""
     if name in SUITES:
@@ -171,6 +192,9 @@ def load_suite(name: str) -> list[Case]:
         raise InputError(f"cannot read suite {path}: {exc}", "write a JSON list of case objects") from exc
     if not isinstance(raw, list) or not raw:
         raise InputError(f"suite {path} is not a non-empty JSON list", "write [{\"name\": …, \"seqs\": [[ctx, q], …]}, …]")
+    if len(raw) > MAX_CASES:
+        raise InputError(f"suite {path} lists {len(raw):,} cases, past the limit of {MAX_CASES:,}",
+                         "split it into suites of at most 1,000 cases")
     known = {f.name for f in fields(Case)}
     cases = []
     for i, obj in enumerate(raw):
@@ -180,11 +204,20 @@ def load_suite(name: str) -> list[Case]:
         if extra:
             raise InputError(f"suite {path}: entry {i} has unknown fields {sorted(extra)}",
                              f"use only {', '.join(sorted(known))}")
-        try:
-            seqs = tuple((int(c), int(n)) for c, n in obj["seqs"])
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"suite {path}: entry {i} seqs {obj['seqs']!r} are not [ctx, n_q] pairs",
-                             "write \"seqs\": [[37, 8], [5, 1]]") from exc
+        seqs = _seqs(obj["seqs"])
+        if seqs is None:
+            raise InputError(f"suite {path}: entry {i} seqs {obj['seqs']!r:.80} are not [ctx, n_q] "
+                             "pairs of whole numbers", "write \"seqs\": [[37, 8], [5, 1]]")
+        for key, value in obj.items():
+            types = FIELD_TYPES.get(key)
+            if types is not None and (not isinstance(value, types)
+                                      or (isinstance(value, bool) and bool not in types)):
+                want = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+                raise InputError(f"suite {path}: entry {i} field {key!r} is {value!r:.40}, not {want}",
+                                 "give numbers as numbers, true/false unquoted (docs/kernels.md)")
+        if not 0 <= obj.get("seed", 0) <= MAX_SEED:
+            raise InputError(f"suite {path}: entry {i} seed {obj['seed']:.3g} is outside 0 to "
+                             f"{MAX_SEED:,}", "pick a smaller seed")
         try:
             cases.append(Case(**{"name": f"case{i}", **obj, "seqs": seqs}))
         except TypeError as exc:  # a field of the wrong type ("heads_q": "8")
