@@ -49,7 +49,10 @@ TABLE: dict[str, tuple[tuple[str | None, int | None], str, tuple[str, ...]]] = {
     "issue5877_speculative_summary.log": ((None, None), "unreferenced",
                                           ("526 accepted of 730 draft tokens",)),
     # SGLang: acceptance length per window
-    "fastrl_pr4_trailing_comma.log": ((None, None), "zero", ("1.00 in every window",)),
+    # FastRL turns speculation on and off by batch size (48 running here): 1.00 is nothing
+    # accepted, and the rates do not say whether anything was drafted
+    "fastrl_pr4_trailing_comma.log": ((None, None), "undetermined",
+                                      ("1.00 in every window", "drafted nothing")),
     "pr21723_nextn_accept_rate.log": (("mtp", 3), "crash", ("1.64 accepted per draft", "at k=3",
                                                             "Scheduler hit an exception")),
     "pr6081_mtp_dp_attention.log": ((None, None), "unreferenced",
@@ -60,8 +63,10 @@ TABLE: dict[str, tuple[tuple[str | None, int | None], str, tuple[str, ...]]] = {
     "pr22166_no_speculation.log": ((None, None), "no-data", ("speculation is off",)),
     "pr22331_no_speculation.log": ((None, None), "no-data", ("speculation is off",)),
     # vLLM V0: running totals; accepted prefixes from the emitted count
-    "issue6768_v0_tokens_tokens.log": ((None, None), "zero", ("3191 drafts, 0 accepted",)),
-    "issue7301_v0_cumulative.log": ((None, None), "zero", ("3 drafts, 0 accepted",)),
+    "issue6768_v0_tokens_tokens.log": ((None, None), "zero", ("3191 drafts, 0 accepted",
+                                                               "every draft rejected")),
+    "issue7301_v0_cumulative.log": ((None, None), "undetermined",
+                                    ("3 drafts, 0 accepted", "too few", "0.71")),
     "issue9539_v0_period.log": ((None, None), "unreferenced", ("1.39 accepted per draft",)),
     # vLLM V1
     "pr15902_v1_early.log": ((None, None), "unreferenced",

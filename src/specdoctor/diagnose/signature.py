@@ -10,7 +10,10 @@ Classes:
 - ``zero``: drafts proposed, none accepted; or, from a trained drafter (a draft model or head:
   ``rules.TRAINED_DRAFTERS``, not prompt lookup), position 0 under ``ZERO_POS0`` (0.05) — a
   drafter trained on its target that agrees with it this rarely is broken, not weak, so
-  draft-quality does not explain ``zero`` (the catalogue);
+  draft-quality does not explain ``zero`` (the catalogue). Only when enough drafts were seen:
+  position 0's 95% interval (Clopper-Pearson) under ``ZERO_MAX_HIGH`` (0.25; with nothing
+  accepted, 13 drafts or more); with fewer, a working drafter could have drawn as little by
+  chance, and nothing accepted is ``undetermined``, saying how few;
 - ``cliff``: a position j >= 1 whose conditional rate (j given j-1) falls to near zero while
   the positions before it hold up — Case A's pos0 0.50, pos2 0.00. Never called for drafters
   that propose variable-length drafts (ngram): their later positions count short drafts in the
@@ -34,7 +37,13 @@ Classes:
   windows) that reaches both into the reference's band and below it: the log allows healthy and
   low alike, so neither is said;
 - ``unreferenced``: nothing to compare with and no cliff (state the numbers, decide nothing);
-- ``no-data``: no draft was counted, nor any acceptance length printed (or speculation is off).
+- ``no-data``: no draft was counted, nor any acceptance length printed (or speculation is off);
+  a log that counts 0 draft tokens drafted nothing (speculation not running, e.g. above a batch
+  size), which is said apart from drafts all rejected. Lines that print only rates (SGLang's
+  accept len 1.00) do not tell the two apart: nothing accepted there is ``undetermined``.
+
+Sample size: under ``FEW_DRAFTS`` (30) verify steps, the evidence of any class says how few,
+with position 0's 95% interval.
 
 What the measurement does not pin down stays a range: accepted per draft is compared by its
 lowest and highest values (``apd_bounds``), never by a count the source did not give. A
@@ -81,6 +90,17 @@ DRIFT_SHARE = 0.20        # last third of windows this much below the first thir
 # oracle that is itself low) is the oracle's.
 # A mean acceptance length printed as 1.00 (2 decimals): under this many accepted per step.
 PRINTED_ZERO = 0.005
+# Fewer verify steps (drafts) than this: the evidence says how few, with the 95% interval of
+# position 0 (Clopper-Pearson), whatever the class.
+FEW_DRAFTS = 30
+# Nothing accepted is "zero" (a broken drafter) only when position 0's 95% interval stays under
+# this: a drafter that agrees with its target on a quarter of its first tokens works, however
+# weakly, and with fewer drafts (under 13 with nothing accepted) it could have drawn none by
+# chance.
+ZERO_MAX_HIGH = 0.25
+# The most draft tokens one step carries (diagnose --k allows 64): the fewest drafts that a
+# count of draft tokens can be, where the draft count is not printed.
+MAX_K = 64
 
 
 @dataclass(frozen=True)
@@ -220,23 +240,109 @@ def measured_words(p: AcceptanceProfile, b: tuple[float, float]) -> str:
                     f"count is not printed, and {r[0]} to {r[1]} drafts fit what is)" if r else "")
 
 
+def binomial_interval(hits: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Clopper-Pearson interval of a rate seen ``hits`` times in ``n`` trials (pure; n >= 1)."""
+    import math
+
+    tail = (1.0 - level) / 2
+
+    def cdf(x: int, p: float) -> float:   # P(X <= x), X ~ Binomial(n, p)
+        if p <= 0.0:
+            return 1.0
+        if p >= 1.0:
+            return 1.0 if x >= n else 0.0
+        lp, lq = math.log(p), math.log1p(-p)
+        head = math.lgamma(n + 1)
+        return sum(math.exp(head - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lp
+                            + (n - i) * lq) for i in range(0, x + 1))
+
+    def solve(f: Any) -> float:  # the p where f turns False, f(0) True and f(1) False
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if f(mid) else (lo, mid)
+        return (lo + hi) / 2
+
+    low = 0.0 if hits <= 0 else solve(lambda p: 1.0 - cdf(hits - 1, p) < tail)
+    high = 1.0 if hits >= n else solve(lambda p: cdf(hits, p) > tail)
+    return low, high
+
+
+def draft_bounds(p: AcceptanceProfile) -> tuple[int, int] | None:
+    """The fewest and most drafts (verify steps) a profile can hold: its count when printed,
+    else the range its figures allow, else what its draft tokens allow (each draft carries 1 to
+    k tokens; k at most ``MAX_K`` where unknown)."""
+    if p.drafts is not None:
+        return p.drafts, p.drafts
+    if p.drafts_range is not None:
+        return p.drafts_range
+    if p.draft_tokens:
+        return -(-p.draft_tokens // (p.k or MAX_K)), p.draft_tokens
+    return None
+
+
+def sample_words(p: AcceptanceProfile) -> str:
+    """How few drafts a profile holds, with position 0's 95% interval where its count is
+    known, when even the most it can hold are few (under ``FEW_DRAFTS``); "" otherwise."""
+    b = draft_bounds(p)
+    if b is None or b[1] >= FEW_DRAFTS or b[1] <= 0:
+        return ""
+    if p.drafts is None:
+        return f"from at most {b[1]} drafts (verify steps; the count is not printed): few"
+    n = p.drafts
+    hits = (p.accepted_per_position[0] if p.accepted_per_position
+            else 0 if p.accepted_tokens == 0 else None)
+    if hits is None:
+        return f"from only {n} drafts (verify steps)"
+    lo, hi = binomial_interval(hits, n)
+    return (f"from only {n} drafts (verify steps): position 0 accepted in {hits} of {n}, 95% "
+            f"interval {lo:.2f}-{hi:.2f}")
+
+
+def _nothing_accepted(p: AcceptanceProfile) -> tuple[str, str, None]:
+    """Drafts proposed and none accepted: ``zero`` when enough were drafted that a working
+    drafter would have had some accepted; else ``undetermined``, saying how few."""
+    b = draft_bounds(p)
+    n = b[0] if b is not None else 1
+    high = binomial_interval(0, max(n, 1))[1]
+    if high >= ZERO_MAX_HIGH:
+        return ("undetermined", f"{drafted_words(p)}, 0 accepted: too few to tell a broken "
+                f"drafter from a working one (position 0 between 0.00 and {high:.2f}, 95% "
+                "interval)", None)
+    return ("zero", f"{drafted_words(p)}, 0 accepted: every draft rejected (position 0 under "
+            f"{high:.3f}, 95% interval)", None)
+
+
+def _few_for_zero(p: AcceptanceProfile) -> bool:
+    """Position 0's count is known and too few drafts were seen to call it broken."""
+    n = p.drafts
+    if not n or not p.accepted_per_position:
+        return False
+    return binomial_interval(p.accepted_per_position[0], n)[1] >= ZERO_MAX_HIGH
+
+
 def shape(p: AcceptanceProfile | None, ref: Reference | None, variable_length: bool = False,
           k: int | None = None, trained: bool = False) -> tuple[str, str, int | None]:
     """(class, evidence, cliff position) of one greedy profile; ``k`` where the profile does
     not carry it; ``trained``: the drafter is a trained model (position 0 under ``ZERO_POS0``
     is then ``zero``)."""
+    if p is not None and p.draft_tokens == 0 and not p.drafts:
+        return ("no-data", "nothing drafted: 0 draft tokens, so nothing to accept (speculation "
+                "did not run, e.g. turned off above a batch size), not drafts all rejected", None)
     if p is None or not has_acceptance(p):
         return "no-data", "no draft was counted", None
     k = p.k if k is None else k
     if p.accepted_tokens == 0:
-        return "zero", f"{drafted_words(p)}, 0 accepted", None
+        return _nothing_accepted(p)
     b = apd_bounds(p)
     if not p.count_weighted and b is not None and b[1] < PRINTED_ZERO:
-        return ("zero", "acceptance length 1.00 in every window (under 0.005 draft tokens "
-                "accepted per step)", None)
+        return ("undetermined", "acceptance length 1.00 in every window (under 0.005 draft "
+                "tokens accepted per step): nothing accepted, but the lines print rates, not "
+                "draft counts, so they do not tell drafts all rejected from steps that drafted "
+                "nothing (speculation not running, e.g. turned off above a batch size)", None)
     pp = p.per_position
     broken = ("a trained drafter that agrees with its target this rarely is broken, not weak")
-    if trained and pp and pp[0] < ZERO_POS0:
+    if trained and pp and pp[0] < ZERO_POS0 and not _few_for_zero(p):
         return ("zero", "pos " + ", ".join(f"{i} {r:.3f}" for i, r in enumerate(pp))
                 + f": position 0 under {ZERO_POS0} from a trained drafter; {broken}", None)
     if trained and pp is None and b is not None and b[1] < ZERO_POS0:
@@ -332,6 +438,9 @@ def classify(f: Facts) -> Signature:
     base, ev, cliff_at = shape(f.greedy, f.reference, f.variable_length, f.k, f.trained)
     if base == "no-data" and f.speculation_off:
         ev = f"speculation is off: {f.speculation_off}"
+    few = sample_words(f.greedy) if f.greedy is not None and base != "no-data" else ""
+    if few and "0 accepted" not in ev:
+        ev = f"{ev} ({few})"
     also: list[str] = []
     parts = [ev]
     nums: dict[str, Any] = {}
@@ -340,6 +449,8 @@ def classify(f: Facts) -> Signature:
         nums["mean_acceptance_length"] = round(f.greedy.mean_acceptance_length or 0, 4)
     elif f.greedy is not None and (b := apd_bounds(f.greedy)) is not None:
         nums["accepted_per_draft_range"] = [round(b[0], 4), round(b[1], 4)]
+    if f.greedy is not None and (db := draft_bounds(f.greedy)) is not None:
+        nums["drafts_range"] = list(db)
     if f.reference is not None:
         nums["reference"] = f.reference.to_json()
     if f.errors:
