@@ -11,6 +11,7 @@ lists them. Readers hand their windows to a sink as they go, a list at a time.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -22,6 +23,22 @@ if TYPE_CHECKING:
 
 # How many malformed lines are listed by number; the rest are only counted.
 MAX_SKIPPED_EXAMPLES = 5
+
+
+_HUGE_NUMBER = re.compile(r"\d{19}")
+
+
+def huge_number(line: str) -> str | None:
+    """Why a metrics line cannot be read when it holds a run of 19 digits or more (a count
+    past 10**18, which no server prints: the line is damaged or hostile, and converting a
+    number of millions of digits would take minutes), else None."""
+    m = _HUGE_NUMBER.search(line)
+    if m is None:
+        return None
+    end = m.end()
+    while end < len(line) and line[end].isdigit():
+        end += 1
+    return f"a number of {end - m.start():,} digits (more than 18)"
 
 
 def printable(text: str, limit: int = 120) -> str:

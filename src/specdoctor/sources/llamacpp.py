@@ -52,7 +52,7 @@ from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
 from specdoctor.errors import InputError
 from specdoctor.sources import recovery
 from specdoctor.sources.recovery import Recovered, recovery_notes
-from specdoctor.sources.base import count_of, printable, LineSource, LogReading, ReadOptions, Window
+from specdoctor.sources.base import count_of, huge_number, printable, LineSource, LogReading, ReadOptions, Window
 
 ENGINE = "llamacpp"
 MARKER = "draft acceptance"
@@ -134,6 +134,11 @@ def parse_log(lines: Iterable[str], source: str) -> LogReading:
     summary_line = 0
     summaries: list[Window] = []
     for lineno, line in enumerate(lines, start=1):
+        if STATS_MARKER not in line and (MARKER in line or PER_POS_MARKER in line
+                                         or _SUMMARY_FIELD.match(line)) \
+                and (why := huge_number(line)) is not None:
+            reading.skipped.add(source, lineno, why)
+            continue
         if STATS_MARKER in line:
             parsed = _parse_statistics(line)
             if parsed is None:
@@ -339,6 +344,8 @@ def _parse_statistics(line: str) -> tuple[str, AcceptanceProfile, dict[str, int]
     for key, rx in _STATS_FIELDS.items():
         m = rx.search(line)
         if m is None:
+            return None
+        if huge_number(m.group(1)) is not None:
             return None
         values[key] = int(m.group(1))
     if name is None or values["accepted"] > values["draft_tokens"]:

@@ -61,7 +61,7 @@ from typing import Any
 
 from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
 from specdoctor.errors import InputError
-from specdoctor.sources.base import printable, LineSource, LogReading, ReadOptions, Window
+from specdoctor.sources.base import huge_number, printable, LineSource, LogReading, ReadOptions, Window
 
 ENGINE = "sglang"
 MARKER = "Decode batch"
@@ -213,6 +213,9 @@ def parse_log(
             continue
         i = line.find(MARKER)
         if i < 0:
+            continue
+        if (why := huge_number(line)) is not None:
+            reading.skipped.add(source, lineno, why)
             continue
         fields = parse_fields(line[i + len(MARKER):])
         if "accept len" not in fields:

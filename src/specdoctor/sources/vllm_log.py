@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Literal
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.sources.recovery import recover_counts, recovery_notes
 from specdoctor.sources.base import (
-    LogReading, ReadOptions, SkippedLines, Window, WindowSink, printable,
+    LogReading, ReadOptions, SkippedLines, Window, WindowSink, huge_number, printable,
 )
 
 if TYPE_CHECKING:
@@ -262,6 +262,9 @@ class VllmLogParser:
             method = drafter_method(line)
             if method is not None:
                 self._set_method(method, source, lineno)
+        if (V1_MARKER in line or V0_MARKER in line) and (why := huge_number(line)) is not None:
+            self.skipped.add(source, lineno, why)
+            return []
         i = line.find(V1_MARKER)
         if i >= 0:
             # the current format in one match (most lines), else field by field
