@@ -20,6 +20,7 @@ Schema ``specdoctor.gate.baseline``, version 1::
      "cells": [{"cell": "code/greedy/c1", "suite": "code", "sampling": "greedy",
                 "concurrency": 1, "k": 4,
                 "requests": [[drafts, draft_tokens, accepted, [accepted at 0, 1, …]], …] | null,
+                "request_keys": [[slot, prompt, seed | null], …] (optional),
                 "profile": {AcceptanceProfile.to_json(): the totals, with ci95},
                 "tok_s": {"value", "low", "high", "basis"} | null,
                 "spec_off_tok_s": {…} | null}, …]}
@@ -27,6 +28,13 @@ Schema ``specdoctor.gate.baseline``, version 1::
 ``requests`` is null when the server sent no per-request metrics: that cell's acceptance has
 no interval and is reported, not tested. The totals must equal the sum of the requests, so a
 hand-edited file is refused rather than trusted.
+
+``request_keys`` says, request by request, which prompt and seed it had (``gate.paired.
+RequestKey``: the conversation's slot in the cell, the first 16 hex digits of its sha256, the
+seed or null when greedy): the gate pairs the baseline's and the candidate's requests by them.
+It is optional (a reader of version 1 without it ignores it). A file written before it was
+stored has its keys recovered where that is certain (``infer_keys``), else the gate tests the
+cell unpaired.
 """
 
 from __future__ import annotations
@@ -49,6 +57,9 @@ from specdoctor.bench.summary import Row
 from specdoctor.errors import InputError, SpecdoctorError
 from specdoctor.textfile import MAX_CONFIG, read_limited
 from specdoctor.gate.compare import CellSample
+from specdoctor.gate.paired import RequestKey, prompt_digest
+from specdoctor.sources import vllm_response
+from specdoctor.store.bench import CellRow
 
 SCHEMA = "specdoctor.gate.baseline"
 VERSION = 1
@@ -95,9 +106,15 @@ class Baseline:
 
 # ---- from a bench run --------------------------------------------------------------------
 
-def cell_samples(rows: Sequence[Row], config: str) -> list[tuple[Cell, CellSample]]:
+KeyedUnits = dict[tuple[str, str], list[tuple[RequestKey, AcceptanceProfile]]]
+
+
+def cell_samples(rows: Sequence[Row], config: str, keyed: KeyedUnits | None = None
+                 ) -> list[tuple[Cell, CellSample]]:
     """The cells of one configuration of a bench run, as the gate compares them; a cell's
-    spec-off tok/s comes from the run's spec-off configuration (role ``baseline``), if any."""
+    spec-off tok/s comes from the run's spec-off configuration (role ``baseline``), if any.
+    ``keyed`` (``request_keys``): each cell's requests with their keys; a cell's keys are kept
+    only where its requests, in order, are exactly the row's units."""
     off = {r.cell: r.tok_s for r in rows if r.role == "baseline"}
     out = []
     for r in rows:
@@ -107,14 +124,77 @@ def cell_samples(rows: Sequence[Row], config: str) -> list[tuple[Cell, CellSampl
         units = tuple(r.units) if r.units else None
         if units and k is None:
             k = max((u.k or 0) for u in units) or None
+        found = (keyed or {}).get((config, r.cell))
+        keys = tuple(key for key, _ in found) if found and units and tuple(
+            u for _, u in found) == units else None
         out.append((Cell(r.suite, r.sampling, r.concurrency),
-                    CellSample(r.cell, k, units, r.profile, r.tok_s, off.get(r.cell))))
+                    CellSample(r.cell, k, units, r.profile, r.tok_s, off.get(r.cell), keys)))
     return out
+
+
+def request_keys(cells: Sequence[CellRow], params: MatrixParams) -> KeyedUnits:
+    """(configuration, cell) → each request that carries spec-decode metrics, with its key,
+    in the order the bench summary takes the cell's units (ok repeats, then requests without
+    error), read from the per-request records of a stored bench run (their ``index`` says
+    which conversation and seed the request had: ``bench.matrix.requests``). Empty for a
+    prompt set whose prompts cannot be read (a dataset file no longer there)."""
+    groups: dict[tuple[str, str], list[CellRow]] = {}
+    for c in cells:
+        name = c.result.get("cell") or Cell(c.suite, c.sampling, c.concurrency).name
+        groups.setdefault((c.config, name), []).append(c)
+    convs: dict[str, list[list[str]]] = {}
+    out: KeyedUnits = {}
+    for (config, name), reps in groups.items():
+        suite, sampling = reps[0].suite, reps[0].sampling
+        if suite not in convs:
+            try:
+                convs[suite] = matrix.conversations(params, suite)
+            except (SpecdoctorError, KeyError, OSError):
+                convs[suite] = []
+        if not convs[suite]:
+            continue
+        multi = any(len(conv) > 1 for conv in convs[suite])
+        seeded = sampling == "official" and params.official_temperature > 0
+        ok = [c.result for c in reps if c.status == "ok"] or \
+            [c.result for c in reps if c.result.get("requests_ok")]
+        keyed = []
+        for q in (q for r in ok for q in r.get("requests", []) if q.get("error") is None):
+            index = q.get("index")
+            unit = vllm_response.profile_from_block(q["spec"]) if q.get("spec") else None
+            slot = index // 100 if multi and isinstance(index, int) else index
+            if unit is None or not isinstance(slot, int) or not 0 <= slot < len(convs[suite]):
+                keyed = []
+                break
+            keyed.append((RequestKey(slot, prompt_digest(convs[suite][slot]),
+                                     params.seed + index if seeded else None), unit))
+        if keyed:
+            out[(config, name)] = keyed
+    return out
+
+
+def infer_keys(p: MatrixParams, cell: Cell, n_requests: int, digest: str | None
+               ) -> tuple[RequestKey, ...] | None:
+    """The keys of a cell stored without them, where they are certain: a single-turn built-in
+    prompt set whose prompts are those the file's digest names, and one request per slot (so
+    none failed: the bench client stores a cell's requests in index order, and request i is
+    slot i with seed base + i). Otherwise None (the gate tests the cell unpaired)."""
+    if p.dataset or cell.suite not in matrix.BUILTIN or n_requests != p.num_prompts:
+        return None
+    try:
+        convs = matrix.conversations(p, cell.suite)
+        now = prompts_digest(p).get(cell.suite)
+    except (SpecdoctorError, KeyError, ValueError):
+        return None
+    if digest is None or now != digest or any(len(conv) != 1 for conv in convs):
+        return None
+    seeded = cell.sampling == "official" and p.official_temperature > 0
+    return tuple(RequestKey(i, prompt_digest(convs[i]), p.seed + i if seeded else None)
+                 for i in range(n_requests))
 
 
 def from_run(rows: Sequence[Row], run_id: int, kind: str, created_at: float,
              params: MatrixParams, configs: Sequence[dict[str, Any]], config: str | None = None,
-             name: str | None = None) -> Baseline:
+             name: str | None = None, keyed: KeyedUnits | None = None) -> Baseline:
     """A baseline from a recorded bench run: its speculative configuration (``config`` when the
     run has several), its cells recorded as ok, and its spec-off cells as the speed reference."""
     spec = [c for c in configs if c.get("role", "config") != "baseline"]
@@ -132,7 +212,7 @@ def from_run(rows: Sequence[Row], run_id: int, kind: str, created_at: float,
             raise InputError(f"bench run {run_id} has no configuration {config!r}",
                              f"choose one of: {', '.join(labels)}")
         chosen = found[0]
-    pairs = cell_samples(rows, chosen["label"])
+    pairs = cell_samples(rows, chosen["label"], keyed)
     if not pairs:
         raise InputError(f"bench run {run_id} has no cell of {chosen['label']} recorded as ok",
                          f"finish it first: specdoctor bench --resume {run_id}")
@@ -178,6 +258,7 @@ def _cell_json(c: BaselineCell) -> dict[str, Any]:
     return {"cell": s.cell, "suite": c.cell.suite, "sampling": c.cell.sampling,
             "concurrency": c.cell.concurrency, "k": s.k,
             "requests": [_unit_json(u) for u in s.units] if s.units else None,
+            **({"request_keys": [k.to_json() for k in s.keys]} if s.keys else {}),
             "profile": profile.to_json() if profile is not None else None,
             "tok_s": s.tok_s.to_json() if s.tok_s else None,
             "spec_off_tok_s": s.spec_off_tok_s.to_json() if s.spec_off_tok_s else None}
@@ -233,13 +314,13 @@ def from_json(doc: Any, where: str = "the baseline") -> Baseline:
     cells_doc = doc.get("cells")
     if not isinstance(cells_doc, list) or not cells_doc:
         r.fail("cells", "is not a non-empty list")
-    cells = [_cell(r, f"cells[{i}]", c) for i, c in enumerate(cells_doc)]
-    names = [c.sample.cell for c in cells]
-    if len(set(names)) != len(names):
-        r.fail("cells", "names a cell twice")
     digests = doc.get("prompts_sha256") or {}
     if not isinstance(digests, dict) or not all(isinstance(v, str) for v in digests.values()):
         r.fail("prompts_sha256", "is not an object of strings")
+    cells = [_cell(r, f"cells[{i}]", c, params, digests) for i, c in enumerate(cells_doc)]
+    names = [c.sample.cell for c in cells]
+    if len(set(names)) != len(names):
+        r.fail("cells", "names a cell twice")
     for key in ("source", "target"):
         if not isinstance(doc.get(key, {}), dict):
             r.fail(key, "is not an object")
@@ -282,7 +363,8 @@ def _int(r: _Reader, field: str, x: Any) -> int:
     return int(x)
 
 
-def _cell(r: _Reader, field: str, d: Any) -> BaselineCell:
+def _cell(r: _Reader, field: str, d: Any, params: MatrixParams,
+          digests: dict[str, str]) -> BaselineCell:
     if not isinstance(d, dict):
         r.fail(field, "is not an object")
     for key, kind in (("cell", str), ("suite", str), ("sampling", str)):
@@ -311,10 +393,27 @@ def _cell(r: _Reader, field: str, d: Any) -> BaselineCell:
             r.fail(f"{field}.profile", "does not equal the sum of the cell's requests")
     elif units:
         profile = sum_profiles(units)
+    keys = None
+    if units and d.get("request_keys") is not None:
+        keys = _keys(r, f"{field}.request_keys", d["request_keys"], len(units))
+    elif units:
+        keys = infer_keys(params, cell, len(units), digests.get(cell.suite))
     return BaselineCell(cell, CellSample(cell.name, k, units, profile,
                                          _spread(r, f"{field}.tok_s", d.get("tok_s")),
                                          _spread(r, f"{field}.spec_off_tok_s",
-                                                 d.get("spec_off_tok_s"))))
+                                                 d.get("spec_off_tok_s")), keys))
+
+
+def _keys(r: _Reader, field: str, d: Any, n: int) -> tuple[RequestKey, ...]:
+    if not isinstance(d, list) or len(d) != n:
+        r.fail(field, f"is not a list of {n} keys, one per request")
+    out = []
+    for i, k in enumerate(d):
+        if (not isinstance(k, list) or len(k) != 3 or not isinstance(k[1], str)
+                or (k[2] is not None and (not isinstance(k[2], int) or isinstance(k[2], bool)))):
+            r.fail(f"{field}[{i}]", "is not [slot, prompt, seed or null]")
+        out.append(RequestKey(_int(r, f"{field}[{i}]", k[0]), k[1], k[2]))
+    return tuple(out)
 
 
 def _unit(r: _Reader, field: str, u: Any, k: int | None) -> AcceptanceProfile:

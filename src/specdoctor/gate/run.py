@@ -125,11 +125,13 @@ def baseline_from_run(run_id: int | None, db: Path | None, config: str | None = 
                                  "measure one first: specdoctor bench --url URL")
             run_id = runs[0].id
         run = store.run(run_id)
-        rows = summary.rows(store.cells(run_id), run.configs)
+        cells = store.cells(run_id)
+        rows = summary.rows(cells, run.configs)
     finally:
         store.close()
-    return bl.from_run(rows, run.id, run.kind, run.created_at,
-                       MatrixParams.from_json(run.params["matrix"]), run.configs, config, name)
+    params = MatrixParams.from_json(run.params["matrix"])
+    return bl.from_run(rows, run.id, run.kind, run.created_at, params, run.configs, config, name,
+                       bl.request_keys(cells, params))
 
 
 def save(name: str, run_id: int | None, db: Path | None, config: str | None = None
@@ -230,11 +232,13 @@ def gate(ref: str, candidate: Candidate, opts: GateOptions,
             if close is not None:
                 close()
         run = store.run(run_id)
-        rows = summary.rows(store.cells(run_id), run.configs)
+        cells = store.cells(run_id)
+        rows = summary.rows(cells, run.configs)
     finally:
         store.close()
     load["after"] = round(os.getloadavg()[0], 2)
-    res = _judge(b, ref, candidate, run_id, params, rows, plan, opts)
+    res = _judge(b, ref, candidate, run_id, params, rows, plan, opts,
+                 bl.request_keys(cells, params))
     res.load = load
     if res.exit_code == FAIL and opts.diagnose:
         progress("the gate failed: diagnosing the candidate")
@@ -243,12 +247,13 @@ def gate(ref: str, candidate: Candidate, opts: GateOptions,
 
 
 def _judge(b: bl.Baseline, ref: str, candidate: Candidate, run_id: int, params: MatrixParams,
-           rows: list[summary.Row], plan: runner.Plan, opts: GateOptions) -> GateResult:
+           rows: list[summary.Row], plan: runner.Plan, opts: GateOptions,
+           keyed: bl.KeyedUnits | None = None) -> GateResult:
     spec_label = plan.configs[-1].label
     wanted = {c.name for c in params.cells()}
     base = [s for s in b.samples() if s.cell in wanted]
     notes: list[str] = []
-    cand = [s for _, s in bl.cell_samples(rows, spec_label)]
+    cand = [s for _, s in bl.cell_samples(rows, spec_label, keyed)]
     if b.has_spec_off and candidate.spec is None:
         ref_off = {s.cell: s.spec_off_tok_s for s in base}
         cand = [replace(s, spec_off_tok_s=ref_off.get(s.cell)) for s in cand]
@@ -257,7 +262,7 @@ def _judge(b: bl.Baseline, ref: str, candidate: Candidate, run_id: int, params: 
                      "server it only has the URL of; the same machine and load are assumed")
     failed = {r.cell: "; ".join(r.errors) or r.status for r in rows
               if r.cell in wanted and r.status == "failed"}
-    cmp = compare(base, cand, alpha=opts.alpha, max_drop=opts.max_drop)
+    cmp = compare(base, cand, alpha=opts.alpha, max_drop=opts.max_drop, sensitivity=True)
     for name in sorted(wanted - {s.cell for s in b.samples()}):
         notes.append(f"{name} is not in the baseline (it failed there): not compared")
     unmeasured = sorted({t.cell for t in cmp.tests if t.lacking == "candidate"})

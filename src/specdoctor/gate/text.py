@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specdoctor.gate.compare import (
-    DROP_ALLOWED, IMPROVED, MIN_POSITION_RATE, NOISE, RARE, REGRESSED, UNTESTED, Estimate, Test,
+    DROP_ALLOWED, IMPROVED, MIN_POSITION_RATE, NOISE, PAIRED, RARE, REGRESSED, UNTESTED,
+    Comparison, Estimate, Sensitivity, Test,
 )
 from specdoctor.gate.run import BAD_INPUT, FAIL, PASS, GateResult
 
@@ -40,21 +41,90 @@ def p_text(t: Test) -> str:
 def one_line(t: Test) -> str:
     """``cell figure: baseline [95%] → candidate [95%] (change, p, Holm level)``"""
     level = f", Holm level {t.threshold:.2g}" if t.threshold is not None else ""
+    how = f", {t.method.describe()}" if t.p is not None else ""
     return (f"{t.cell} {figure_name(t.figure)}: {estimate(t.base)} → {estimate(t.cand)} "
-            f"({change(t)}, {p_text(t)}{level})")
+            f"({change(t)}, {p_text(t)}{how}{level})")
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.1f}%".replace(".0%", "%")
+
+
+FIGURES = (("mean acceptance length", lambda f: f == "mean_acceptance_length"),
+           ("per-position rates", lambda f: f.startswith("per_position[")),
+           ("speedup over spec-off", lambda f: f == "speedup"))
+
+
+def sensitivity_lines(cmp: Comparison, requests: int | None = None) -> list[str]:
+    """One line per figure: the smallest drop the gate would catch in every cell where it
+    catches one, with the cells it cannot catch one in and why."""
+    if not cmp.sensitivity:
+        return []
+    level = cmp.sensitivity[0].level
+    size = f"{requests} requests a cell" if requests else "this baseline's requests"
+    out = [f"sensitivity (a drop injected evenly into the candidate's requests, tested as above "
+           f"at Holm's strictest level {level:.2g}; a regression must also exceed the allowed "
+           f"{_pct(cmp.max_drop)}):"]
+    for name, match in FIGURES:
+        xs = [x for x in cmp.sensitivity if match(x.figure)]
+        if not xs:
+            why = ("the baseline has no spec-off measurement" if name.startswith("speedup")
+                   else "no test of it")
+            out.append(f"  {name}: not gated ({why})")
+            continue
+        out.append(f"  {name}: {_would_catch(xs, size, cmp.max_drop)}")
+    return out
+
+
+def _would_catch(xs: Sequence[Sensitivity], size: str, max_drop: float) -> str:
+    caught = [x for x in xs if x.drop is not None]
+    blind = [x for x in xs if x.drop is None]
+    parts = []
+    if caught:
+        worst = max(caught, key=lambda x: x.drop or 0.0)
+        best = min(caught, key=lambda x: x.drop or 0.0)
+        x = worst.drop or 0.0
+        head = f"would catch a drop of ≥ {_pct(max(x, max_drop))} at this baseline size ({size})"
+        if x < max_drop:
+            head += f" (significant from {_pct(x)}; the allowed drop is larger)"
+        if best.drop != worst.drop:
+            head += (f"; from {_pct(best.drop or 0.0)} in {_where(best)} to {_pct(x)} in "
+                     f"{_where(worst)}")
+        else:
+            head += f"; {_pct(x)} in {_where(worst)}" + (
+                f" and {len(caught) - 1} more" if len(caught) > 1 else "")
+        parts.append(head)
+    else:
+        parts.append(f"would catch no drop at this baseline size ({size})")
+    if blind:
+        whys = sorted({x.why or "" for x in blind})
+        parts.append(f"none in {', '.join(sorted({_where(x) for x in blind}))} "
+                     f"({'; '.join(whys)})")
+    return "; ".join(parts)
+
+
+def _where(x: Sensitivity) -> str:
+    where = x.cell if x.figure in ("mean_acceptance_length", "speedup") else \
+        f"{x.cell} {x.figure}"
+    return f"{where} ({x.method.name})"
 
 
 def render(res: GateResult) -> str:
     cmp = res.comparison
     tested = cmp.tested
+    paired_n = sum(t.method.name == PAIRED for t in tested)
+    how = (f"acceptance paired over the prompts both runs sent (sign-flip permutation) in "
+           f"{paired_n} of {len(tested)} tests, the rest unpaired (MOVER)" if paired_n else
+           "unpaired (MOVER)")
     lines = [_headline(res), f"baseline: {res.baseline.describe()} [{res.baseline_ref}]",
              f"candidate: {res.candidate.describe} (measured as bench run {res.run_id}; load "
              f"average {res.load.get('before', '?')} → {res.load.get('after', '?')})",
              f"tests: {len(tested)} (per cell: mean acceptance length, the rate at each position "
              f"the baseline accepts in ≥ {MIN_POSITION_RATE:.0%} of drafts"
              f"{', speedup over spec-off' if any(t.figure == 'speedup' for t in tested) else ''})"
-             f", two-sided, family-wise false-alarm rate ≤ {cmp.alpha:g} (Holm); a regression "
-             f"is a significant drop of more than {cmp.max_drop * 100:g}%"]
+             f", two-sided, {how}, family-wise false-alarm rate ≤ {cmp.alpha:g} (Holm); a "
+             f"regression is a significant drop of more than {cmp.max_drop * 100:g}%"]
+    lines += sensitivity_lines(cmp, res.params.num_prompts)
     if cmp.regressions:
         lines.append("")
         lines.append("regressed:")
@@ -140,10 +210,12 @@ def _diagnosis(d: dict) -> list[str]:
 def table(tests: Sequence[Test]) -> list[str]:
     """Every test: cell, figure, baseline and candidate with their 95% intervals, change, p,
     Holm level and outcome."""
-    head = ("cell", "figure", "baseline [95%]", "candidate [95%]", "change", "p", "Holm level",
-            "outcome")
+    head = ("cell", "figure", "baseline [95%]", "candidate [95%]", "change", "p", "test",
+            "Holm level", "outcome")
     rows = [head] + [(t.cell, figure_name(t.figure), estimate(t.base), estimate(t.cand),
                       change(t), "—" if t.p is None else f"{t.p:.2g}",
+                      "—" if t.p is None else (f"paired {t.method.pairs}"
+                                               if t.method.name == PAIRED else "unpaired"),
                       "—" if t.threshold is None else f"{t.threshold:.2g}",
                       REGRESSED.upper() if t.outcome == REGRESSED else t.outcome)
                      for t in tests]
