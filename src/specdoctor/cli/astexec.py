@@ -121,5 +121,6 @@ def _print(out: dict[str, Any]) -> None:
                       "yes" if s["loaded_at_def"] else "no", uses)
     con.print(stubs)
     iso = out["isolation"]
-    con.print(f"[dim]sandbox: network {iso['network']}, empty env, {iso['memory_mb']} MiB, "  # type: ignore[index]
+    con.print(f"[dim]sandbox: user {iso.get('user', '?')}, network {iso['network']}, "  # type: ignore[union-attr]
+              f"empty env, {iso['memory_mb']} MiB, "  # type: ignore[index]
               f"{iso['timeout_s']:.0f} s[/dim]")  # type: ignore[index]

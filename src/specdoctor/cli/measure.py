@@ -93,6 +93,6 @@ def _print(m: proto.Measurement, result: dict[str, object], as_json: bool) -> No
               f"{tok_s:.1f} tok/s" if tok_s else "output: none")
     if m.warmup is not None:
         out.print(f"warm-up (kept apart): {m.warmup.drafts} drafts, {m.warmup.accepted_tokens} accepted")
-    print_notes(out, m.notes)
+    print_notes(err_console(), m.notes)  # notes on stderr, as every command's
     if m.error:
         out.print(f"[red]error:[/red] {m.error}")

@@ -25,7 +25,8 @@ def _span(x: float | None, span: tuple[float, float] | None, nd: int = 2, shift:
           ) -> str:
     """A figure, or (unknown, but bounded) the range the counts allow: never a made-up value."""
     if x is None and span is not None:
-        return f"{span[0] + shift:.{nd}f}–{span[1] + shift:.{nd}f}"
+        lo, hi = f"{span[0] + shift:.{nd}f}", f"{span[1] + shift:.{nd}f}"
+        return lo if lo == hi else f"{lo}–{hi}"   # a range of one value is that value
     return _f(x, nd)
 
 
@@ -58,7 +59,9 @@ def profile_table(p: AcceptanceProfile, title: str, engine: str | None = None) -
     t.add_column("95% CI", justify="center")
     t.add_column("convention")
     drafts = (f"{p.drafts_range[0]:,}–{p.drafts_range[1]:,}" if p.drafts is None
-              and p.drafts_range is not None else _i(p.drafts))
+              and p.drafts_range is not None and p.drafts_range[0] != p.drafts_range[1]
+              else f"{p.drafts_range[0]:,}" if p.drafts is None and p.drafts_range is not None
+              else _i(p.drafts))
     t.add_row("drafts", drafts, "", "verify steps with a draft"
               + ("; not printed: the range the counts allow" if p.drafts is None
                  and p.drafts_range is not None else ""))

@@ -20,6 +20,7 @@ import __future__
 import builtins
 import io
 import json
+import os
 import sys
 import traceback
 import types
@@ -195,7 +196,123 @@ def _block_network_and_processes() -> None:
     sys.addaudithook(hook)
 
 
-def run(job: dict[str, Any]) -> dict[str, Any]:
+# Events that change the file system, and which of their arguments are paths.
+_PATH_EVENTS = {"os.remove": (0,), "os.rename": (0, 1), "os.mkdir": (0,), "os.rmdir": (0,),
+                "os.symlink": (0, 1), "os.link": (0, 1), "os.chmod": (0,), "os.chown": (0,),
+                "os.truncate": (0,), "os.utime": (0,), "os.chflags": (0,), "os.lchflags": (0,),
+                "os.setxattr": (0,), "os.removexattr": (0,), "os.mkfifo": (0,),
+                "os.mknod": (0,), "shutil.rmtree": (0,)}
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_DEVICES = ("/dev/null",)
+
+
+def _confine(home: str) -> None:
+    """Audit hook: file-system changes only inside ``home`` (the private working folder; the
+    path is resolved, links included, so a link made there does not lead out), and no signal to
+    another process. A net under the unprivileged user where specdoctor runs as root, and the
+    only guard where it does not (code that calls libc through ctypes is not stopped by it)."""
+    root = os.path.realpath(home)
+    me = os.getpid()
+
+    def inside(path: Any) -> bool:
+        if isinstance(path, int):
+            return True  # an open descriptor: it was checked when it was opened
+        try:
+            p = os.fsdecode(os.fspath(path))
+        except TypeError:
+            return False
+        full = os.path.realpath(os.path.join(os.getcwd(), p))
+        return full == root or full.startswith(root + os.sep) or full in _DEVICES
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event == "open":
+            path, mode, flags = (tuple(args) + (None, None, 0))[:3]
+            writes = (isinstance(flags, int) and flags & _WRITE_FLAGS) or (
+                isinstance(mode, str) and any(c in mode for c in "wax+"))
+            if writes and not inside(path):
+                raise PermissionError(f"astexec sandbox: writing {path!r} outside the "
+                                      "sandbox's folder is not allowed")
+        elif event in _PATH_EVENTS:
+            for i in _PATH_EVENTS[event]:
+                if i < len(args) and args[i] is not None and not inside(args[i]):
+                    raise PermissionError(f"astexec sandbox: {event} on {args[i]!r} outside "
+                                          "the sandbox's folder is not allowed")
+        elif event in ("os.kill", "os.killpg", "signal.pthread_kill"):
+            if not (event == "os.kill" and args and args[0] == me):
+                raise PermissionError(f"astexec sandbox: {event} is not allowed")
+
+    sys.addaudithook(hook)
+    import signal
+
+    for module, name in ((os, "pidfd_open"), (signal, "pidfd_send_signal")):
+        if hasattr(module, name):  # not audited: taken away
+            delattr(module, name)
+
+
+def _prime_source(job: dict[str, Any]) -> None:
+    """Put the cut's lines in linecache under its file name, so errors show the engine's own
+    line without reading the file (which the unprivileged user may not be allowed to read)."""
+    import linecache
+
+    lines: list[str] = []
+    for seg in job["segments"]:
+        start = int(seg["start"]) - 1
+        text = seg["text"].splitlines(keepends=True)
+        if len(lines) < start + len(text):
+            lines.extend("\n" for _ in range(start + len(text) - len(lines)))
+        lines[start:start + len(text)] = [t if t.endswith("\n") else t + "\n" for t in text]
+    linecache.cache[job["filename"]] = (sum(map(len, lines)), None, lines, job["filename"])
+
+
+# Standard-library modules that Python or the standard library import lazily, on first use
+# (a host name's encoding, a date's parsing, inspect's helpers).
+_LAZY = ("encodings.idna", "encodings.ascii", "encodings.latin_1", "encodings.utf_16",
+         "encodings.utf_32", "encodings.unicode_escape", "encodings.raw_unicode_escape",
+         "unicodedata", "stringprep", "_strptime", "inspect", "dis", "copy", "pprint", "textwrap",
+         "math", "fractions", "decimal", "dataclasses", "enum", "functools", "itertools",
+         "operator", "typing", "warnings", "weakref", "logging", "collections.abc")
+
+
+def _preload(job: dict[str, Any]) -> None:
+    """Import the standard-library modules the cut imports (and those imported lazily on first
+    use), before the user is dropped: the interpreter's own files may lie where the
+    unprivileged user cannot read them."""
+    import ast
+    import importlib
+
+    names: list[str] = list(_LAZY) if job.get("drop_to") else []
+    for seg in job["segments"]:
+        try:
+            tree = ast.parse(seg["text"])
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.append(node.module)
+                names += [f"{node.module}.{a.name}" for a in node.names]
+    for name in names:
+        if name.split(".")[0] in sys.stdlib_module_names:
+            try:
+                importlib.import_module(name)
+            except BaseException:  # noqa: BLE001, S112 - not a module, or not importable here
+                continue
+
+
+def _drop(to: list[int] | None) -> str:
+    """Become the unprivileged user ``to`` (uid, gid): it cannot signal specdoctor nor write
+    its files. Returns who the code runs as."""
+    if not to:
+        return "unchanged"
+    uid, gid = int(to[0]), int(to[1])
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+    return "nobody" if os.getuid() == uid and os.geteuid() == uid else "unchanged"
+
+
+def run(job: dict[str, Any], config: Any = None) -> dict[str, Any]:
     log = _Log()
     Stub = _make_stub_class(log)
     filename = job["filename"]
@@ -231,9 +348,6 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         except BaseException as exc:  # noqa: BLE001 - reported, the run goes on
             result.setdefault("definition_errors", []).append(
                 {"name": seg["name"], **_error(exc, filename)})
-    config = None
-    if job.get("config") is not None:
-        config = _load_config(job["config"], job.get("config_class"))
     scope = dict(module_globals)
     scope["SimpleNamespace"] = types.SimpleNamespace
     if job.get("config") is not None:  # otherwise `config` is whatever the cut defines, if any
@@ -266,16 +380,29 @@ def _load_config(data: dict[str, Any], config_class: str | None) -> Any:
 def main() -> None:
     real_stdout = sys.stdout
     job = json.loads(sys.stdin.read())
+    sys.dont_write_bytecode = True
+    if job.get("home"):
+        _confine(job["home"])
     if job.get("block_network", True):
         _block_network_and_processes()
     captured = io.StringIO()
     sys.stdout = captured  # the code under test may print; the JSON result owns real stdout
+    user = "unchanged"
     try:
-        result = run(job)
+        # the config is built (its class imported) before the cut's code runs and before the
+        # user is dropped; then the cut runs as the unprivileged user
+        config = None
+        if job.get("config") is not None:
+            config = _load_config(job["config"], job.get("config_class"))
+        _prime_source(job)
+        _preload(job)
+        user = _drop(job.get("drop_to"))
+        result = run(job, config)
         result["ok"] = True
     except BaseException as exc:  # noqa: BLE001 - the parent turns this into a clear message
         result = {"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)[:2000]}}
     sys.stdout = real_stdout
+    result["user"] = user
     result["printed"] = captured.getvalue()[-4000:]
     real_stdout.write("\n@@ASTEXEC-RESULT@@" + json.dumps(result) + "\n")
     real_stdout.flush()

@@ -1,11 +1,19 @@
 """Run a cut in a separate, limited process: the code is the engine's, and it is untrusted.
 
 - a fresh interpreter (`python -I`): no user site, no PYTHON* variables, no cwd on sys.path;
-- an empty environment (no tokens, no proxies) and an empty temporary working directory;
-- limits: CPU seconds, address space, file size, open files; a wall-clock timeout that
-  kills the whole process group;
+- an empty environment (no tokens, no proxies) and a private temporary working directory
+  (HOME and TMPDIR point there);
+- its own session and process group, so a signal to specdoctor's group does not come from it;
+- where specdoctor runs as root, the code runs as ``nobody``: the kernel then refuses it any
+  signal to specdoctor and any write to specdoctor's files (the runner drops the user after
+  the interpreter and the config class are loaded, before the cut's code runs);
+- always an audit hook that refuses file-system changes outside the working directory, signals
+  to other processes, sockets and subprocesses (a net: code calling libc through ctypes gets
+  past a hook, not past the kernel);
+- limits: CPU seconds, address space, file size, open files, and processes when the user is
+  dropped; a wall-clock timeout that kills the whole process group;
 - no network: a new network namespace when the kernel allows one (root, or unprivileged
-  user namespaces), and always an audit hook that refuses sockets and subprocesses.
+  user namespaces), and always the audit hook.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import pwd
 import resource
 import signal
 import subprocess
@@ -31,6 +40,8 @@ CLONE_NEWNET = 0x40000000
 
 
 MAX_TIMEOUT_S = 24 * 3600.0
+UNPRIVILEGED = "nobody"
+MAX_PROCESSES = 256  # of the unprivileged user, threads included: no fork bomb
 MEMORY_MB = (64, 1 << 20)  # below 64 MiB Python itself cannot start; 1 TiB is past any machine
 
 
@@ -60,9 +71,24 @@ def _limit(which: int, value: int) -> None:
     resource.setrlimit(which, (value, value))
 
 
-def _preexec(limits: SandboxLimits, isolation_fd: int) -> None:
-    """In the child, before exec: its own process group, limits, a network namespace."""
+def unprivileged_user() -> tuple[int, int] | None:
+    """(uid, gid) of ``nobody`` when specdoctor runs as root; None otherwise (a user that is
+    not root cannot become another one)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pw = pwd.getpwnam(UNPRIVILEGED)
+    except KeyError:
+        return None
+    return pw.pw_uid, pw.pw_gid
+
+
+def _preexec(limits: SandboxLimits, isolation_fd: int, dropping: bool) -> None:
+    """In the child, before exec: its own session and process group, limits, a network
+    namespace (made while still root; the runner drops the user afterwards)."""
     os.setsid()
+    if dropping:
+        _limit(resource.RLIMIT_NPROC, MAX_PROCESSES)
     _limit(resource.RLIMIT_CPU, int(limits.timeout_s) + 1)
     _limit(resource.RLIMIT_AS, limits.memory_mb << 20)
     _limit(resource.RLIMIT_FSIZE, limits.file_mb << 20)
@@ -84,6 +110,10 @@ def _preexec(limits: SandboxLimits, isolation_fd: int) -> None:
 def run_job(job: dict[str, Any], limits: SandboxLimits) -> dict[str, Any]:
     """Run the job in the sandbox; returns the runner's result plus how it was isolated."""
     with tempfile.TemporaryDirectory(prefix="specdoctor-astexec-") as home:
+        drop = unprivileged_user()
+        if drop is not None:
+            os.chown(home, *drop)  # the one folder the unprivileged user may write
+        job = {**job, "home": os.path.realpath(home), "drop_to": list(drop) if drop else None}
         env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
                "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1",
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -92,7 +122,7 @@ def run_job(job: dict[str, Any], limits: SandboxLimits) -> dict[str, Any]:
             proc = subprocess.Popen(
                 [sys.executable, "-I", str(RUNNER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, cwd=home, env=env, text=True, pass_fds=(write_fd,),
-                preexec_fn=lambda: _preexec(limits, write_fd),
+                preexec_fn=lambda: _preexec(limits, write_fd, drop is not None),
             )
         finally:
             os.close(write_fd)
@@ -107,8 +137,20 @@ def run_job(job: dict[str, Any], limits: SandboxLimits) -> dict[str, Any]:
         isolation = os.read(read_fd, 64).decode() or "unknown"
         os.close(read_fd)
     result = _parse(out, err, proc.returncode, limits)
-    result["isolation"] = {"network": isolation, "env": "empty", "memory_mb": limits.memory_mb,
-                           "timeout_s": limits.timeout_s}
+    user = result.pop("user", "unchanged")
+    result["isolation"] = {
+        "network": isolation, "env": "empty", "memory_mb": limits.memory_mb,
+        "timeout_s": limits.timeout_s,
+        "user": UNPRIVILEGED if user == "nobody" else (
+            "unchanged (specdoctor is not root)" if os.geteuid() != 0
+            else f"unchanged (no user {UNPRIVILEGED})"),
+        "files": "writes only in a private temporary folder"
+                 + (" (kernel: unprivileged user; audit hook)" if user == "nobody"
+                    else " (audit hook only)"),
+        "signals": "own session; signals to other processes refused"
+                   + (" (kernel: unprivileged user; audit hook)" if user == "nobody"
+                      else " (audit hook only)"),
+    }
     return result
 
 
