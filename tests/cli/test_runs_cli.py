@@ -56,3 +56,17 @@ def test_runs_id_is_a_table_unless_json():
     assert d["engine"] == "sglang" and round(d["result"]["total"]["mean_acceptance_length"], 2) == 2.79
     r = run_cli("runs", "99")
     assert r.returncode == 2 and "no run 99" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_hints_keep_the_store_named_with_db(tmp_path):
+    """A run recorded into --db PATH is shown with --db PATH: every hint keeps it."""
+    db = tmp_path / "my store.sqlite"
+    proc = run_cli("logs", str(SGLANG), "--windows", "0", "--db", str(db))
+    assert proc.returncode == 0, proc.stderr
+    assert f"(show it: specdoctor runs 1 --db '{db}')" in proc.stderr
+    shown = run_cli("runs", "1", "--db", str(db))
+    assert shown.returncode == 0 and f"specdoctor runs 1 --db '{db}' --json" in shown.stderr
+    listed = run_cli("runs", "--db", str(db))
+    assert f"show one: specdoctor runs ID --db '{db}'" in listed.stderr
+    # and the notes of a stored run are on stderr, its tables on stdout
+    assert "note:" in shown.stderr and "note:" not in shown.stdout

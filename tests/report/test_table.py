@@ -96,3 +96,15 @@ def test_an_unprinted_draft_count_shows_the_range_the_counts_allow():
     assert "1–144" in text and "not printed" in text
     assert "0.82–118.00" in text and "1.82–119.00" in text
     assert "unknown" not in text
+
+
+def test_a_range_that_prints_as_one_number_is_that_number():
+    # 1650 accepted over 1000 to 1001 drafts: 2.650 to 2.648, both "2.65" at two decimals
+    p = AcceptanceProfile(drafts=None, draft_tokens=3000, accepted_tokens=1650,
+                          drafts_range=(1000, 1001))
+    buf = io.StringIO()
+    Console(file=buf, width=200).print(profile_table(p, "t"))
+    out = buf.getvalue()
+    assert "2.65–2.65" not in out and "1.65–1.65" not in out
+    row = next(ln for ln in out.splitlines() if "mean acceptance length" in ln)
+    assert "2.65" in row and "1,000–1,001" in out

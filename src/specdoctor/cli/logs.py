@@ -6,6 +6,7 @@ import json
 import sys
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -44,6 +45,7 @@ def logs(files: tuple[str, ...], engine: str | None, drafter: str, by_file: bool
     """
     # imported here, not at the top: `logs --help` and the command list stay fast
     from rich.console import Console
+    from rich.markup import escape
 
     from specdoctor.report.console import err_console
     from specdoctor.report.table import print_notes, profile_table, windows_table
@@ -51,7 +53,7 @@ def logs(files: tuple[str, ...], engine: str | None, drafter: str, by_file: bool
 
     console = err_console()
     with console.status(f"reading {len(files)} log file(s)…") if console.is_terminal else nullcontext():
-        res = read_logs(list(files), engine, drafter, keep_windows=as_json,
+        res = read_logs(list(files), engine, drafter, keep_windows=as_json or plot is not None,
                         last_windows=min(show_windows, sys.maxsize),  # 10**30: all of them
                         by_file=by_file)
     r = res.reading
@@ -65,14 +67,17 @@ def logs(files: tuple[str, ...], engine: str | None, drafter: str, by_file: bool
     if plot is not None:
         from specdoctor.report.plot import write_plot  # only when asked: keeps start-up short
 
-        curves = ({f.source: f.total for f in res.files if f.window_count} if by_file
-                  else {"log windows": res.total})
+        parts = ({f.source: f for f in res.files if f.window_count} if by_file
+                 else {"log windows": None})
+        curves = {name: _curve(f.total if f else res.total,
+                               [w for w in r.windows if f is None or _in(f, w)])
+                  for name, f in parts.items()}
         write_plot(plot, curves, f"{r.engine} · {res.window_count} windows")
     if as_json:
         click.echo(json.dumps({**summary, "windows": [w.to_json() for w in r.windows],
                                "run_id": run_id}))
         return
-    out = Console()
+    out, err = Console(), err_console()
     if res.last_windows and show_windows > 0:
         out.print(windows_table(res.last_windows, res.window_count, show_windows))
     if by_file:
@@ -83,8 +88,41 @@ def logs(files: tuple[str, ...], engine: str | None, drafter: str, by_file: bool
     else:
         out.print(profile_table(res.total, f"{r.engine} · total of {res.window_count} windows",
                                 engine=r.engine))
+    # notes and skipped lines on stderr, as every command's (stdout: the tables)
     if r.skipped.count:
-        out.print(f"[yellow]skipped {r.skipped.count} malformed metrics line(s):[/yellow] "
-                  + "; ".join(r.skipped.examples), highlight=False)
+        err.print(f"[yellow]skipped {r.skipped.count} malformed metrics line(s):[/yellow] "
+                  + escape("; ".join(r.skipped.examples)), highlight=False)
     unavailable = [res.total.intervals_unavailable] if res.total.intervals_unavailable else []
-    print_notes(out, r.notes + list(res.total.notes) + unavailable)
+    print_notes(err, r.notes + list(res.total.notes) + unavailable)
+
+
+def _in(f: Any, w: Any) -> bool:
+    """Whether a window belongs to a file's (or a part's) reading."""
+    return w.source == f.input and (f.lines is None or f.lines[0] <= w.line <= f.lines[1])
+
+
+def _curve(total: Any, windows: list[Any]) -> Any:
+    """What --plot draws of a total: its per-position rates where its counts give them; else,
+    where the windows printed rates (vLLM windows whose draft count the printed figures do not
+    pin down), those rates weighted by each window's drafts (the middle of its range), with the
+    lowest and highest any window printed as the band; else the total (the plot says none)."""
+    from specdoctor.report.plot import RateCurve
+
+    if total.per_position or not windows:
+        return total
+    rows: list[tuple[float, list[float]]] = []
+    for w in windows:
+        rates = w.printed.get("per_position") if isinstance(w.printed, dict) else None
+        bounds = w.profile.drafts_bounds
+        if not isinstance(rates, list) or bounds is None or "nan" in rates:
+            continue
+        rows.append(((bounds[0] + bounds[1]) / 2, [float(x) for x in rates]))
+    k = max((len(x) for _, x in rows), default=0)
+    rows = [(d, x) for d, x in rows if len(x) == k and d > 0]
+    if not rows:
+        return total
+    weight = sum(d for d, _ in rows)
+    rates = tuple(sum(d * x[i] for d, x in rows) / weight for i in range(k))
+    return RateCurve(rates, tuple(min(x[i] for _, x in rows) for i in range(k)),
+                     tuple(max(x[i] for _, x in rows) for i in range(k)),
+                     "printed rates: the draft count is not printed")

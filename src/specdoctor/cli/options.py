@@ -170,6 +170,13 @@ def plot_option(f: F) -> F:
                         help="Also write the per-position acceptance curve to this .svg or .png file.")(f)
 
 
+def db_words(db: Path | None) -> str:
+    """`` --db PATH`` for a hint's command line when the store is not the default one."""
+    import shlex
+
+    return "" if db is None else f" --db {shlex.quote(str(db))}"
+
+
 def record(db: Path | None, no_store: bool, **run: Any) -> int | None:
     """Write one run (see ``Store.add_run``) unless --no-store; returns its id, which it also
     prints on stderr (every stored run is announced, whatever the command and output mode)."""
@@ -180,7 +187,8 @@ def record(db: Path | None, no_store: bool, **run: Any) -> int | None:
         run_id = store.add_run(**run)
     finally:
         store.close()
-    click.echo(f"recorded as run {run_id} (show it: specdoctor runs {run_id})", err=True)
+    click.echo(f"recorded as run {run_id} (show it: specdoctor runs {run_id}{db_words(db)})",
+               err=True)
     return run_id
 
 

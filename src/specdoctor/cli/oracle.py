@@ -170,7 +170,7 @@ def _print(result: Any, comparison: Any, out: dict[str, Any], as_json: bool) -> 
                       "yes" if r.significant else "no")
         con.print(t)
         con.print(f"verdict: {comparison.verdict}")
-        print_notes(con, comparison.notes)
+        print_notes(err_console(), comparison.notes)
     for r in out.get("numerics") or []:
         con.print(f"near-ties ({r['model']}): bf16 picks another argmax than fp32 at "
                   f"{r['flips']} of {r['positions']} positions; fp32 margin < 1e-3 at "
@@ -179,4 +179,4 @@ def _print(result: Any, comparison: Any, out: dict[str, Any], as_json: bool) -> 
     where = f"{c.threads} CPU thread(s)" if c.threads else c.device
     con.print(f"cost: {c.output_tokens} tokens in {c.wall_s:.1f} s ({c.tokens_per_s:.1f} tok/s, "
               f"{c.cpu_s:.1f} CPU-s, {where}); models loaded in {c.load_s:.1f} s")
-    print_notes(con, result.notes)  # the run id is announced on stderr when it is recorded
+    print_notes(err_console(), result.notes)  # on stderr, as the run id it is recorded as

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from specdoctor.acceptance.profile import AcceptanceProfile, Interval
 from specdoctor.report.table import print_notes, profile_table, source_names
-from specdoctor.cli.options import db_option, example, json_option
+from specdoctor.cli.options import db_option, db_words, example, json_option
 from specdoctor.store.db import LIST_LIMIT, RunRow, open_store
 
 
@@ -47,7 +47,7 @@ def runs(run_id: int | None, db: Path | None, limit: int, as_json: bool) -> None
                                    "launch_spec": row.launch_spec, "result": row.result,
                                    "scrapes": scrapes, "requests": requests}))
         else:
-            _show(row, scrapes, requests)
+            _show(row, scrapes, requests, db)
         return
     if as_json:
         click.echo(json.dumps({"runs": [{"id": r.id, "kind": r.kind, "engine": r.engine,
@@ -72,7 +72,7 @@ def runs(run_id: int | None, db: Path | None, limit: int, as_json: bool) -> None
         t.add_row(str(r.id), _when(r.created_at), r.kind, r.engine, escape(readable_target(r.target)),
                   r.status, "—" if mal is None else f"{mal:.2f}", pos)
     Console().print(t)
-    click.echo("show one: specdoctor runs ID", err=True)
+    click.echo(f"show one: specdoctor runs ID{db_words(db)}", err=True)
 
 
 def _when(ts: float) -> str:
@@ -104,7 +104,7 @@ def profile_from_json(d: dict[str, Any]) -> AcceptanceProfile:
         notes=tuple(d.get("notes") or ()))
 
 
-def _show(row: RunRow, scrapes: int, requests: int) -> None:
+def _show(row: RunRow, scrapes: int, requests: int, db: Path | None = None) -> None:
     con = Console()
     t = Table(show_header=False, title=f"run {row.id}", title_justify="left")
     t.add_column("field", style="bold")
@@ -127,7 +127,10 @@ def _show(row: RunRow, scrapes: int, requests: int) -> None:
     if isinstance(total, dict):
         con.print(profile_table(profile_from_json(total), f"run {row.id} · {row.kind} · total",
                                 engine=row.engine))
-        print_notes(con, list(row.result.get("notes") or []) + list(total.get("notes") or []))
+        from specdoctor.report.console import err_console
+
+        print_notes(err_console(), list(row.result.get("notes") or [])
+                    + list(total.get("notes") or []))
     else:
         con.print("no acceptance figures stored for this run")
-    click.echo(f"all of it as JSON: specdoctor runs {row.id} --json", err=True)
+    click.echo(f"all of it as JSON: specdoctor runs {row.id}{db_words(db)} --json", err=True)

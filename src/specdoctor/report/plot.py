@@ -11,6 +11,7 @@ matplotlib is imported only when a plot is drawn, so commands start fast.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,16 +41,40 @@ def new_figure(width: float = 7.2, height: float = 4.0, ncols: int = 1, nrows: i
     return fig, axes
 
 
-def draw_per_position(ax: Axes, series: Mapping[str, AcceptanceProfile], title: str = "",
-                      colours: Mapping[str, str] | None = None) -> None:
-    """Each profile's per-position rates, with its 95% band where it has intervals."""
-    drawn = {name: p for name, p in series.items() if p.per_position}
+@dataclass(frozen=True)
+class RateCurve:
+    """Per-position rates as a source printed them, where its counts are not known (a vLLM
+    window whose draft count the printed figures do not pin down): the curve, and the lowest
+    and highest each position can be."""
+
+    rates: tuple[float, ...]
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+    label: str = "printed rates"
+
+
+def draw_per_position(ax: Axes, series: Mapping[str, AcceptanceProfile | RateCurve],
+                      title: str = "", colours: Mapping[str, str] | None = None) -> None:
+    """Each profile's per-position rates, with its 95% band where it has intervals (a
+    ``RateCurve``: its printed rates, with the band they allow)."""
+    drawn = {name: p for name, p in series.items()
+             if isinstance(p, RateCurve) and p.rates or
+             isinstance(p, AcceptanceProfile) and p.per_position}
     if not drawn:
         raise InputError("no per-position rates to plot",
-                         "the source carries no per-position counts (e.g. SGLang log lines)")
-    k = max(len(p.per_position or []) for p in drawn.values())
+                         "the source prints no per-position rates (vLLM V0 and early V1 lines, "
+                         "SGLang and llama.cpp lines without them)")
+    k = max(len(p.rates if isinstance(p, RateCurve) else p.per_position or [])
+            for p in drawn.values())
     for n, (name, p) in enumerate(drawn.items()):
         colour = (colours or {}).get(name) or COLOURS[n % len(COLOURS)]
+        if isinstance(p, RateCurve):
+            xs = list(range(len(p.rates)))
+            if p.low != p.high:
+                ax.fill_between(xs, p.low, p.high, color=colour, alpha=0.18, linewidth=0)
+            ax.plot(xs, p.rates, marker="o", color=colour, linewidth=2,
+                    label=f"{name} ({p.label})")
+            continue
         rates = p.per_position or []
         xs = list(range(len(rates)))
         band = [p.intervals.get(f"per_position[{i}]") for i in xs]
@@ -80,7 +105,8 @@ def save(fig: Figure, path: Path) -> None:
         raise InputError(f"cannot write {path}: {exc.strerror}", "pick a writable path") from exc
 
 
-def write_plot(path: Path, series: Mapping[str, AcceptanceProfile], title: str = "") -> None:
+def write_plot(path: Path, series: Mapping[str, AcceptanceProfile | RateCurve],
+               title: str = "") -> None:
     """The per-position curve of each series into ``path`` (.svg or .png)."""
     if path.suffix.lower() not in SUFFIXES:
         raise InputError(f"--plot writes SVG or PNG, not {path.suffix or 'a file without suffix'}",
