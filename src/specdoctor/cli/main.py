@@ -60,6 +60,29 @@ class LazyGroup(click.Group):
             return click.Command(cmd_name, short_help=short, help=short)
         return getattr(importlib.import_module(module), attr)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        from rich.console import Console  # rich would exit 1 on a closed pipe: it raises instead
+
+        Console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:  # `specdoctor logs x | head`: the reader has what it wanted
+            _quiet_stdout()
+            return 0
+
+
+def _raise_broken_pipe(console: Any) -> None:
+    console.quiet = True
+    raise BrokenPipeError
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the output still buffered is flushed nowhere at exit
+    instead of raising again (the exit status stays 0, as for `seq 1e9 | head`)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
 
 def _module_exists(module: str) -> bool:
     return importlib.util.find_spec(module) is not None

@@ -23,6 +23,8 @@ its own input: refused together in the same way, reported apart with ``by_file``
 
 from __future__ import annotations
 
+import os
+import stat
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
@@ -181,6 +183,7 @@ def read_logs(names: Sequence[str | Path], engine: str | None = None,
     if len(set(labels)) != len(labels):
         raise InputError(f"the same input named twice: {', '.join(labels)}",
                          "name each log once (its windows would be counted twice)")
+    _refuse_one_file_twice(labels)
     inputs = [open_input(name) for name in labels]
     for inp in inputs:
         _refuse_binary(inp)
@@ -265,6 +268,25 @@ def _part_label(inp: LogInput, engine: str) -> str:
         return inp.label
     first, last = inp.lines_in
     return f"{inp.label} lines {first}-{'end' if last is None else last} ({engine})"
+
+
+def _refuse_one_file_twice(labels: Sequence[str]) -> None:
+    """Two names of one file (a symlink, a hard link, ``../``) are the same input: its windows
+    would be counted twice. Files are told apart by (device, inode)."""
+    seen: dict[tuple[int, int], str] = {}
+    for label in labels:
+        if label == "-":
+            continue
+        try:
+            st = os.stat(label)
+        except OSError:
+            continue  # open_input names what is wrong with it
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        first = seen.setdefault((st.st_dev, st.st_ino), label)
+        if first != label:
+            raise InputError(f"{label} and {first} are one file (a link or another path to it)",
+                             "name each log once (its windows would be counted twice)")
 
 
 def saved_inputs(names: Sequence[str], folder: Path) -> list[Path]:
