@@ -30,6 +30,12 @@ requests in index order; every cell has its 16 requests), as the baseline loader
    pool has a spec-off measurement.
 
 Writes benchmarks/results/gate_paired.txt and .json (commit, date, machine).
+
+``--demo``: the three recorded candidates of docs/gate.md (tests/fixtures/gate/demo-*.json:
+the same server, a served fault, a bfloat16 boot, each measured with seed 1000 against the
+seed-0 baseline) compared as the gate now does, and its text as the gate prints it, less the
+candidate line (the server, run id and load of a live gate); writes
+benchmarks/results/gate_paired_demo.txt. No server: the measurements are the recorded ones.
 """
 
 from __future__ import annotations
@@ -328,11 +334,49 @@ def text(meta: dict[str, Any], fa: dict[str, Any], sd: dict[str, Any],
     return "\n".join(lines) + "\n"
 
 
+def demo() -> int:
+    from specdoctor.gate import text as gate_text
+    from specdoctor.gate.run import FAIL, PASS, Candidate, GateResult
+
+    fixtures = FIXTURE.parent
+    base = bl.load_file(fixtures / "demo-baseline.json")
+    out = ["The recorded candidates of docs/gate.md compared as the gate now does (no server: "
+           "tests/fixtures/gate/demo-*.json)",
+           f"commit {git_commit()}, {utc_now()}; {machine()}", ""]
+    for name, what in (("same", "candidate 1, the same server"),
+                       ("fault", "candidate 2, a served fault (eagle3-d2t-off-by-one)"),
+                       ("noise", "candidate 3, the baseline's command with --dtype bfloat16")):
+        doc = json.loads((fixtures / f"demo-{name}.json").read_text())
+        cand = bl.from_json(doc, f"demo-{name}.json")
+        t0 = time.perf_counter()
+        cmp = compare(base.samples(), cand.samples(), sensitivity=True)
+        where = doc["target"].get("url") or doc["target"]["label"]
+        res = GateResult(base, "gate-baseline.json", Candidate(f"--url {where}", url=where),
+                         run_id=doc["source"]["bench_run"], params=base.matrix, comparison=cmp,
+                         exit_code=PASS if cmp.passed else FAIL)
+
+        def kept(line: str) -> bool:  # not the live gate's candidate line and commands
+            return not (line.startswith(("candidate:", "reproduce:")) or (
+                line.startswith(("  code/", "  essay/")) and "specdoctor gate" in line))
+
+        shown = [ln for ln in gate_text.render(res).splitlines() if kept(ln)]
+        out += [f"== {what} ({doc['recorded'].split(': ', 1)[-1]}); compared in "
+                f"{time.perf_counter() - t0:.1f} s", *shown, ""]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "gate_paired_demo.txt").write_text("\n".join(out))
+    print("\n".join(out))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=70,
                     help="self-pairs for the injected drops, spread over the 210 (default 70)")
+    ap.add_argument("--demo", action="store_true",
+                    help="the recorded candidates of docs/gate.md as the gate now compares them")
     args = ap.parse_args(argv)
+    if args.demo:
+        return demo()
     t0 = time.perf_counter()
     meta: dict[str, Any] = {"commit": git_commit(), "date": utc_now(), "machine": machine(),
                             "load_at_start": load(),

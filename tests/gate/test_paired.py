@@ -260,3 +260,10 @@ def test_the_gate_prints_one_sensitivity_line_per_figure():
     assert "  speedup over spec-off: not gated (the baseline has no spec-off measurement)" in lines
     assert "paired over 16 prompts" in out
     assert {x["test"]["method"] for x in cmp.to_json()["sensitivity"]} == {PAIRED, UNPAIRED}
+    # where the gate called a change, a drop injected on top says nothing of its reach
+    fault = compare(base.samples(), demo("fault").samples(), sensitivity=True)
+    res.comparison = fault
+    lines = text.render(res).splitlines()
+    assert "  mean acceptance length: not measured (the gate called a change there, in every " \
+           "cell)" in lines
+    assert all(x.drop is None for x in fault.sensitivity)

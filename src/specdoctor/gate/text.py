@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specdoctor.gate.compare import (
-    DROP_ALLOWED, IMPROVED, MIN_POSITION_RATE, NOISE, PAIRED, RARE, REGRESSED, UNTESTED,
+    CHANGED, DROP_ALLOWED, IMPROVED, MIN_POSITION_RATE, NOISE, PAIRED, RARE, REGRESSED, UNTESTED,
     Comparison, Estimate, Sensitivity, Test,
 )
 from specdoctor.gate.run import BAD_INPUT, FAIL, PASS, GateResult
@@ -77,8 +77,12 @@ def sensitivity_lines(cmp: Comparison, requests: int | None = None) -> list[str]
 
 
 def _would_catch(xs: Sequence[Sensitivity], size: str, max_drop: float) -> str:
+    changed = [x for x in xs if x.drop is None and x.why == CHANGED]
+    xs = [x for x in xs if x not in changed]
     caught = [x for x in xs if x.drop is not None]
     blind = [x for x in xs if x.drop is None]
+    if changed and not xs:
+        return f"not measured ({CHANGED}, in every cell)"
     parts = []
     if caught:
         worst = max(caught, key=lambda x: x.drop or 0.0)
@@ -100,6 +104,8 @@ def _would_catch(xs: Sequence[Sensitivity], size: str, max_drop: float) -> str:
         whys = sorted({x.why or "" for x in blind})
         parts.append(f"none in {', '.join(sorted({_where(x) for x in blind}))} "
                      f"({'; '.join(whys)})")
+    if changed:
+        parts.append(f"not measured in {len(changed)} where {CHANGED}")
     return "; ".join(parts)
 
 
