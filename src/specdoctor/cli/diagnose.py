@@ -253,7 +253,7 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
             return
         for name, d in done:
             Console().rule(escape(name))
-            _print(d)
+            _print(d, db)
         return
     try:
         # SIGTERM/SIGHUP unwind like Ctrl-C; no server outlives the command, however it ends
@@ -265,7 +265,7 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
     if as_json:
         click.echo(json.dumps(d.to_json()))
         return
-    _print(d)
+    _print(d, db)
 
 
 def _log_parts(logs: tuple[Path, ...], engine: str | None, k: int | None, by_file: bool,
@@ -285,7 +285,7 @@ def _log_parts(logs: tuple[Path, ...], engine: str | None, k: int | None, by_fil
     return write_parts(lt, workdir / "logs") if by_file else []
 
 
-def _print(d: Any) -> None:
+def _print(d: Any, db: Path | None = None) -> None:
     from specdoctor.report.table import ledger_table
 
     out = Console()
@@ -293,7 +293,8 @@ def _print(d: Any) -> None:
     out.print(ledger_table(d.ledger.to_json()))
     from specdoctor.diagnose.report import answer_words, root_cause_lines
 
-    words = answer_words(d.root_cause, d.root_cause_basis, d.undetermined, d.signature.cls)
+    words = answer_words(d.root_cause, d.root_cause_basis, d.undetermined, d.signature.cls,
+                         ledger_empty=not d.ledger.entries)
     out.print(f"root cause: [bold]{escape(words[0])}[/bold]"
               + (f" (also: {', '.join(d.other_causes)})" if d.other_causes else ""))
     for w in words[1:]:
@@ -302,9 +303,13 @@ def _print(d: Any) -> None:
     for line in root_cause_lines(d):
         if line:
             out.print(line, markup=False)
-    for n in d.notes:
-        out.print(f"note: {n}")
+    from specdoctor.cli.options import db_words
+    from specdoctor.report.console import err_console
+    from specdoctor.report.table import print_notes
+
+    print_notes(err_console(), d.notes)  # on stderr, each once, as every command's notes
     if d.report:
-        out.print(f"report: {d.report} (and report.html)")
+        out.print(f"report: {d.report} (and report.html)", markup=False, soft_wrap=True)
     if d.investigation is not None:
-        out.print(f"ledger: specdoctor ledger show {d.investigation}")
+        out.print(f"ledger: specdoctor ledger show {d.investigation}{db_words(db)}",
+                  markup=False, soft_wrap=True)   # a command line: kept whole, never wrapped

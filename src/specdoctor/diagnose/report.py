@@ -30,7 +30,8 @@ def markdown(d: Any, target: str) -> str:
              f"## Signature: {sig.cls}", "", sig.evidence, ""]
     if sig.also:
         lines += [f"Also: {', '.join(sig.also)}", ""]
-    words = answer_words(d.root_cause, d.root_cause_basis, d.undetermined, sig.cls)
+    words = answer_words(d.root_cause, d.root_cause_basis, d.undetermined, sig.cls,
+                         ledger_empty=not d.ledger.entries)
     lines += ["## Root cause", "", f"**{words[0]}**" if d.root_cause else words[0], ""]
     lines += [w for x in words[1:] for w in (x, "")]
     lines += root_cause_lines(d)
@@ -57,16 +58,17 @@ def markdown(d: Any, target: str) -> str:
             lines.append(f"- command: `{c}`")
         lines.append("")
     if d.notes:
-        lines += ["## Notes", ""] + [f"- {n}" for n in d.notes] + [""]
+        lines += ["## Notes", ""] + [f"- {n}" for n in dict.fromkeys(d.notes)] + [""]
     lines += [CONVENTIONS, ""]
     return "\n".join(lines)
 
 
 def answer_words(root: str | None, basis: str | None, undetermined: dict[str, Any] | None,
-                 signature_class: str) -> list[str]:
+                 signature_class: str, ledger_empty: bool = False) -> list[str]:
     """The answer in words, from the diagnosis or its stored JSON: the root cause with how it
     was reached, or "not determined" with the candidates that remain and why, or none (healthy,
-    or a symptom that needs no cause). The first line is the answer; the others explain it."""
+    or a symptom that needs no cause; ``ledger_empty``: no hypothesis was a candidate, so there
+    is no ledger to look at). The first line is the answer; the others explain it."""
     if root:
         return [root + (f" (basis: {basis})" if basis else "")]
     und = undetermined or {}
@@ -77,6 +79,8 @@ def answer_words(root: str | None, basis: str | None, undetermined: dict[str, An
         return ["not determined: no candidate remains", f"why: {why}"]
     if signature_class == "healthy":
         return ["none: healthy"]
+    if ledger_empty:
+        return [f"none: the signature ({signature_class}) leaves no candidate cause to test"]
     return ["none confirmed (see the ledger for what is still open)"]
 
 
@@ -159,7 +163,8 @@ def html_page(d: Any, target: str) -> str:
     body.append("</table><h2>Experiments</h2>")
     body += [_experiment(r) for r in d.ledger.results]
     if d.notes:
-        body.append("<h2>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in d.notes)
+        body.append("<h2>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>"
+                                                   for n in dict.fromkeys(d.notes))
                     + "</ul>")
     body.append(f"<p class='conventions'>{esc(CONVENTIONS)}</p>")
     return page("specdoctor — diagnosis", body, CSS)
@@ -168,7 +173,8 @@ def html_page(d: Any, target: str) -> str:
 def _root_cause(d: Any) -> str:
     from specdoctor.report.html import esc
 
-    first = answer_words(d.root_cause, d.root_cause_basis, d.undetermined, d.signature.cls)[0]
+    first = answer_words(d.root_cause, d.root_cause_basis, d.undetermined, d.signature.cls,
+                         ledger_empty=not d.ledger.entries)[0]
     return f"<b>{esc(first)}</b>" if d.root_cause else esc(first)
 
 
