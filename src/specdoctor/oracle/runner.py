@@ -14,7 +14,9 @@ limited by per-step overhead, not by the arithmetic.
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +29,7 @@ import numpy as np
 from specdoctor.acceptance.bootstrap import with_bootstrap
 from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
 from specdoctor.errors import InputError
+from specdoctor.textfile import MAX_CONFIG, read_limited
 from specdoctor.oracle import stats
 from specdoctor.oracle.models import (
     CachedLM, VocabMap, check_fits, check_vocab, load_model, load_tokenizer, param_count,
@@ -218,10 +221,60 @@ def validate(config: OracleConfig) -> None:
         raise InputError(f"unknown dtype {config.dtype!r}", "choose float32, bfloat16 or float16")
 
 
+DEVICE = re.compile(r"auto|cpu|mps|cuda(?::\d{1,4})?")
+
+
+def check_inputs(config: OracleConfig) -> None:
+    """What ``validate`` cannot see in the settings alone, checked before anything loads: the
+    device named as torch names one, each model's config.json free of NaN and Infinity (figures
+    computed from such a model would be printed as if they meant something), and the tokens
+    asked for within the target's context (``max_position_embeddings``, or --max-model-len)."""
+    if not DEVICE.fullmatch(config.device):
+        raise InputError(f"--device {config.device!r} is not a device",
+                         "pass auto, cpu, cuda or cuda:N")
+    if config.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InputError(f"--device {config.device}: no CUDA device is visible here",
+                             "pass --device cpu (or auto)")
+    target_cfg: dict[str, Any] = {}
+    for d in [config.target] + ([config.draft] if config.draft is not None else []):
+        cfg = finite_config(d)
+        if d == config.target:
+            target_cfg = cfg
+    limit = config.max_model_len or target_cfg.get("max_position_embeddings")
+    if type(limit) is int and limit > 0 and config.max_tokens >= limit:
+        raise InputError(f"--max-tokens {config.max_tokens:,}: past the target's context of "
+                         f"{limit:,} tokens ({'--max-model-len' if config.max_model_len else 'max_position_embeddings'}"
+                         " in its config.json), prompt not counted",
+                         f"ask for fewer tokens, e.g. --max-tokens {min(64, limit // 2)}")
+
+
+def finite_config(model_dir: Path) -> dict[str, Any]:
+    """``model_dir/config.json``, refused when it holds NaN or ±Infinity anywhere."""
+    path = model_dir / "config.json"
+    if not path.is_file():
+        return {}  # the loaders name a missing config.json
+
+    def refuse(word: str) -> Any:
+        raise InputError(f"{path} holds {word}, which no model config has",
+                         "fix the config.json (a number, not NaN or Infinity)")
+
+    try:
+        cfg = json.loads(read_limited(path, "model config", MAX_CONFIG), parse_constant=refuse)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"cannot read {path} as JSON: {exc}", "check the model's config.json") from exc
+    if not isinstance(cfg, dict):
+        raise InputError(f"{path} is not a JSON object", "check the model directory")
+    return cfg
+
+
 def run_oracle(config: OracleConfig,
                on_request: Callable[[int, int], None] | None = None) -> OracleResult:
     """Simulate every prompt (``samples`` trajectories each) and aggregate like ``measure``."""
     validate(config)
+    check_inputs(config)
     vocab_map = VocabMap.load(config.vocab_map) if config.vocab_map else None
     if config.draft is not None and config.method not in HEAD_METHODS:
         check_vocab(config.target, config.draft, vocab_map)
@@ -270,7 +323,7 @@ def _run(config: OracleConfig, device: str, vocab_map: VocabMap | None, threads:
     if config.method in HEAD_METHODS:
         return _run_head(config, device, threads, on_request)
     t_load = time.perf_counter()
-    tok = load_tokenizer(config.target)
+    tok = load_tokenizer(config.tokenizer or config.target)  # the server's --tokenizer, as heads
     target = CachedLM(load_model(config.target, device, config.dtype), device)
     tcfg = read_config(config.target)
     target_vocab = int(tcfg["vocab_size"])
