@@ -17,6 +17,8 @@ import click
 from specdoctor.bench import runner
 from specdoctor.bench.matrix import MatrixParams, check
 from specdoctor.cli.options import (
+    TEMPERATURE,
+    TOP_P,
     Seconds,
     db_option,
     env_option,
@@ -59,9 +61,9 @@ def matrix_options(f: F) -> F:
         click.option("--dataset", type=click.Path(dir_okay=False), default=None,
                      help="Spec-Bench / SPEED-Bench question file (JSONL or parquet, with "
                           "'category' and 'turns'): each category becomes a row of the matrix."),
-        click.option("--temperature", type=float, default=M.official_temperature,
+        click.option("--temperature", type=TEMPERATURE, default=M.official_temperature,
                      show_default=True, help="Temperature of the 'official' sampling."),
-        click.option("--top-p", type=float, default=M.official_top_p, show_default=True,
+        click.option("--top-p", type=TOP_P, default=M.official_top_p, show_default=True,
                      help="top_p of the 'official' sampling."),
         click.option("--long-chars", type=click.IntRange(1, 1 << 20), default=M.long_chars,
                      show_default=True,

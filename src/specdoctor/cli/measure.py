@@ -14,7 +14,9 @@ from specdoctor.bench.prompts import SUITES
 from specdoctor.report.console import err_console, progress_waiter
 from specdoctor.report.plot import write_plot
 from specdoctor.report.table import print_notes, profile_table
-from specdoctor.cli.options import example, json_option, plot_option, record, store_options
+from specdoctor.cli.options import (
+    TEMPERATURE, TOP_P, example, json_option, plot_option, record, store_options,
+)
 
 
 D = proto.MeasureParams()  # the defaults shown here are the protocol's
@@ -30,9 +32,9 @@ D = proto.MeasureParams()  # the defaults shown here are the protocol's
 @click.option("--concurrency", "-c", type=int, default=D.concurrency, show_default=True)
 @click.option("--max-tokens", type=int, default=D.max_tokens, show_default=True)
 @click.option("--suite", type=click.Choice(sorted(SUITES)), default=D.suite, show_default=True)
-@click.option("--temperature", type=float, default=D.temperature, show_default=True,
+@click.option("--temperature", type=TEMPERATURE, default=D.temperature, show_default=True,
               help="0 is greedy: acceptance is then a fixed function of the prompts.")
-@click.option("--top-p", type=float, default=D.top_p, show_default=True)
+@click.option("--top-p", type=TOP_P, default=D.top_p, show_default=True)
 @click.option("--seed", type=int, default=D.seed, show_default=True,
               help="Base sampling seed: request i is sent seed + i (independent requests, a "
                    "repeatable run).")

@@ -146,6 +146,24 @@ class Seconds(click.FloatRange):
         return out
 
 
+class Finite(click.FloatRange):
+    """A number in [min, max]; ``nan`` and the infinities refused (click's FloatRange lets nan
+    through: every comparison with it is false)."""
+
+    name = "number"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        out = super().convert(value, param, ctx)
+        if not math.isfinite(out):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return out
+
+
+TEMPERATURE = Finite(min=0, max=100)  # 0: greedy; engines accept up to about 2
+TOP_P = Finite(min=0, min_open=True, max=1)
+
+
 def ready_timeout_option(default: float, hidden: Sequence[str] = ()) -> Callable[[F], F]:
     """``--ready-timeout S``: how long a started server may take to answer."""
     return click.option("--ready-timeout", *hidden, "ready_timeout", cls=Aliased,
