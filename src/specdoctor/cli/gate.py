@@ -98,7 +98,8 @@ def gate(baseline_ref: str | None, url: str | None, launch_cmd: str | None,
          db: Path | None, as_json: bool, run_id: int | None) -> None:
     """Gate a candidate server against a baseline: the baseline's cells, prompts, sampling,
     concurrency and max tokens, every figure tested two-sided with the family-wise false-alarm
-    rate held at --alpha.
+    rate held at --alpha; acceptance paired over the prompts both runs sent where they pair.
+    Prints, per figure, the smallest drop the gate would catch at the baseline's size.
     """
     from specdoctor.gate import run as gaterun
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from specdoctor.diagnose.catalogue import RESTART_MIN, Catalogue, Cost
 from specdoctor.diagnose.signature import Signature
-from specdoctor.experiments import rules
+from specdoctor.experiments import rules, sizing
+from specdoctor.experiments.sizing import Size
 from specdoctor.experiments.base import CONFIRMS_BY, Basis, ExperimentResult, Finding, Verdict
 
 # Launch groups that are not a relaunch: nothing is shared or charged once.
@@ -42,6 +43,7 @@ class Entry:
     decided_by: str | None = None
     basis: Basis | None = None   # the deciding finding's
     unchecked: list[str] = field(default_factory=list)   # what its experiments could not check
+    size: Size | None = None     # the deciding confirmed finding's (rule cause-sized)
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.hypothesis, "experiment": self.experiment,
@@ -49,7 +51,8 @@ class Entry:
                 "verdict": self.verdict.value, "evidence": list(self.evidence),
                 "recovered": None if self.recovered is None else round(self.recovered, 4),
                 "decided_by": self.decided_by, "basis": self.basis,
-                "unchecked": list(self.unchecked), "citations": list(self.citations)}
+                "unchecked": list(self.unchecked), "citations": list(self.citations),
+                "size": None if self.size is None else self.size.to_json()}
 
 
 @dataclass
@@ -68,6 +71,25 @@ class Ledger:
     entries: list[Entry]
     results: list[ExperimentResult] = field(default_factory=list)
     id: int | None = None
+    # the gap each pass asks to explain (greedy, sampled), set by the diagnosis once the
+    # oracle ran; confirmed counterfactuals add their gains to it (``asked``)
+    gaps: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def asked(self) -> dict[str, sizing.Asked]:
+        """Per pass, the gap to explain: the oracle's (``gaps``: a ``rules.Gap``), or the
+        largest gain a confirmed counterfactual showed on that pass, the larger."""
+        out: dict[str, sizing.Asked] = {}
+        for on in (sizing.GREEDY, sizing.SAMPLED):
+            g = self.gaps.get(on)
+            gains = tuple((e.hypothesis, e.size.loss) for e in self.entries
+                          if e.verdict is Verdict.CONFIRMED and e.basis == "counterfactual"
+                          and e.size is not None and e.size.on == on)
+            a = sizing.asked(g.measured, g.oracle, gains, g.low, g.high) if g is not None \
+                else sizing.asked(0.0, None, gains)
+            if a is not None:
+                out[on] = a
+        return out
 
     def entry(self, hid: str) -> Entry | None:
         return next((e for e in self.entries if e.hypothesis == hid), None)
@@ -117,6 +139,8 @@ class Ledger:
                 e.verdict, e.decided_by, e.basis = f.verdict, result.experiment, basis
                 if f.recovered is not None:
                     e.recovered = f.recovered
+                if f.size is not None:
+                    e.size = f.size
 
     def extend(self, entries: list[Entry], restart_min: float = RESTART_MIN
                ) -> tuple[str, ...]:
@@ -135,14 +159,15 @@ class Ledger:
 
     def findings(self) -> list[Finding]:
         return [Finding(e.hypothesis, e.verdict, "; ".join(e.evidence), e.recovered,
-                        basis=e.basis, unchecked=tuple(e.unchecked))
+                        basis=e.basis, unchecked=tuple(e.unchecked), size=e.size)
                 for e in self.entries]
 
     def answer(self) -> rules.Answer:
         """The root cause, the other confirmed causes, and what remains undetermined (rule
-        ``elimination-needs-all``: an answer by elimination needs every rival excluded)."""
+        ``elimination-needs-all``: an answer by elimination needs every rival excluded; rule
+        ``cause-sized``: against the gap of each pass, ``asked``)."""
         needs = any(c not in QUIET for c in self.signature.classes)
-        return rules.answer(self.findings(), needs)
+        return rules.answer(self.findings(), needs, self.asked)
 
     def root_cause(self) -> tuple[str | None, list[str]]:
         a = self.answer()
@@ -154,8 +179,10 @@ class Ledger:
         todo = [c for c in self.signature.classes if c not in QUIET]
         if not todo:
             return False
+        asked = self.asked
         confirmed = [cat.hypotheses[e.hypothesis] for e in self.entries
-                     if e.verdict is Verdict.CONFIRMED and not self._rivals_open(e)]
+                     if e.verdict is Verdict.CONFIRMED and not self._rivals_open(e)
+                     and sizing.standing(e.size, asked.get(e.size.on) if e.size else None).root]
         return all(any(c in h.signatures for h in confirmed) for c in todo)
 
     def _rivals_open(self, e: Entry) -> bool:

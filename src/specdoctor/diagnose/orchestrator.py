@@ -96,6 +96,10 @@ class Diagnosis:
     undetermined: dict[str, Any] = field(
         default_factory=lambda: {"candidates": [], "why": ""})
     served: dict[str, Any] | None = None   # diagnose.served's setup, for a URL or logs target
+    # rule cause-sized: confirmed causes that explain too little to be the answer, with why,
+    # and what each sized cause (root, others, also found) accounts for
+    also_found: list[tuple[str, str]] = field(default_factory=list)
+    explains: dict[str, Any] = field(default_factory=dict)
 
     @property
     def root_cause_basis(self) -> str | None:
@@ -114,6 +118,11 @@ class Diagnosis:
                 "undetermined": {"candidates": list(self.undetermined.get("candidates", [])),
                                  "why": self.undetermined.get("why", "")},
                 "other_causes": self.other_causes,
+                "root_cause_explains": (self.explains.get(self.root_cause)
+                                        if self.root_cause else None),
+                "other_causes_explain": {h: self.explains.get(h) for h in self.other_causes},
+                "also_found": [{"cause": h, "why": why, "explains": self.explains.get(h)}
+                               for h, why in self.also_found],
                 "report": None if self.report is None else str(self.report),
                 "investigation": self.investigation, "notes": self.notes,
                 "wall_s": round(self.wall_s, 1), "signature_detail": self.signature.to_json(),
@@ -180,6 +189,7 @@ def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
         _investigate(ctx, target, opts, saver, notes, part)
         assert part.sig is not None and part.ledger is not None and part.facts is not None
         part.step = "deciding the root cause"
+        _gaps(ctx, part.ledger)
         answer = part.ledger.answer()
         root, others = answer.root, answer.others
         sig = _against_recovery(part.sig, part.facts, part.ledger, root, notes)
@@ -202,6 +212,7 @@ def diagnose(target: Target, opts: Options, launcher: Launcher | None = None,
             servers.stop_all()
     d = Diagnosis(sig, part.ledger, root, others, investigation=saver.id, notes=notes,
                   wall_s=time.monotonic() - t0, undetermined=answer.undetermined,
+                  also_found=list(answer.also), explains=dict(answer.explains),
                   served=part.served)
     d.report = _write_report(ctx, d, opts.workdir, target.describe(), notes)
     saver.save(sig, part.ledger, "done", d.to_json())
@@ -256,6 +267,7 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
     for early in (oracle_result, sampled_result):
         if early is not None:
             ledger.apply(early)
+    _gaps(ctx, ledger)
     saver.save(sig, ledger)
     part.step = "running the experiments"
     t_plan = time.monotonic()
@@ -715,6 +727,7 @@ def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, 
     ctx.deadline = t0 + opts.budget_min * 60   # experiments that repeat runs stop here
     holding: tuple[str, ...] = ()
     for step in ledger.plan(cat, opts.restart_min):
+        _gaps(ctx, ledger)
         if only is not None:
             step = replace(step, hypotheses=tuple(h for h in step.hypotheses if h in only))
             if not step.hypotheses:
@@ -775,6 +788,13 @@ def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, 
         if holding and ledger.explained(cat):
             _close_explained(ctx, ledger)
     return server
+
+
+def _gaps(ctx: Context, ledger: Ledger) -> None:
+    """The gap each pass asks a cause to explain (rule cause-sized): the greedy and the
+    sampled measurement against their oracles, where computed."""
+    ledger.gaps = {k: g for k, g in (("greedy", ctx.oracle_gap),
+                                     ("sampled", ctx.oracle_sampled_gap)) if g is not None}
 
 
 def _close_explained(ctx: Context, ledger: Ledger) -> None:

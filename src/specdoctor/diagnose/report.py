@@ -89,13 +89,15 @@ def root_cause_lines(d: Any) -> list[str]:
     verdict patch confirmed it, the upstream report, the fix and the stop-gap."""
     e = d.ledger.entry(d.root_cause) if d.root_cause else None
     if e is None:
-        return []
+        return also_lines(d)
     out = []
     decisive = [x for x in e.evidence if e.decided_by and x.startswith(f"[{e.decided_by}]")]
     if e.basis or decisive:
         out += [f"Reached by {e.basis or 'an experiment'}"
                 + (f" ({e.decided_by})" if e.decided_by else "") + ":"
                 + (f" {decisive[-1]}" if decisive else ""), ""]
+    out += [explains_words(getattr(d, "explains", {}).get(d.root_cause)), ""]
+    out += also_lines(d)
     for fix in patch_fixes(d, d.root_cause):
         out += ["### Fix", ""]
         out += [f"- upstream {c['what']}: {c['ref']} ({c['state']}) {c['url']}"
@@ -105,6 +107,30 @@ def root_cause_lines(d: Any) -> list[str]:
                 f"- the fix: {fix['patch']['fix']}; take it with an engine release that "
                 f"includes it",
                 f"- until then, serve with the verdict patch: `{fix['stop_gap']}`", ""]
+    return out
+
+
+def explains_words(x: dict[str, Any] | None) -> str:
+    """What a cause accounts for (rule cause-sized), in a sentence."""
+    if not x:
+        return ("How much of the loss it explains: not sized (the experiment that confirmed it "
+                "states no loss in accepted tokens per step).")
+    iv = x.get("interval")
+    out = f"It explains {x['accepted_per_step']:+.3f} accepted per step"
+    if iv:
+        out += f" (95% [{iv[0]:+.3f}, {iv[1]:+.3f}])"
+    gap = x.get("gap")
+    if gap and x.get("share_of_gap") is not None:
+        out += (f", {x['share_of_gap']:.0%} of the {x['on']} gap of {gap['gap']:.3f} to "
+                f"{gap['against']}")
+    return out + (f"; sized by {x['how']}." if x.get("how") else ".")
+
+
+def also_lines(d: Any) -> list[str]:
+    """The confirmed causes that explain too little to be the answer (rule cause-sized)."""
+    out = []
+    for h, why in getattr(d, "also_found", []):
+        out += [f"Also found, not the cause: {h}: {why}", ""]
     return out
 
 

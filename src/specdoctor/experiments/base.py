@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from specdoctor.acceptance.profile import AcceptanceProfile
+from specdoctor.experiments.launch_settings import Settings
+from specdoctor.experiments.sizing import Size
 from specdoctor.launch.spec import LaunchSpec
 
-if TYPE_CHECKING:   # annotations only: both modules build on this one
-    from specdoctor.experiments.common import Settings
+if TYPE_CHECKING:   # annotations only: rules builds on this one
     from specdoctor.experiments.rules import Gap
 
 
@@ -81,12 +82,17 @@ class Finding:
     # What this experiment could not check that bears on the hypothesis (a field no reference
     # says the value of, a lead the oracle cannot try): an answer "not determined" lists them.
     unchecked: tuple[str, ...] = ()
+    # The loss this finding accounts for, in accepted draft tokens per step, where the
+    # experiment can size it (``sizing``: a cause that explains too little is not the answer).
+    size: Size | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"hypothesis": self.hypothesis, "verdict": self.verdict.value,
                                "evidence": self.evidence}
         if self.recovered is not None:
             out["recovered"] = round(self.recovered, 4)
+        if self.size is not None:
+            out["size"] = self.size.to_json()
         if self.basis is not None:
             out["basis"] = self.basis
         if self.unchecked:

@@ -339,7 +339,7 @@ def search(found: list[Lead], hypotheses: tuple[str, ...], trial: Callable[[Lead
         rest = ("no field alone recovers: they act together" if n_alone == len(mine) else
                 f"which of them alone: {len(mine) - n_alone} not run (time)")
         tried.append(Finding(h, Verdict.CONFIRMED, f"{together.evidence}; {rest}",
-                             recovered=together.recovered))
+                             recovered=together.recovered, size=together.size))
     return tried, curves, nums
 
 
@@ -349,8 +349,10 @@ def combined(h: str, together: Finding, alone: list[Finding]) -> Finding:
     share = max([f.recovered or 0.0 for f in (together, *alone)])
     verdict = Verdict.CONFIRMED if any(f.verdict is Verdict.CONFIRMED
                                        for f in (together, *alone)) else together.verdict
+    sizes = [f.size for f in (together, *alone) if f.size is not None]
     return Finding(h, verdict, f"together: {together.evidence}; each alone: "
-                   + "; ".join(f.evidence for f in alone), recovered=share)
+                   + "; ".join(f.evidence for f in alone), recovered=share,
+                   size=max(sizes, key=lambda z: z.loss) if sizes else None)
 
 
 def _no_leads(exp: str, hypotheses: tuple[str, ...], r: Review) -> ExperimentResult:

@@ -19,13 +19,15 @@ name says otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from specdoctor.acceptance import speedup as sp
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.experiments.base import Finding, Verdict
+from specdoctor.experiments import sizing
+from specdoctor.experiments.sizing import Size
 from specdoctor.oracle.compare import WEAK_DRAFTER_POS0
 from specdoctor.oracle.stats import binomial_tails
 
@@ -470,11 +472,12 @@ def decide_counterfactual(hypothesis: str, change: str, before: float, after: fl
     share = recovered_share(before, after, ceiling)
     ev = (f"{change}: {before:.3f} → {after:.3f} accepted per draft "
           f"({share:.0%} of the room up to {ceiling:.2f} recovered)")
+    size = Size(after - before, how=f"counterfactual {change}")
     if recovers(before, after, significant):
         return Finding(hypothesis, Verdict.CONFIRMED, ev, recovered=share,
-                       basis="counterfactual")
+                       basis="counterfactual", size=size)
     return Finding(hypothesis, Verdict.EXCLUDED, ev + ": no recovery", recovered=share,
-                   basis="counterfactual")
+                   basis="counterfactual", size=size)
 
 
 # Two-sided 95% quantiles of Student's t by degrees of freedom (prompts - 1): a bootstrap over
@@ -572,7 +575,8 @@ def decide_gain(hypothesis: str, change: str, g: PairedGain, ceiling: float) -> 
     m = g.margin()
     if g.low is not None and g.low > 0 and g.counts_significant and g.gain >= m:
         return Finding(hypothesis, Verdict.CONFIRMED, ev + ": a significant recovery",
-                       recovered=share, basis="counterfactual")
+                       recovered=share, basis="counterfactual",
+                       size=Size(g.gain, g.low, g.high, how=f"counterfactual {change}"))
     if g.high is not None and g.high < m:
         return Finding(hypothesis, Verdict.EXCLUDED,
                        ev + f": no gain of {m:.3f} or more (the interval's upper bound)",
@@ -661,11 +665,15 @@ def root_cause(findings: Iterable[Finding]) -> tuple[str | None, list[str]]:
 class Answer:
     """What a set of verdicts answers: the root cause (None when not determined), the other
     confirmed causes, and, when no cause is named although the symptom needs one, the
-    candidates that remain with why (``{"candidates": [...], "why": "..."}``, empty otherwise)."""
+    candidates that remain with why (``{"candidates": [...], "why": "..."}``, empty otherwise).
+    ``also`` holds the confirmed causes that explain too little to be the answer (rule
+    ``cause-sized``), each with why; ``explains`` what each sized cause accounts for."""
 
     root: str | None
     others: list[str]
     undetermined: dict[str, object]
+    also: list[tuple[str, str]] = field(default_factory=list)
+    explains: dict[str, dict[str, object] | None] = field(default_factory=dict)
 
     @staticmethod
     def none() -> dict[str, object]:
@@ -682,7 +690,42 @@ def _why_open(f: Finding) -> str:
     return f"{f.hypothesis} ({f.verdict.value}{': ' + last[:200] if last else ''}{todo})"
 
 
-def answer(findings: Iterable[Finding], needs_cause: bool) -> Answer:
+def answer(findings: Iterable[Finding], needs_cause: bool,
+           asked: Mapping[str, sizing.Asked] | None = None) -> Answer:
+    """``_answer`` after rule ``cause-sized``: a confirmed cause that explains less than the
+    noise, or a small share of a gap whose rest is beyond the noise, or a loss on a pass that
+    has none to explain (``sizing.standing`` against ``asked``, the gap of each pass), is
+    "also found" and never the root cause; what each sized cause explains is stated."""
+    fs = list(findings)
+    asked = asked or {}
+    also: list[tuple[str, str]] = []
+    explains: dict[str, dict[str, object] | None] = {}
+    kept: list[Finding] = []
+    for f in fs:
+        if f.verdict is Verdict.CONFIRMED:
+            ask = asked.get(f.size.on) if f.size is not None else None
+            explains[f.hypothesis] = sizing.explains_json(f.size, ask)
+            st = sizing.standing(f.size, ask)
+            if not st.root:
+                also.append((f.hypothesis, st.why))
+                kept.append(replace(f, verdict=Verdict.INCONCLUSIVE, evidence=(
+                    f"{f.evidence}; [rule:cause-sized] also found, not the answer: {st.why}")))
+                continue
+        kept.append(f)
+    a = _answer(kept, needs_cause)
+    if also and a.root is None and needs_cause:
+        found = "; ".join(f"{h}: {why}" for h, why in also)
+        a = Answer(None, a.others, {
+            "candidates": [h for h in a.undetermined.get("candidates", []) or []
+                           if h not in {x for x, _ in also}],  # type: ignore[union-attr]
+            "why": f"also found, explaining too little to be the cause: {found}"
+                   + (f". {a.undetermined['why']}" if a.undetermined.get("why") else "")})
+    return Answer(a.root, a.others, a.undetermined, also,
+                  {h: v for h, v in explains.items() if h == a.root or h in a.others
+                   or h in {x for x, _ in also}})
+
+
+def _answer(findings: Iterable[Finding], needs_cause: bool) -> Answer:
     """``root_cause`` with the rule ``elimination-needs-all``.
 
     A root cause whose basis is ``elimination`` is named only when each of its rivals that is a
@@ -699,7 +742,7 @@ def answer(findings: Iterable[Finding], needs_cause: bool) -> Answer:
         if any(h in by and by[h].verdict is Verdict.CONFIRMED for h in rivals):
             # a rival confirmed after all: what was left by elimination is not the answer
             rest = [f for f in fs if f.hypothesis != root]
-            return answer(rest, needs_cause)
+            return _answer(rest, needs_cause)
         left = [by[h] for h in rivals if h in by and by[h].verdict is not Verdict.EXCLUDED
                 and by[h].verdict is not Verdict.CONFIRMED]
         if left:
@@ -744,6 +787,7 @@ def one_per_hypothesis(findings: Iterable[Finding], evidence: str = "all") -> li
         cites = {c["file"]: c for f in fs for c in f.citations}
         out.append(Finding(hid, verdict, "; ".join(dict.fromkeys(f.evidence for f in fs)),
                            recovered=best.recovered if best is not None else None,
+                           size=best.size if best is not None else None,
                            citations=tuple(cites.values()),
                            basis=best.basis if best is not None else None,
                            unchecked=tuple(dict.fromkeys(u for f in fs for u in f.unchecked))))

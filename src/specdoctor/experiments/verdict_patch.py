@@ -17,14 +17,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from specdoctor.experiments import common, rules
+from specdoctor.experiments import common, rules, sizing
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 from specdoctor.experiments.oracle_gap import expected_profile, gap
 from specdoctor.packs import verdicts
 
 
 def decide_patch(patch_id: str, hypothesis: str, before: rules.Gap, after: rules.Gap,
-                 moved: bool) -> Finding:
+                 moved: bool, on: str = sizing.GREEDY) -> Finding:
     """Served vs patched, each against the same oracle (pure).
 
     ``moved``: the patched measurement differs significantly from the served one (paired over
@@ -38,6 +38,9 @@ def decide_patch(patch_id: str, hypothesis: str, before: rules.Gap, after: rules
     dist_before = abs(before.oracle - before.measured)
     dist_after = abs(after.oracle - after.measured)
     share = 0.0 if dist_before <= 0 else max(0.0, min(1.0, 1 - dist_after / dist_before))
+    size = sizing.Size(dist_before - dist_after, on=on,
+                       how=f"counterfactual: served with {patch_id}, the distance to the oracle "
+                           f"closed")
     ev = (f"served with {patch_id}: {after.text()} (as served: measured {before.measured:.3f} "
           f"vs oracle {before.oracle:.3f})")
     if before.bounded or (before.equal and dist_before <= 0):
@@ -45,11 +48,11 @@ def decide_patch(patch_id: str, hypothesis: str, before: rules.Gap, after: rules
                        f"{ev}: the served engine already reaches its oracle")
     if moved and dist_after < dist_before and after.equal:
         return Finding(hypothesis, Verdict.CONFIRMED, f"{ev}: with the defect fixed the engine "
-                       f"meets its oracle", recovered=share, basis="counterfactual")
+                       f"meets its oracle", recovered=share, basis="counterfactual", size=size)
     if moved and dist_after < dist_before:
         return Finding(hypothesis, Verdict.CONFIRMED, f"{ev}: fixing the defect closes {share:.0%} "
                        f"of the distance to the oracle; a gap remains (another cause beside it)",
-                       recovered=share, basis="counterfactual")
+                       recovered=share, basis="counterfactual", size=size)
     if before.equal:   # not significant, and not bounded either
         iv = "" if before.low is None else f" (gap 95% [{before.low:.3f}, {before.high:.3f}])"
         return Finding(hypothesis, Verdict.INCONCLUSIVE, f"{ev}: the served engine is not shown "
@@ -150,14 +153,16 @@ class Experiment:
             curves[f"{what}, served with {p.id}"] = m.total
             curves[f"{what}, oracle"] = expected_profile(oracle)
             results.append(decide_patch(p.id, p.hypothesis, gap_before, after,
-                                        moved_significantly(m, measured)))
+                                        moved_significantly(m, measured),
+                                        sizing.GREEDY if t <= 0 else sizing.SAMPLED))
         best = max(results, key=lambda f: (f.verdict is Verdict.CONFIRMED, f.recovered or 0.0))
         if best.verdict is Verdict.CONFIRMED:
             refs = ", ".join(f"{c.ref} ({c.what})" for c in p.citations[:2])
             best = Finding(best.hypothesis, best.verdict,
                            f"{best.evidence}; the defect is in this engine's code ({app.reason}); "
                            f"upstream: {refs}; the fix and the stop-gap are in the report",
-                           recovered=best.recovered, citations=cites, basis=best.basis)
+                           recovered=best.recovered, citations=cites, basis=best.basis,
+                           size=best.size)
         num["stop_gap"] = verdicts.serve_hint(p, ctx.launch)
         num["curves"] = {k: v.to_json() for k, v in curves.items()}
         self.curves.update(curves)

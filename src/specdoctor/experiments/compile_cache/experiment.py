@@ -28,6 +28,7 @@ from specdoctor.experiments import common
 from specdoctor.experiments import rules
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 from specdoctor.experiments.compile_cache import ab
+from specdoctor.experiments.sizing import Size
 
 HID = "compile-cache-pollution"
 TAIL_LINES = 12
@@ -46,7 +47,8 @@ def verdict(found: AcceptanceProfile | None, isolated: AcceptanceProfile | None,
         return Finding(HID, Verdict.CONFIRMED,
                        f"{text}; {before:.3f} → {after:.3f} accepted per draft with a fresh cache "
                        f"root ({share:.0%} of the room up to {float(k or 1):.2f} recovered)",
-                       recovered=share)
+                       recovered=share,
+                       size=Size(after - before, how="counterfactual: a fresh compile cache"))
     if v == "no effect":
         return Finding(HID, Verdict.EXCLUDED, f"a fresh compile cache changes nothing: {text}")
     return Finding(HID, Verdict.INCONCLUSIVE, text)

@@ -45,6 +45,7 @@ from statistics import NormalDist
 from typing import Any
 
 from specdoctor.experiments.base import Finding, Verdict
+from specdoctor.experiments.sizing import GREEDY, SAMPLED, Size
 
 NEAR_TIE = 1e-3        # logit margin (top1 - top2) below which fp32 cannot separate two tokens
 MIN_CLEAR = 2          # clear differences needed (one alone is reported, not decided on)
@@ -71,6 +72,7 @@ class DraftingCheck:
     expected_engine: float           # accepted per step a correct verifier gives its drafts
     expected_chain: float            # ... gives the drafter's own chain, same contexts
     examples: tuple[dict[str, Any], ...] = ()
+    loss_se: float | None = None     # standard error of ``loss`` over the compared steps
 
     @property
     def differs(self) -> bool:
@@ -85,6 +87,15 @@ class DraftingCheck:
     def loss(self) -> float:
         """Accepted per step the engine's drafting loses against its drafter's chain."""
         return self.expected_chain - self.expected_engine
+
+    def size(self, on: str) -> Size:
+        """``loss`` with its 95% interval over the compared steps (the unit ``sizing`` states
+        a cause in)."""
+        half = None if self.loss_se is None else 1.96 * self.loss_se
+        return Size(self.loss, None if half is None else self.loss - half,
+                    None if half is None else self.loss + half, on,
+                    "replay: a correct verifier's acceptance of the drafter's chain minus of the "
+                    "engine's drafts, same contexts")
 
     def text(self) -> str:
         if not self.steps:
@@ -177,6 +188,18 @@ class VerificationCheck:
         n = max(self.steps, 1)
         return [getattr(p, attr) / n for p in self.positions]
 
+    def size(self, on: str) -> Size:
+        """How far the engine's accepted count per step is from a correct verifier's on its
+        own drafts, either way, with a 95% interval: the per-position counts are nested
+        (accepting position i needs i - 1 accepted), so their spreads are added as if fully
+        correlated, the wider bound. Greedy steps have no spread: their outcomes are counted."""
+        n = max(self.steps, 1)
+        dev = abs(sum(p.realized - p.expected for p in self.positions)) / n
+        half = 1.96 * sum(math.sqrt(max(p.variance, 0.0)) for p in self.positions) / n
+        return Size(dev, dev - half, dev + half, on,
+                    "replay: the engine's accepted count against a correct verifier's expected "
+                    "count on the engine's own drafts")
+
     def text(self) -> str:
         real = "/".join(f"{x:.3f}" for x in self.per_step("realized"))
         exp = "/".join(f"{x:.3f}" for x in self.per_step("expected"))
@@ -200,6 +223,7 @@ def drafting(replay: Any, near_tie: float = NEAR_TIE) -> DraftingCheck:
     steps = differ = ties = tokens = equal = 0
     first = [0] * k
     e_engine = e_chain = 0.0
+    d_sum = d_sq = 0.0
     examples: list[dict[str, Any]] = []
     for r in replay.records:
         if r.chain is None:
@@ -210,8 +234,11 @@ def drafting(replay: Any, near_tie: float = NEAR_TIE) -> DraftingCheck:
         tokens += max(len(r.drafts), len(r.chain)) if j is None else j + 1
         equal += upto
         eng = _expected_total(r.betas)
+        chn = eng if r.chain_betas is None else _expected_total(r.chain_betas)
         e_engine += eng
-        e_chain += eng if r.chain_betas is None else _expected_total(r.chain_betas)
+        e_chain += chn
+        d_sum += chn - eng
+        d_sq += (chn - eng) ** 2
         if j is None:
             continue
         margin = r.chain_margins[j] if j < len(r.chain_margins) else None
@@ -225,8 +252,10 @@ def drafting(replay: Any, near_tie: float = NEAR_TIE) -> DraftingCheck:
                              "engine": r.drafts, "drafter": r.chain,
                              "drafter_margin": None if margin is None else round(margin, 4)})
     n = max(steps, 1)
+    se = (math.sqrt(max(d_sq / n - (d_sum / n) ** 2, 0.0) * n / (n - 1) / n)
+          if steps > 1 else None)
     return DraftingCheck(steps, differ, ties, tuple(first), tokens, equal, e_engine / n,
-                         e_chain / n, tuple(examples))
+                         e_chain / n, tuple(examples), se)
 
 
 def verification(replay: Any, near_tie: float = NEAR_TIE, alpha: float = ALPHA
@@ -385,13 +414,15 @@ def decide(loc: Localisation) -> list[Finding]:
     total = ver_dev + dra_dev
     if ver_bad:
         way = {v.direction for v in ver_bad.values()}
+        worst = max(ver_bad, key=lambda k: ver_bad[k].size(_on(k)).loss)
         out.append(Finding(
             "rejection-sampler", Verdict.CONFIRMED,
             f"{lines(ver_bad)}: the engine accepts {'/'.join(sorted(way))} what a correct "
             f"verifier accepts on its own drafts: lost in verification (the rejection sampler, "
             f"the temperature or top-p it applies, or the target logits it reads)"
             + ("" if dra_bad else ", not in drafting"),
-            recovered=ver_dev / total if total else 1.0, basis="replay"))
+            recovered=ver_dev / total if total else 1.0, basis="replay",
+            size=ver_bad[worst].size(_on(worst))))
     elif loc.verification and all(v.steps >= MIN_STEPS for v in loc.verification.values()):
         out.append(Finding("rejection-sampler", Verdict.EXCLUDED,
                            f"{lines(loc.verification)}: the engine accepts what a correct "
@@ -404,11 +435,18 @@ def decide(loc: Localisation) -> list[Finding]:
     return out
 
 
+def _on(label: str) -> str:
+    """The pass a replayed measurement label names (``greedy``, ``sampled 1.0,0.95``, ...)."""
+    return GREEDY if label.startswith("greedy") else SAMPLED
+
+
 def _drafting_findings(loc: Localisation, dra_bad: dict[str, DraftingCheck], lines: Any,
                        share: float) -> list[Finding]:
     """engine-drafting and rope-sync: drafts that differ are lost in drafting, and in the
     positions the engine hands its drafter where a one-position offset reproduces them."""
     comparable = bool(loc.drafting) and all(d.comparable for d in loc.drafting.values())
+    worst = max(dra_bad, key=lambda k: dra_bad[k].loss, default=None)
+    size = None if worst is None else dra_bad[worst].size(_on(worst))
     shifted = loc.offset()
     if shifted is not None:
         label, c = shifted
@@ -417,7 +455,7 @@ def _drafting_findings(loc: Localisation, dra_bad: dict[str, DraftingCheck], lin
                     f"[{label}] {loc.drafting[label].text()}; {c.text()}: the engine runs its "
                     f"draft decode steps at rotary positions {c.offset:+d} from the tokens they "
                     f"draft (the positions it hands the drafter, not the served files)",
-                    recovered=share, basis="replay"),
+                    recovered=share, basis="replay", size=size),
             Finding("engine-drafting", Verdict.INCONCLUSIVE,
                     f"the drafts differ from the drafter's chain, and a position offset of "
                     f"{c.offset:+d} reproduces them (rope-sync): {lines(dra_bad)}")]
@@ -428,7 +466,7 @@ def _drafting_findings(loc: Localisation, dra_bad: dict[str, DraftingCheck], lin
                     f"{lines(dra_bad)}: the engine verifies drafts its drafter does not propose "
                     f"on the same context: lost in drafting (the engine feeds the drafter other "
                     f"inputs or state than its checkpoint expects; the taps localise it "
-                    f"further)", recovered=share, basis="replay"),
+                    f"further)", recovered=share, basis="replay", size=size),
             Finding("rope-sync", Verdict.INCONCLUSIVE,
                     (f"{tried}: no position offset of one reproduces the differing drafts"
                      if tried else f"the drafts differ; positions not shifted: "

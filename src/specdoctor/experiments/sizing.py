@@ -1,0 +1,152 @@
+"""How much of the loss a confirmed cause explains (pure).
+
+A cause is named as the root cause only for the loss it accounts for. Each experiment that
+confirms a cause states what the cause is worth in the unit the symptom is measured in,
+accepted draft tokens per step (``Size``): a counterfactual the gain of its change (after minus
+before, with the paired interval over prompts where the prompts were measured one by one), the
+replay the acceptance a correct verifier gives the drafter's own chain minus what it gives the
+engine's drafts (drafting), or the engine's accepted count against the correct verifier's
+expected count (verification), with an interval over the replayed steps, and a verdict patch
+the distance to the oracle it closed.
+
+The loss it is asked to explain (``Asked``) is the gap from the measured acceptance up to the
+best reference available for the same pass: the oracle of the served files, or the acceptance
+a confirmed counterfactual recovered, whichever is higher. A published figure is not used: it
+was measured on other weights, so what it leaves unexplained here is not a loss of this server.
+
+``standing`` applies the rule ``cause-sized``: a cause whose interval reaches zero (or whose
+loss is not a loss at all: a drafting difference that a correct verifier rewards no less)
+explains less than the noise, and one that explains under ``MIN_SHARE`` of a gap while the rest
+of the gap is beyond the noise explains too little to be the answer; either is reported as
+"also found", never as the root cause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+MIN_SHARE = 0.25   # of the asked gap: below it a cause is "also found" while the rest is beyond noise
+GREEDY = "greedy"
+SAMPLED = "sampled"
+
+
+@dataclass(frozen=True)
+class Size:
+    """Accepted draft tokens per step a cause accounts for, on the pass ``on`` (greedy or
+    sampled), with a 95% interval where the experiment could give one, and how it was sized."""
+
+    loss: float
+    low: float | None = None
+    high: float | None = None
+    on: str = GREEDY
+    how: str = ""
+
+    @property
+    def within_noise(self) -> bool:
+        """No loss, or one whose interval reaches zero."""
+        return self.loss <= 0.0 or (self.low is not None and self.low <= 0.0)
+
+    def text(self) -> str:
+        iv = "" if self.low is None else f", 95% [{self.low:+.3f}, {self.high:+.3f}]"
+        return f"{self.loss:+.3f} accepted per step{iv} ({self.how})" if self.how else \
+            f"{self.loss:+.3f} accepted per step{iv}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"accepted_per_step": round(self.loss, 4),
+                "interval": None if self.low is None else [round(self.low, 4),
+                                                           round(self.high or 0.0, 4)],
+                "on": self.on, "how": self.how}
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The loss the answer is asked to explain on one pass: ``reference`` minus ``measured``
+    (accepted per draft), the reference's name, and the 95% interval of the gap where known."""
+
+    measured: float
+    reference: float
+    against: str
+    low: float | None = None
+    high: float | None = None
+    # the gap was shown by an experiment (a counterfactual confirmed it over the prompts)
+    shown: bool = False
+
+    @property
+    def gap(self) -> float:
+        return abs(self.reference - self.measured)
+
+    def beyond_noise(self, rest: float) -> bool:
+        """Whether ``rest`` of the gap is more than its interval allows to be chance."""
+        if rest <= 0.0:
+            return False
+        if self.shown and rest >= self.gap:
+            return True
+        if self.low is not None and self.high is not None:
+            half = max(self.high - self.low, 0.0) / 2
+            return rest > half
+        return rest > 0.05 * max(self.reference, 0.1)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"measured": round(self.measured, 4), "reference": round(self.reference, 4),
+                "against": self.against, "gap": round(self.gap, 4),
+                "interval": None if self.low is None else [round(self.low, 4),
+                                                           round(self.high or 0.0, 4)]}
+
+
+def asked(measured: float, oracle: float | None, gains: tuple[tuple[str, float], ...] = (),
+          oracle_low: float | None = None, oracle_high: float | None = None,
+          against: str = "the oracle of the served files") -> Asked | None:
+    """The gap to explain on one pass: to the oracle, or the largest gain a confirmed
+    counterfactual showed (``gains``: (what, accepted per draft gained)), the larger. A
+    counterfactual on the drafter's files moves acceptance the oracle cannot see (it reads the
+    same files), so its gain counts beside the oracle's gap, not inside it."""
+    refs: list[Asked] = []
+    if oracle is not None:
+        refs.append(Asked(measured, oracle, against, oracle_low, oracle_high))
+    refs += [Asked(measured, measured + g, f"what {name} recovered", shown=True)
+             for name, g in gains if g > 0]
+    return max(refs, key=lambda a: a.gap) if refs else None
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Whether a confirmed cause may be the root cause, its share of the gap, and why not."""
+
+    root: bool
+    share: float | None
+    why: str = ""
+
+
+def standing(size: Size | None, ask: Asked | None) -> Standing:
+    """Rule ``cause-sized`` for one confirmed cause: unsized causes (speed, a rule) keep their
+    standing, with no share."""
+    if size is None:
+        return Standing(True, None)
+    share = None if ask is None or ask.gap <= 0 else size.loss / ask.gap
+    if size.within_noise:
+        return Standing(False, share, f"it explains {size.text()}: no more than the noise")
+    if ask is not None and not ask.beyond_noise(ask.gap):
+        return Standing(False, share, (
+            f"it explains {size.text()}, but the {size.on} acceptance ({ask.measured:.3f} "
+            f"per draft) is within the noise of {ask.against} ({ask.reference:.3f}): there is "
+            f"no loss on this pass for it to explain"))
+    if ask is None or share is None:
+        return Standing(True, share)
+    rest = ask.gap - size.loss
+    if share < MIN_SHARE and ask.beyond_noise(rest):
+        return Standing(False, share, (
+            f"it explains {size.text()}, {share:.0%} of the gap of {ask.gap:.3f} to "
+            f"{ask.against}, and the other {rest:.3f} is beyond the noise"))
+    return Standing(True, share)
+
+
+def explains_json(size: Size | None, ask: Asked | None) -> dict[str, Any] | None:
+    """``root_cause_explains`` and each ``other_causes_explain`` entry of the answer."""
+    if size is None:
+        return None
+    s = standing(size, ask)
+    out = size.to_json()
+    out["share_of_gap"] = None if s.share is None else round(s.share, 4)
+    out["gap"] = None if ask is None else ask.to_json()
+    return out

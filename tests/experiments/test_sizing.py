@@ -1,0 +1,125 @@
+"""Rule cause-sized: a confirmed cause is the root cause only for the loss it explains.
+
+The replay's sizes are read from replays recorded on real vLLM (tests/experiments/replay/
+fixtures, written by benchmarks/replay_methods.py: each file's ``about`` says how). The answer's
+cases are the ones the rule exists for, with the figures they were measured with: a drafting
+difference of 0.02 accepted per step on a server that meets its oracle (a draft model served in
+bfloat16: 1.533 vs 1.513), a drafting difference that a correct verifier rewards more than the
+drafter's own chain (-0.04) beside a vocabulary map whose rebuild recovers 1.593 -> 1.824, and a
+cause that explains a small share of a large gap.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specdoctor.experiments import rules, sizing
+from specdoctor.experiments.base import Finding, Verdict
+from specdoctor.experiments.replay import decide as D
+from specdoctor.experiments.sizing import Asked, Size
+from specdoctor.oracle.engine_trace import Replay
+
+FIXTURES = Path(__file__).parent / "replay" / "fixtures"
+
+
+def replays(setup: str) -> dict[str, Replay]:
+    data = json.loads((FIXTURES / f"{setup}.json").read_text())
+    assert "benchmarks/replay_methods.py" in data["about"]
+    return {label: Replay.from_records(r) for label, r in data["replays"].items()}
+
+
+def confirmed(h: str, basis: str, size: Size | None, recovered: float = 0.5) -> Finding:
+    return Finding(h, Verdict.CONFIRMED, "evidence", recovered=recovered, basis=basis, size=size)
+
+
+# -- sizes the replay states --------------------------------------------------------------------
+
+def test_the_replay_sizes_the_drafting_loss_it_confirms_with_an_interval():
+    """The shipped DFlash k_norm defect (recorded as shipped): drafts differ in 91 of 214 greedy
+    steps; the finding carries the loss with an interval over the steps, on the greedy pass."""
+    found = {f.hypothesis: f for f in D.decide(D.localise({"greedy": replays("dflash")["greedy"]}))}
+    f = found["engine-drafting"]
+    assert f.verdict is Verdict.CONFIRMED and f.size is not None
+    d = D.drafting(replays("dflash")["greedy"])
+    assert f.size.loss == pytest.approx(d.loss) and f.size.on == sizing.GREEDY
+    assert f.size.low is not None and f.size.low < f.size.loss < f.size.high
+    assert f.size.low > 0   # a real loss: the interval excludes zero
+
+
+@pytest.mark.parametrize("method", ("draft_model", "eagle3", "mtp"))
+def test_the_replay_sizes_the_shipped_samplers_loss_on_the_sampled_pass(method):
+    found = {f.hypothesis: f for f in D.decide(D.localise(
+        {"sampled": replays(method)["sampled"]}))}
+    f = found["rejection-sampler"]
+    assert f.verdict is Verdict.CONFIRMED and f.size is not None
+    assert f.size.on == sizing.SAMPLED and f.size.low > 0
+
+
+def test_the_patched_samplers_deviation_is_within_its_noise():
+    """Served with cpu-sampler-fix, the sampled deviation's interval reaches zero."""
+    v = D.verification(replays("draft_model_fix")["sampled"])
+    assert not v.differs
+    assert v.size(sizing.SAMPLED).within_noise
+
+
+# -- the rule -----------------------------------------------------------------------------------
+
+def test_a_one_percent_drafting_difference_on_a_server_at_its_oracle_is_not_the_root_cause():
+    """bf16 draft model: the replay's 0.02 accepted per step, the server within the noise of its
+    oracle: also found, no root cause, nothing to explain."""
+    drafting = confirmed("engine-drafting", "replay", Size(0.02, 0.008, 0.032))
+    gap = {"greedy": Asked(1.513, 1.533, "the oracle", -0.06, 0.10)}
+    a = rules.answer([drafting], needs_cause=False, asked=gap)
+    assert a.root is None
+    assert [h for h, _ in a.also] == ["engine-drafting"]
+    assert "within the noise" in a.also[0][1]
+    assert a.explains["engine-drafting"]["accepted_per_step"] == 0.02
+
+
+def test_a_drafting_difference_that_helps_is_not_a_cause_and_the_recovery_is():
+    drafting = confirmed("engine-drafting", "replay", Size(-0.04, -0.07, -0.01), recovered=0.9)
+    vocab = confirmed("tokenizer-mismatch", "counterfactual", Size(1.824 - 1.593), recovered=0.16)
+    g = rules.Gap(1.593, 1.62, -0.05, 0.10)
+    asked = {"greedy": sizing.asked(g.measured, g.oracle, (("tokenizer-mismatch", 0.231),),
+                                    g.low, g.high)}
+    a = rules.answer([drafting, vocab], needs_cause=True, asked=asked)
+    assert a.root == "tokenizer-mismatch"
+    assert [h for h, _ in a.also] == ["engine-drafting"]
+    assert a.explains["tokenizer-mismatch"]["share_of_gap"] == pytest.approx(1.0)
+
+
+def test_a_small_share_of_a_gap_beyond_the_noise_leaves_the_answer_open():
+    small = confirmed("rejection-sampler", "replay", Size(0.05, 0.03, 0.07))
+    open_ = Finding("engine-drafting", Verdict.INCONCLUSIVE, "not compared")
+    asked = {"greedy": Asked(0.6, 1.4, "the oracle", 0.6, 1.0)}
+    a = rules.answer([small, open_], needs_cause=True, asked=asked)
+    assert a.root is None
+    assert a.undetermined["candidates"] == ["engine-drafting"]
+    assert "rejection-sampler" in str(a.undetermined["why"])
+    assert "6%" in a.also[0][1]
+
+
+def test_a_cause_that_explains_most_of_the_gap_is_named_with_its_share():
+    big = confirmed("rope-sync", "replay", Size(0.7, 0.6, 0.8))
+    asked = {"greedy": Asked(0.6, 1.4, "the oracle", 0.6, 1.0)}
+    a = rules.answer([big], needs_cause=True, asked=asked)
+    assert a.root == "rope-sync" and not a.also
+    assert a.explains["rope-sync"]["share_of_gap"] == pytest.approx(0.875)
+
+
+def test_an_unsized_cause_keeps_its_standing():
+    speed = confirmed("draft-overhead", "comparison", None)
+    a = rules.answer([speed], needs_cause=True, asked={})
+    assert a.root == "draft-overhead" and a.explains == {"draft-overhead": None}
+
+
+def test_a_counterfactual_gain_is_a_gap_shown():
+    """A file-side cause: the oracle shares it (measured = oracle), the counterfactual's gain is
+    the gap, shown by the counterfactual itself."""
+    ask = sizing.asked(1.45, 1.45, (("draft-config-mismatch", 0.26),), -0.05, 0.05)
+    assert ask is not None and ask.shown and ask.gap == pytest.approx(0.26)
+    st = sizing.standing(Size(0.26, 0.17, 0.37), ask)
+    assert st.root and st.share == pytest.approx(1.0)
