@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "oracle": 2, "bench": 2, "sources": 2, "report": 2, "acceptance": 1,
 }
 BESIDE = frozenset({"launch", "recon", "packs", "store", "errors", "paths", "methods", "textfile",
+                    "safe_text",
                     "__init__"})
 FORBIDDEN = {("experiments", "diagnose"), ("oracle", "store"), ("lab", "experiments"),
              ("diagnose", "lab"), ("experiments", "lab")}

@@ -33,6 +33,7 @@ from specdoctor.experiments.kernels.cases import (
     TOLERANCES,
 )
 from specdoctor.report.console import err_console
+from specdoctor.safe_text import markup
 
 
 def _tolerances(items: tuple[str, ...]) -> dict[str, float]:
@@ -94,7 +95,7 @@ def check(suite: str, impls: tuple[str, ...], device: str, tols: tuple[str, ...]
     if not any(a.unavailable is None for a in adapters):
         raise InputError("no implementation can run here", "install one or pick --impl sdpa")
     report = run_check(cases, adapters, device, suite, tolerances,
-                       progress=lambda msg: con.print(msg, style="dim", highlight=False))
+                       progress=lambda msg: con.print(markup(msg), style="dim", highlight=False))
     if as_json:
         click.echo(json.dumps(to_json(report), indent=1))
     else:
@@ -135,7 +136,7 @@ def _print(r: Any) -> None:
             x = by[(a.name, c.name)]
             text = "error" if x.error else f"{x.max_abs:.1e}"
             cells.append(f"[green]{text}[/green]" if x.ok else f"[red]{text}[/red]")
-        table.add_row(c.name, *cells)
+        table.add_row(markup(c.name), *cells)  # a suite's case name: shown, never sent
     con.print(table)
     con.print("cells: max |out - ref| (fp64 reference); tolerances "
               + ", ".join(f"{k} {v:g}" for k, v in sorted({x.dtype: x.tol for x in r.results}.items())),
@@ -146,7 +147,8 @@ def _print(r: Any) -> None:
                               + ", ".join(f"{k} {v}" for k, v in (x.worst or {}).items()))
             if x.cause:
                 why += f"; matches {x.cause.split(':', 1)[0]}"
-            con.print(f"[red]FAIL[/red] {escape(x.impl)} on {escape(x.case)}: {escape(why)}", highlight=False)
+            con.print(f"[red]FAIL[/red] {markup(x.impl)} on {markup(x.case)}: {markup(why)}",
+                      highlight=False)
     for a in r.ran:
         failed = [x for x in r.results if x.impl == a.name and not x.ok]
         causes = {x.cause for x in failed if x.cause}
@@ -165,7 +167,8 @@ def _print(r: Any) -> None:
     else:
         missed = [c.case for c in must if not c.failed]
         con.print(f"[red]negative control NOT caught[/red] ({caught}/{len(must)} cases): "
-                  f"missed {', '.join(missed) or 'no case exercises it'} — nothing else here can be trusted",
+                  f"missed {markup(', '.join(missed)) or 'no case exercises it'} — nothing else "
+                  "here can be trusted",
                   highlight=False)
     con.print(f"{'[green]PASS[/green]' if r.ok else '[red]FAIL[/red]'}: {r.total_seconds:.1f} s "
               f"(reference {r.reference_seconds:.1f} s, inputs {r.build_seconds:.1f} s)", highlight=False)

@@ -18,6 +18,7 @@ from specdoctor import __version__
 from specdoctor import errors
 from specdoctor.cli.options import example
 from specdoctor.errors import SpecdoctorError
+from specdoctor.safe_text import visible
 
 # command name -> (module, attribute, one-line help shown by --help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> Any:
     try:
         rc = cli.main(args=argv, prog_name="specdoctor", standalone_mode=False)
     except SpecdoctorError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {visible(exc, keep_newline=True)}", err=True)  # shown, never sent
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)

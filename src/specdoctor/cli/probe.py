@@ -105,5 +105,7 @@ def lines_(log: Path, only: str | None, as_json: bool) -> None:
 
 
 def _print_lines(lines: list[runmod.ProbeLine]) -> None:
-    for ln in lines:
-        click.echo(f"[probe] {ln.probe} {json.dumps(ln.data)}")
+    from specdoctor.safe_text import visible
+
+    for ln in lines:  # a log's probe name is shown, its control characters escaped
+        click.echo(f"[probe] {visible(ln.probe)} {json.dumps(ln.data)}")

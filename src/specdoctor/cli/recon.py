@@ -112,20 +112,23 @@ def extract(source: str, picks: tuple[str, ...], out_dir: Path, root: str | None
         click.echo(json.dumps(snap.to_json(), indent=1))
         return
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
+    from specdoctor.safe_text import markup
+
     out = Console()
-    table = Table(title=f"{len(snap.files)} files from {snap.label()}", title_justify="left")
+    # member names come from the archive: shown with their control characters escaped
+    table = Table(title=f"{len(snap.files)} files from {markup(snap.label())}",
+                  title_justify="left")
     for col in ("package path", "bytes", "sha256", "layer"):
         table.add_column(col, justify="right" if col == "bytes" else "left")
     for f in snap.files:
-        table.add_row(f.path, str(f.size), f.sha256[:12], f.layer[:19])
+        table.add_row(markup(f.path), str(f.size), f.sha256[:12], markup(f.layer[:19]))
     out.print(table)
     if snap.source.get("digest"):
-        out.print(f"source digest: {snap.source['digest']}")
+        out.print(f"source digest: {markup(snap.source['digest'])}")
     for s in snap.skipped:
-        out.print(f"[yellow]skipped[/yellow] {escape(s.path)}: {escape(s.reason)}", highlight=False)
+        out.print(f"[yellow]skipped[/yellow] {markup(s.path)}: {markup(s.reason)}", highlight=False)
     out.print(f"manifest: {outdir / 'manifest.json'}  ({stats.members} entries in "
               f"{stats.layers} layer(s) read in {stats.seconds:.1f} s)")
 
@@ -188,11 +191,13 @@ def _print_diff(d: SnapshotDiff, stat_only: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from specdoctor.safe_text import markup, visible
+
     out = Console()
-    out.print(f"a: {d.a.label()}", highlight=False, markup=False)
-    out.print(f"b: {d.b.label()}", highlight=False, markup=False)
+    out.print(f"a: {visible(d.a.label())}", highlight=False, markup=False)
+    out.print(f"b: {visible(d.b.label())}", highlight=False, markup=False)
     for e in d.edited:
-        out.print(e.describe(), style="red", highlight=False, markup=False)
+        out.print(visible(e.describe()), style="red", highlight=False, markup=False)
     if d.identical:
         out.print("identical: every picked file has the same sha256")
         return
@@ -201,7 +206,8 @@ def _print_diff(d: SnapshotDiff, stat_only: bool) -> None:
         table.add_column(col)
     for f in d.files:
         path = f"{f.moved_from} → {f.path}" if f.moved_from else f.path
-        table.add_row(f.status, path, str(f.added_lines or ""), str(f.removed_lines or ""))
+        table.add_row(f.status, markup(path), str(f.added_lines or ""),
+                      str(f.removed_lines or ""))
     out.print(table)
     if stat_only:
         return
@@ -209,7 +215,7 @@ def _print_diff(d: SnapshotDiff, stat_only: bool) -> None:
         for line in f.text.splitlines():
             style = ("green" if line.startswith("+") else "red" if line.startswith("-")
                      else "cyan" if line.startswith("@@") else "dim" if line.startswith("#") else None)
-            out.print(line, style=style, highlight=False, markup=False, soft_wrap=True)
+            out.print(visible(line), style=style, highlight=False, markup=False, soft_wrap=True)
 
 
 @recon.command(epilog=example(

@@ -42,9 +42,11 @@ def report(run_id: int | None, out_dir: Path | None, list_runs: bool, db: Path |
             if as_json:
                 click.echo(json.dumps({"runs": rows}))
             else:
-                for r in rows:
+                from specdoctor.safe_text import visible
+
+                for r in rows:  # run labels come from the user's files: shown, never sent
                     click.echo(f"{r['id']:>4}  {r['created']}  {r['kind']:<5}  {r['status']:<8}  "
-                               + ", ".join(r["configs"]))
+                               + visible(", ".join(r["configs"])))
             return
         from specdoctor.report.bench import write_report
 

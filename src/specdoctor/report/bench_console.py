@@ -17,6 +17,7 @@ from specdoctor.bench.summary import Row, Winner
 from specdoctor.launch.spec import LaunchSpec
 from specdoctor.report.bench_rows import grouped_errors, table
 from specdoctor.report.console import err_console
+from specdoctor.safe_text import markup, visible
 
 
 class ConsoleEvents(Events):
@@ -38,7 +39,7 @@ class ConsoleEvents(Events):
 
     def _say(self, text: str) -> None:
         if not self.quiet or not self.console.is_terminal:
-            self.progress.console.print(text, highlight=False, markup=False)
+            self.progress.console.print(visible(text), highlight=False, markup=False)
 
     def launching(self, config: Config, spec: LaunchSpec) -> None:
         self._say(f"[{config.label}] starting: {spec.shell_command()}")
@@ -50,7 +51,7 @@ class ConsoleEvents(Events):
 
     def cell_started(self, config: Config, cell: Cell, rep: int, total: int) -> None:
         self.tasks[(config.label, cell.name, rep)] = self.progress.add_task(
-            f"{config.label} {cell.name} r{rep}", total=total)
+            markup(f"{config.label} {cell.name} r{rep}"), total=total)
 
     def request_done(self, config: Config, cell: Cell, rep: int, o: Outcome) -> None:
         t = self.tasks.get((config.label, cell.name, rep))
@@ -81,8 +82,8 @@ def rows_table(rows: Sequence[Row], title: str) -> Table:
     head, body = table(rows)
     for n, col in enumerate(head):
         t.add_column(col, justify="left" if n < 3 or n == len(head) - 1 else "right")
-    for line in body:
-        t.add_row(*line, style=None if line[2] == "ok" else "red")
+    for line in body:  # labels and cells (dataset categories) come from the user's files
+        t.add_row(*(markup(x) for x in line), style=None if line[2] == "ok" else "red")
     t.caption = ("AL: mean acceptance length (bonus token counted); tok/s: aggregate output; "
                  "spread: min–max over repeats or 95% CI from requests; not significant: within "
                  "the spreads of the baseline; latencies are p50")
@@ -94,13 +95,14 @@ def print_rows(run_id: int, kind: str, status: str, rows: Sequence[Row],
     out = Console(width=None if Console().is_terminal else 200)
     out.print(rows_table(rows, f"{kind} run {run_id} ({status})"))
     for where, err in grouped_errors(rows):
-        out.print(f"[red]{where}:[/red] {err}", highlight=False)
+        out.print(f"[red]{markup(where)}:[/red] {markup(err, keep_newline=True)}",
+                  highlight=False)
     for v in verdicts if len({r.config for r in rows}) > 1 else ():
-        out.print(f"[bold]{v.cell}[/bold]: best {v.winner} ({v.tok_s:.1f} tok/s"
+        out.print(f"[bold]{markup(v.cell)}[/bold]: best {markup(v.winner)} ({v.tok_s:.1f} tok/s"
                   + (f", {v.speedup:.2f}× spec-off" if v.speedup else "") + ")", highlight=False)
         for s in v.sentences:
-            out.print(f"  {s}", highlight=False)
+            out.print(f"  {markup(s)}", highlight=False)
         if v.command:
-            out.print(f"  command: {v.command}", highlight=False, markup=False)
+            out.print(f"  command: {visible(v.command)}", highlight=False, markup=False)
     for kind_, path in report.items():
         out.print(f"report ({kind_}): {path}", highlight=False)

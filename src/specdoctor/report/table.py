@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from specdoctor.acceptance.profile import AcceptanceProfile
+from specdoctor.safe_text import markup, visible
 from specdoctor.sources.base import Window
 
 
@@ -53,7 +53,7 @@ def mal_convention(engine: str | None) -> str:
 def profile_table(p: AcceptanceProfile, title: str, engine: str | None = None) -> Table:
     """The figures of one profile with their intervals and conventions. ENGINE (vllm, sglang,
     llamacpp) names the engine's own figure beside the convention; None leaves it generic."""
-    t = Table(title=title, show_header=True, header_style="bold", title_justify="left")
+    t = Table(title=visible(title), show_header=True, header_style="bold", title_justify="left")
     t.add_column("figure")
     t.add_column("value", justify="right")
     t.add_column("95% CI", justify="center")
@@ -98,7 +98,7 @@ def windows_table(windows: Sequence[Window], count: int, limit: int = 20) -> Tab
     for w in shown:
         p = w.profile
         pos = " ".join(_f(x, 2) for x in (p.per_position or [])) or "—"
-        t.add_row(f"{names[w.source]}:{w.line}", w.timestamp or "—", _i(p.drafts),
+        t.add_row(f"{markup(names[w.source])}:{w.line}", markup(w.timestamp or "—"), _i(p.drafts),
                   _i(p.draft_tokens), _i(p.accepted_tokens), _f(p.mean_acceptance_length, 2), pos)
     return t
 
@@ -119,7 +119,7 @@ def source_names(sources: Sequence[str]) -> dict[str, str]:
 def print_notes(console: Console, notes: Sequence[str]) -> None:
     """Each note once, in first-seen order (a window's note repeated by its total is one note)."""
     for n in dict.fromkeys(notes):
-        console.print(f"[yellow]note:[/yellow] {escape(n)}", highlight=False)
+        console.print(f"[yellow]note:[/yellow] {markup(n)}", highlight=False)
 
 
 def ledger_table(entries: Sequence[dict]) -> Table:
@@ -136,9 +136,9 @@ def ledger_table(entries: Sequence[dict]) -> Table:
         c = e.get("cost") or {}
         cost = f"{c.get('cpu_min', 0):g}/{c.get('gpu_min', 0):g}, {c.get('restarts', 0)}"
         evidence = e.get("evidence") or []
-        name = escape(str(e.get("id", "")))
+        name = markup(e.get("id", ""))
         if e.get("experiment"):
-            name += f"\n[dim]({escape(str(e['experiment']))})[/dim]"
-        t.add_row(name, cost, escape(str(e.get("verdict", ""))),
-                  escape(evidence[-1]) if evidence else "")
+            name += f"\n[dim]({markup(e['experiment'])})[/dim]"
+        t.add_row(name, cost, markup(e.get("verdict", "")),
+                  markup(evidence[-1], keep_newline=True) if evidence else "")
     return t
