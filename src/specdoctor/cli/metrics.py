@@ -11,6 +11,7 @@ from rich.console import Console
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.cli.options import example, json_option, plot_option, record, store_options
 from specdoctor.errors import InputError
+from specdoctor.textfile import mib, read_limited
 from specdoctor.report.plot import write_plot
 from specdoctor.report.table import profile_table
 from specdoctor.sources import registry
@@ -50,6 +51,9 @@ def metrics(source: str, engine: str | None, db: Path | None, no_store: bool, pl
                                     engine=engine))
 
 
+MAX_BODY = 64 << 20  # bytes of a /metrics body, as bench.http caps one read from a URL
+
+
 def _read(source: str) -> str:
     if source.startswith(("http://", "https://")):
         from specdoctor.bench.http import get_text
@@ -57,15 +61,16 @@ def _read(source: str) -> str:
         url = source if source.rstrip("/").endswith("/metrics") else source.rstrip("/") + "/metrics"
         return get_text(url)
     if source == "-":
-        return _text(click.get_binary_stream("stdin").read(), "stdin")
+        data = click.get_binary_stream("stdin").read(MAX_BODY + 1)
+        if len(data) > MAX_BODY:
+            raise InputError(f"stdin holds more than {mib(MAX_BODY)}, past the limit for a "
+                             "/metrics body", "pass the body of one server's /metrics")
+        return _text(data, "stdin")
     path = Path(source)
     if not path.exists() or path.is_dir():
         raise InputError(f"{printable(source)}: no such file",
                          "pass a saved /metrics body, - for stdin, or a URL http://HOST:PORT")
-    try:
-        return _text(path.read_bytes(), source)
-    except OSError as exc:
-        raise InputError(f"cannot read {printable(source)}: {exc.strerror}", "check the path") from exc
+    return _text(read_limited(path, "/metrics body", MAX_BODY), source)
 
 
 def _text(data: bytes, name: str) -> str:

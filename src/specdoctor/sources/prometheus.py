@@ -34,6 +34,10 @@ _NAMES = {
 }
 _PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 ITERATIONS = "vllm:iteration_tokens_total"   # a histogram: one observation per engine step
+# Spec-decode samples one body may hold: vLLM writes 3 + k per engine and model (k <= 64), so
+# this allows 100 engine-model pairs at the largest k. A body past it (a huge per-position
+# label set) is refused before it is parsed: parsing it would hold every sample in memory.
+MAX_SPEC_SERIES = 10_000
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,11 @@ def parse_text(text: str) -> CounterReading:
     created: dict[str, float] = {}
     models: set[str] = set()
     found = False
+    series = text.count("\n" + PREFIX) + text.startswith(PREFIX)
+    if series > MAX_SPEC_SERIES:
+        raise InputError(f"this metrics text holds {series:,} {PREFIX}* samples, past the limit "
+                         f"of {MAX_SPEC_SERIES:,} (vLLM writes 3 + k per engine and model)",
+                         "pass the body of one server's /metrics, unchanged")
     try:
         families = list(text_string_to_metric_families(text))
     except (ValueError, TypeError, IndexError) as exc:
