@@ -150,8 +150,8 @@ def main(argv: list[str] | None = None) -> Any:
         if os.environ.get("SPECDOCTOR_TRACEBACK"):
             raise
         what = f"{type(exc).__name__}: {exc}"
-        click.echo(f"internal error: {what[:500]} — a bug in specdoctor, not a problem with your "
-                   "input: please report it with the command line (SPECDOCTOR_TRACEBACK=1 "
-                   "shows where it broke)", err=True)
+        click.echo(f"internal error: {visible(what[:500])} — a bug in specdoctor, not a problem "
+                   "with your input: please report it with the command line "
+                   "(SPECDOCTOR_TRACEBACK=1 shows where it broke)", err=True)
         sys.exit(errors.INTERNAL)
     sys.exit(rc if isinstance(rc, int) else 0)
