@@ -53,9 +53,34 @@ def load_dir(directory: Path) -> list[Record]:
             raise InputError(f"cannot read tap {f.name}: {exc}", "the file is truncated or not safetensors") from exc
         if "name" not in head:
             raise InputError(f"{f.name} has no tap header", "write taps with specdoctor.packs.tap")
-        out.append(Record(f, head["name"], head.get("layer", "0"), int(head.get("rank", 0)),
-                          int(head.get("step", 0)), tensors, json.loads(head.get("meta") or "{}")))
+        out.append(Record(f, head["name"], head.get("layer", "0"),
+                          _header_int(f, head, "rank"), _header_int(f, head, "step"), tensors,
+                          _header_meta(f, head)))
     return out
+
+
+MAX_HEADER_INT = 1 << 31  # ranks and steps of a tap header: a world size, a step count
+
+
+def _header_int(f: Path, head: dict[str, str], key: str) -> int:
+    """A tap header's rank or step: a whole number from 0 to 2^31, else the file is refused."""
+    text = head.get(key, "0")
+    if not (isinstance(text, str) and text.isascii() and text.isdigit() and len(text) <= 10
+            and int(text) <= MAX_HEADER_INT):
+        raise InputError(f"{f.name}: its tap header's {key} is {text!r:.40}, not a whole number "
+                         f"from 0 to {MAX_HEADER_INT:,}", "write taps with specdoctor.packs.tap")
+    return int(text)
+
+
+def _header_meta(f: Path, head: dict[str, str]) -> dict[str, Any]:
+    try:
+        meta = json.loads(head.get("meta") or "{}")
+    except (ValueError, RecursionError):
+        meta = None
+    if not isinstance(meta, dict):
+        raise InputError(f"{f.name}: its tap header's meta is not a JSON object",
+                         "write taps with specdoctor.packs.tap")
+    return meta
 
 
 def by_step(records: list[Record]) -> dict[tuple[str, str, int], dict[int, Record]]:
