@@ -8,13 +8,15 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
 from specdoctor.cli.options import example, json_option, list_option, ready_timeout_option
-from specdoctor.errors import InputError
+from specdoctor.errors import InputError, TargetError
 from specdoctor.lab.lab import METHODS as LAB_METHODS
 from specdoctor.experiments.compile_cache import ab as abmod
 from specdoctor.experiments.compile_cache import scan as scanmod
@@ -88,6 +90,7 @@ def ab_(command: tuple[str, ...], port: int | None, lab_method: str | None,
                    keep_isolated=keep, on_progress=lambda m: err.print(f"cache ab: {m}"))
     if as_json:
         click.echo(json.dumps(res.to_json()))
+        _refuse_no_arm(res)
         return
     click.echo(f"verdict: {res.verdict}")
     for line in res.evidence:
@@ -95,6 +98,15 @@ def ab_(command: tuple[str, ...], port: int | None, lab_method: str | None,
     for arm in (res.found, res.isolated):
         if arm.error:
             click.echo(f"{arm.name} failed; last log lines:\n{arm.log_tail}")
+    _refuse_no_arm(res)
+
+
+def _refuse_no_arm(res: Any) -> None:
+    """Neither arm served: no comparison was made, which is no answer (exit 3)."""
+    if res.found.error and res.isolated.error:
+        raise TargetError(f"neither launch served ({res.found.name}: {res.found.error}; "
+                          f"{res.isolated.name}: {res.isolated.error})"[:600],
+                          "check the launch command and its log lines above")
 
 
 def _spec(command: tuple[str, ...], port: int | None, lab_method: str | None,
@@ -108,6 +120,9 @@ def _spec(command: tuple[str, ...], port: int | None, lab_method: str | None,
                                fault=fault)
     if not command:
         raise InputError("no launch to run", "write the server command after --, or --lab METHOD")
+    if shutil.which(command[0]) is None:
+        raise InputError(f"no command {command[0]!r}: not on PATH, nor an executable file",
+                         "write the server command after --, e.g. -- vllm serve MODEL --port 8000")
     spec = parse_command(command, port=port, any_server=True, label="cache-ab")
     if port is None and spec.engine == "unknown" and spec.arg("--port") is None:
         raise InputError("cannot tell which port the server listens on", "pass --port N")
