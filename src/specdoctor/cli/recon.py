@@ -40,9 +40,11 @@ def _status(text: str) -> Iterator[Callable[[str], None]]:
         yield lambda _msg: None
         return
     from specdoctor.report.console import err_console
+    from specdoctor.safe_text import markup
 
-    with err_console().status(text) as status:
-        yield status.update
+    # layer labels and sources come from the image: shown, never sent
+    with err_console().status(markup(text)) as status:
+        yield lambda msg: status.update(markup(msg))
 
 
 def _human(n: int) -> str:
