@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from specdoctor.bench.measure import ModelCard
-from specdoctor.experiments.common import Settings, settings_of
+from specdoctor.experiments.launch_settings import Settings, settings_of
 from specdoctor.experiments.oracle_gap import NO_DRAFT_DIR
 from specdoctor.launch.engines import Speculation
 from specdoctor.sources.vllm_startup import StartupConfig

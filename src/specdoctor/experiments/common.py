@@ -1,6 +1,6 @@
-"""What several experiments share: the server's settings read from its command, measuring a
-(re)launched server, the relaunch a launch group shares, and per-request units for paired
-comparisons."""
+"""What several experiments share: the server's settings read from its command
+(``launch_settings``), the served configs, measuring a (re)launched server, the relaunch a
+launch group shares, and per-request units for paired comparisons."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import dataclasses
 import json
 import shutil
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,63 +19,10 @@ from specdoctor.bench import measure as proto
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments import rules
 from specdoctor.experiments.base import Context
+from specdoctor.experiments.launch_settings import (  # noqa: F401 - read here too
+    MODEL_FLAGS, Settings, settings, settings_of,
+)
 from specdoctor.launch import LaunchSpec, free_port
-from specdoctor.launch.engines import Speculation
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The speculative setup a launch command describes (or, for a server that cannot be
-    restarted, what the user and the server tell: ``diagnose.served``)."""
-
-    target: Path | None
-    method: str | None
-    k: int | None
-    draft: Path | None
-    tokenizer: Path | None
-    prompt_lookup: tuple[int, int]
-    dtype: str | None
-    max_model_len: int | None
-    draft_sample_method: str
-    # the speculative config's other keys, verbatim (use_heterogeneous_vocab, ...)
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-
-# Where each engine's command names the target model (vLLM also takes it after ``serve``).
-MODEL_FLAGS = {"sglang": ("--model-path",), "llamacpp": ("-m", "--model")}
-
-
-def settings(launch: LaunchSpec) -> Settings:
-    """What the command serves, read through its engine's own adapter (an unrecognised command:
-    its model arguments only)."""
-    spec = launch.speculation if launch.engine != "unknown" else None
-    model = launch.arg(*MODEL_FLAGS.get(launch.engine, ("--model",)))
-    if model is None:  # `vllm serve MODEL`: the positional after "serve"
-        argv = list(launch.argv)
-        if "serve" in argv and argv.index("serve") + 1 < len(argv):
-            model = argv[argv.index("serve") + 1]
-    mml = launch.arg("--max-model-len")
-    return settings_of(spec, Path(model) if model else None, launch.arg("--tokenizer"),
-                       launch.arg("--dtype"), int(mml) if mml and mml.isdigit() else None)
-
-
-def settings_of(spec: Speculation | None, target: Path | None, tokenizer: str | Path | None,
-                dtype: str | None, max_model_len: int | None) -> Settings:
-    """The settings of a speculation and the target's serving arguments, however they were
-    learnt (a command, a start-up log, the user's flags)."""
-    opts = dict(spec.options) if spec is not None else {}
-    method = spec.method if spec is not None else None
-    drafter = spec.drafter if spec is not None and method not in (None, "ngram", "mtp") else None
-    return Settings(
-        target=target, method=method,
-        k=spec.k if spec is not None and spec.k else None,
-        draft=Path(drafter) if drafter else None,
-        tokenizer=Path(tokenizer) if tokenizer else None,
-        prompt_lookup=(int(opts.get("prompt_lookup_min") or 2),
-                       int(opts.get("prompt_lookup_max") or 4)),
-        dtype=dtype, max_model_len=max_model_len,
-        draft_sample_method=str(opts.get("draft_sample_method") or "greedy"),
-        options=opts)
 
 
 # Why an experiment that needs the served files cannot run, with the flags that give them (a
