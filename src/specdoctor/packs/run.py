@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -145,21 +146,26 @@ def run_command(spec_ref: str | Path, argv: Sequence[str], run_dir: Path | None 
                                     stdin=subprocess.DEVNULL, env=env)
         except OSError as exc:
             raise InputError(f"cannot start {argv[0]}: {exc}", "check the command") from exc
-        t0 = time.monotonic()
         assert proc.stdout is not None
+        # The timeout is kept by a timer, not between lines: a command that prints nothing
+        # is stopped on time too.
+        timer = threading.Timer(timeout_s, proc.kill) if timeout_s is not None else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
         try:
             for chunk in iter(proc.stdout.readline, b""):
                 log.write(chunk)
                 if echo:
                     sys.stderr.write(chunk.decode("utf-8", "replace"))
-                if timeout_s is not None and time.monotonic() - t0 > timeout_s:
-                    proc.kill()
-                    break
             rc = proc.wait()
         except KeyboardInterrupt:
             proc.kill()
             proc.wait()
             raise
+        finally:
+            if timer is not None:
+                timer.cancel()
     return finish(pack, list(argv), rc, run_dir, log_path, sink)
 
 
