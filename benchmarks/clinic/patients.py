@@ -42,6 +42,46 @@ DFLASH_FIX = "cpu-dflash-norm-fix"
 
 CATEGORIES = ("fault", "healthy", "benign", "patched")
 
+# Where a loss lives, the part of the answer key scored apart from the mechanism: the engine's
+# drafting path, its verification (rejection sampling), the drafter's served files, the
+# target, the load the server is under (batch, uptime), the workload (the requests and their
+# sampling), or nowhere (a healthy or benign case).
+PARTS = ("drafting", "verification", "drafter files", "target", "load", "workload", "none")
+
+# The examiner's map from a catalogue hypothesis (an answer's ``root_cause``) to its part: the
+# part of an answer is read through it, never given by diagnose. An answer that names no cause
+# ("not determined", or nothing wrong) has no part; for a case whose part is "none" that is
+# the right part. ``tests/benchmarks/clinic/test_parts.py`` checks that every catalogue id has
+# a part here.
+PART_OF = {
+    "compile-cache-pollution": "drafting",
+    "draft-parallel-config": "drafting",
+    "draft-attention-partial": "drafting",
+    "draft-config-mismatch": "drafter files",
+    "rope-sync": "drafting",
+    "attention-mask": "drafting",
+    "kernel-numerics": "drafting",
+    "sampling-confound": "workload",
+    "rejection-sampler": "verification",
+    "engine-drafting": "drafting",
+    "target-hidden-noise": "target",
+    "target-basis": "target",
+    "draft-quality": "drafter files",
+    "k-beyond-training": "drafting",
+    "draft-overhead": "drafter files",
+    "cudagraph-capture-size": "drafting",
+    "tokenizer-mismatch": "drafter files",
+    "uptime-drift": "load",
+    "load-dependent": "load",
+    "metric-convention": "none",
+}
+
+
+def part_of(root_cause: str | None) -> str | None:
+    """The part an answer names, read from its hypothesis (None: no cause named, or an id the
+    map does not know, which scores as no part)."""
+    return PART_OF.get(root_cause) if root_cause else None
+
 
 @dataclass(frozen=True)
 class Setup:
@@ -65,6 +105,13 @@ class Case:
     bites_here: bool = False
     upstream: str = ""       # the mechanism upstream reported
     how: str = ""            # how the lab reproduces it
+    # where the loss lives (one of PARTS), the answer key beside the mechanism (root_cause);
+    # set on the cases added from the scoreboard's part column on, scored apart
+    part: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.part is not None and self.part not in PARTS:
+            raise ValueError(f"case {self.name}: part {self.part!r} is not one of {PARTS}")
 
 
 # -- served files -----------------------------------------------------------------------------

@@ -318,6 +318,8 @@ def run_case(case: Case, budget: float) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="srv-"))
     base = {"case": case.name, "expected": case.root_cause, "category": case.category,
             "origin": case.origin}
+    if case.part is not None:
+        base["expected_part"] = case.part
     t0 = time.monotonic()
     try:
         setup = case.build(tmp)

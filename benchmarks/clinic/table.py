@@ -15,6 +15,10 @@ benchmarks/results/clinic.json, as Markdown (benchmarks/results/clinic.md).
 - A lab fault the answer key leaves out (``KEY_LEFT_OUT``: run.py serves it in the ``benign``
   category because no profile can show its effect) is listed apart too: it is not a healthy or
   benign case, so its answer is neither a false alarm nor a quiet case.
+- For the cases keyed with a ``part`` (where the loss lives: drafting, verification, drafter
+  files, target, load, workload, none; the cases added from then on), first-try part accuracy
+  and mechanism accuracy are reported apart; the part of an answer is read from its hypothesis
+  through the examiner's map (``patients.PART_OF``), and an answer naming no cause has none.
 - *The latest full run* is the run with the most rows (the last of those): every case of its
   time at one commit, scored as its rows were recorded.
 
@@ -100,6 +104,59 @@ def _mark(r: dict[str, Any] | None, expected: str | None) -> str:
 def _share(pairs: list[tuple[dict[str, Any] | None, str | None]]) -> str:
     done = [right(r, e) for r, e in pairs if right(r, e) is not None]
     return f"{sum(done)}/{len(done)}"
+
+
+def part_right(r: dict[str, Any] | None, part: str) -> bool | None:
+    """Whether a row's answer names the case's part, read from its hypothesis through the
+    examiner's map (``patients.part_of``); an answer naming no cause has no part, which is the
+    right part only for a case whose part is "none" (None: no answer)."""
+    from patients import part_of
+
+    if r is None or "right" not in r:
+        return None
+    named = part_of(r.get("root_cause"))
+    return named == part or (named is None and part == "none" and not r.get("root_cause"))
+
+
+def part_scores(cases: list[Any], first: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
+    """First-try part accuracy and mechanism accuracy, apart, over the cases that carry a part
+    (the cases keyed with one), a fault that did not bite beside its twin left out."""
+    keyed = [c for c in cases if getattr(c, "part", None) is not None]
+    tried = [(c, first.get(c.name)) for c in keyed
+             if right(first.get(c.name), c.root_cause) is not None]
+    idle = [c.name for c, r in tried if inert(r)]
+    scored = [(c, r) for c, r in tried if not inert(r)]
+    return {"keyed": len(keyed), "tried": len(scored), "idle": idle,
+            "part": sum(bool(part_right(r, c.part)) for c, r in scored),
+            "mechanism": sum(bool(right(r, c.root_cause)) for c, r in scored),
+            "rows": [(c, r) for c, r in scored]}
+
+
+def part_lines(cases: list[Any], first: dict[str, dict[str, Any] | None]) -> list[str]:
+    """The scoreboard's section on part and mechanism, scored apart on the first try."""
+    from patients import part_of
+
+    s = part_scores(cases, first)
+    if not s["keyed"]:
+        return []
+    lines = ["", "## First try, part and mechanism apart", "",
+             "Cases keyed with the part of the system where the loss lives (drafting, "
+             "verification, drafter files, target, load, workload, none) beside the mechanism "
+             "(the hypothesis). The part of an answer is read from its hypothesis through the "
+             "examiner's map (`PART_OF` in `benchmarks/clinic/patients.py`); an answer that "
+             "names no cause has no part.", "",
+             f"First try on {s['tried']} of {s['keyed']} such cases: part right "
+             f"**{s['part']}/{s['tried']}**, mechanism right **{s['mechanism']}/{s['tried']}**"
+             + (f"; not scored (did not bite beside the twin): {', '.join(s['idle'])}"
+                if s["idle"] else "") + ".", "",
+             "| case | part | mechanism | first answer | its part | part right | "
+             "mechanism right | commit |", "|---|---|---|---|---|---|---|---|"]
+    for c, r in s["rows"]:
+        lines.append(f"| {c.name} | {c.part} | {c.root_cause or 'null'} | {_answer(r)} | "
+                     f"{part_of(r.get('root_cause')) or 'no part'} | "
+                     f"{'yes' if part_right(r, c.part) else '**no**'} | "
+                     f"{'yes' if right(r, c.root_cause) else '**no**'} | {r['commit']} |")
+    return lines
 
 
 def full_run(data: dict[str, Any]) -> dict[str, Any] | None:
@@ -220,6 +277,7 @@ def render(cases: list[Any], by_case: dict[str, list[dict[str, Any]]],
             f"| {c.name} | {c.category} | {c.origin} | {c.root_cause or 'null'} | "
             f"{_answer(f)} {_mark(f, c.root_cause)} | {f['commit'] if f else '-'} | "
             f"{_answer(r)} | {_mark(r, c.root_cause)} | {sig} | {wall} | {load} | {commit} | {r['date']} |")
+    lines += part_lines(cases, first)
     lines += ["", "## The upstream cases", "",
               "| case | reproduces | upstream mechanism | how the lab reproduces it |",
               "|---|---|---|---|"]
