@@ -243,7 +243,11 @@ class DirectorySource:
             dirnames[:] = [d for d in dirnames if d != "__pycache__"]
             for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
                 rel = f"{rel_dir}/{name}" if rel_dir else name
-                entry = _FileEntry(self.root, rel, os.lstat(self.root / rel))
+                try:
+                    st = os.lstat(self.root / rel)
+                except OSError:  # gone since it was listed (a live tree: /proc, a build)
+                    continue
+                entry = _FileEntry(self.root, rel, st)
                 try:
                     yield entry
                 finally:

@@ -44,7 +44,11 @@ class SafeWriter:
         self.written: dict[str, int] = {}  # package path -> size, for limits and undo
         self.made_dirs: list[Path] = []
         if not root.exists():
-            root.mkdir(parents=True)
+            try:
+                root.mkdir(parents=True)
+            except OSError as exc:
+                raise InputError(f"cannot make the output folder {root}: {exc.strerror or exc}",
+                                 "pass -o a folder on a writable disk") from exc
             self.made_dirs.append(root)
 
     @property
