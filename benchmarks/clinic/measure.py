@@ -176,6 +176,7 @@ def _pp(m: dict[str, Any] | None) -> str:
 
 
 def markdown(data: dict[str, Any]) -> str:
+    from families import FAMILY_CASES
     from upstream import UPSTREAM_CASES
 
     rows = {r["case"]: r for r in data["rows"]}
@@ -190,7 +191,7 @@ def markdown(data: dict[str, Any]) -> str:
              "accepted/draft case - twin [95%] | accepted/output token case - twin [95%] | "
              "bites | load | run |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    for c in UPSTREAM_CASES:
+    for c in [*UPSTREAM_CASES, *FAMILY_CASES]:
         r = rows.get(c.name)
         if r is None:
             continue
@@ -235,10 +236,11 @@ def main(argv: list[str] | None = None) -> int:
         import patients
         from _provenance import git_commit, machine, utc_now
         from run import CASES
+        from families import TWINS as FAMILY_TWINS
         from upstream import TWINS
 
         patients.DRAFTER_BUDGET[0] = a.drafters
-        builders = {c.name: c.build for c in CASES} | TWINS
+        builders = {c.name: c.build for c in CASES} | TWINS | FAMILY_TWINS
         twins = {c.name: c.twin for c in CASES if c.twin}
         names = [n for n in a.cases.split(",") if n]
         unknown = [n for n in names if n not in builders]

@@ -261,6 +261,10 @@ from contract_cases import CONTRACT_CASES  # noqa: E402
 
 CASES += CONTRACT_CASES
 
+from families import FAMILY_CASES  # noqa: E402
+
+CASES += FAMILY_CASES
+
 
 def _commit() -> str:
     out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
@@ -300,9 +304,10 @@ def bites_here(case: Case) -> dict:
     tokens, greedy, one server each), and their paired difference in accepted per draft: does
     the fault change acceptance with the drafter this machine trained?"""
     from measure import compare, measure_setup
+    from families import TWINS as FAMILY_TWINS
     from upstream import TWINS
 
-    builders = {c.name: c.build for c in CASES} | TWINS
+    builders = {c.name: c.build for c in CASES} | TWINS | FAMILY_TWINS
     rows = {}
     for name in (case.twin, case.name):
         rows[name] = measure_setup(name, builders[name], Path(tempfile.mkdtemp(prefix="srv-")))

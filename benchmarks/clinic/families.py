@@ -1,0 +1,265 @@
+"""Clinic cases keyed by part and mechanism: upstream bugs and their siblings.
+
+Each case reproduces a speculative-decoding acceptance bug reported upstream (``cite``,
+``upstream``), or a sibling of one: the same mechanism on another drafter type, at another
+size, or in the other direction (the ``upstream`` field says which report it is the sibling
+of). Each carries its answer key twice: the mechanism (``root_cause``, a catalogue hypothesis
+id) and the part of the system where the loss lives (``part``, one of ``patients.PARTS``), so
+that the scoreboard can score the two apart (``table.part_scores``). All of them were committed
+with their keys before the first diagnosis of any of them.
+
+Runtime patches are packs of ``specdoctor.lab.patches`` (built blind by ``patients.pack``);
+served-file edits are the functions below. The healthy twins that are not cases of their own
+are in ``TWINS`` (``measure.py`` measures each case beside its twin).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from patients import DFLASH_FIX, Case, draft_model, lab_drafter, pack
+from upstream import SAMPLED_LOW_T, SAMPLED_T1, SAMPLER_FIX, _mtp_two_step
+
+# -- edits of served files ----------------------------------------------------------------------
+
+
+def permute_vocab_block(d: Path, lo: int = 256, hi: int = 512, seed: int = 7) -> None:
+    """A draft model re-indexed on one block of its vocabulary: the non-special tokens whose
+    ids lie in [lo, hi) are given each other's ids, in its tokenizer.json and in the rows of
+    its embedding and lm_head alike. In its own ids it is the model it was; fed the target's
+    ids, every token of the block reads as another token of the block (and its proposals of
+    them name other tokens), every token outside the block as itself."""
+    import json
+
+    import numpy as np
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tok = json.loads((d / "tokenizer.json").read_text())
+    special = {t["id"] for t in tok["added_tokens"]}
+    vocab = tok["model"]["vocab"]
+    movable = sorted(i for i in vocab.values() if i not in special and lo <= i < hi)
+    perm = dict(zip(movable, np.random.default_rng(seed).permutation(movable).tolist()))
+    tok["model"]["vocab"] = {s: perm.get(i, i) for s, i in vocab.items()}
+    (d / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False))
+    tensors = load_file(str(d / "model.safetensors"))
+    n = tensors["lm_head.weight"].shape[0]
+    new_of_old = torch.tensor([perm.get(i, i) for i in range(n)])
+    for name in ("model.embed_tokens.weight", "lm_head.weight"):
+        w = tensors[name]
+        out = torch.empty_like(w)
+        out[new_of_old] = w           # the row of old id i moves to its new id
+        tensors[name] = out
+    save_file(tensors, str(d / "model.safetensors"), metadata={"format": "pt"})
+
+
+def d2t_block_permuted(d: Path, size: int = 256, seed: int = 7) -> None:
+    """An EAGLE3 head whose vocabulary map sends its first ``size`` draft ids to each other's
+    target ids: d2t permuted on that block, t2d unchanged (the same set of target ids, so the
+    two tables still agree with each other); lm_head untouched."""
+    import numpy as np
+    import torch
+
+    from patients import edit_tensors
+
+    def edit(t: dict[str, Any]) -> None:
+        d2t = t["d2t"].to(torch.int64)
+        ids = torch.arange(len(d2t)) + d2t
+        perm = torch.from_numpy(np.random.default_rng(seed).permutation(size))
+        ids[:size] = ids[:size][perm]
+        t["d2t"] = (ids - torch.arange(len(d2t))).to(torch.int64)
+
+    edit_tensors(d, edit)
+
+
+DRAFT_VOCAB = 512  # the reduced vocabulary of the DFlash drafter given a head of its own
+
+
+def own_reduced_head(d: Path, size: int = DRAFT_VOCAB) -> None:
+    """The DFlash drafter given an lm_head of its own over a reduced vocabulary, as DFlash
+    speculators ship one: the ``size`` most frequent tokens of the lab corpus (sorted by id),
+    the head's row i the target head's row of the i-th (``m1``, the case's target), ``d2t``
+    and ``t2d`` mapping them, ``draft_vocab_size`` in its config. Served as vLLM 0.32 serves it
+    (a head that differs from the target's is kept), it drafts as the shared-head drafter does
+    within that vocabulary."""
+    import torch
+    from safetensors.torch import load_file
+
+    from patients import edit_config, edit_tensors
+    from specdoctor.lab import train
+    from specdoctor.lab.drafters import eagle3, targets
+
+    head = load_file(str(d.parent / "m1" / "model.safetensors"))["lm_head.weight"]
+    vocab = head.shape[0]
+    tokens = torch.from_numpy(train.corpus_tokens(targets.tokenizer_dir())).to(torch.long)
+    ids = eagle3.vocabulary(tokens, size, vocab)
+
+    def edit(t: dict[str, Any]) -> None:
+        t["lm_head.weight"] = head[ids].clone()
+        t["d2t"] = (ids - torch.arange(size)).to(torch.int64)
+        t2d = torch.zeros(vocab, dtype=torch.bool)
+        t2d[ids] = True
+        t["t2d"] = t2d
+
+    edit_tensors(d, edit)
+    edit_config(d, lambda c: c.__setitem__("draft_vocab_size", size))
+
+
+# -- setups ---------------------------------------------------------------------------------
+
+
+def _sampled(patch: str, mode: str) -> Any:
+    """Self-draft measured greedy and at ``mode`` with the CPU sampler defect patched and the
+    runtime patch ``patch``."""
+    def build(tmp: Path) -> Any:
+        return draft_model(tmp, sampling=["greedy", mode],
+                           env=pack(patch, tmp, pack(SAMPLER_FIX, tmp)))
+    return build
+
+
+TWINS = {"dflash-own-head": lab_drafter("dflash", edit_draft=own_reduced_head,
+                                        packs=(DFLASH_FIX,))}
+
+
+FAMILY_CASES = [
+    Case("up-eagle3-residual-normed", "engine-drafting",
+         lab_drafter("eagle3", packs=["residual-normed"]),
+         "trained EAGLE3; the head's layer norms the state it is fed before it becomes the "
+         "residual (runtime patch)",
+         origin="upstream", twin="healthy-eagle3", part="drafting",
+         cite="vllm-project/vllm PR #11672 (refs #9565, #11126)",
+         upstream="vLLM's EAGLE wrapped a full Llama decoder layer, so the EAGLE layer ran an "
+                  "input_layernorm (and a final norm) that the reference EAGLE removes: "
+                  "Llama-2-7b-chat + EAGLE at K=1 accepted 0.308 greedy with them, 0.529 with "
+                  "the norms disabled, 0.619 with the residual path restored",
+         how="patch llama_eagle3.LlamaDecoderLayer._norm_after_residual: the state the first "
+             "layer is fed is normed (hidden_norm) before it becomes the residual, as if the "
+             "config said norm_before_residual; the served config is right"),
+    Case("up-mtp-residual-normed", "engine-drafting",
+         _mtp_two_step(("mtp-residual-normed",)),
+         "MTP layer trained for its recursive step, at k=2; the layer's projected input is "
+         "normed before it enters its block, so its residual stream is normed (runtime patch)",
+         origin="upstream", twin="mtp-two-step", part="drafting",
+         cite="vllm-project/vllm PR #11672 (the EAGLE layer's extra norm), on an MTP layer; "
+              "ROCm/ATOM PR #1764 (the norm placement of the MTP recursion)",
+         upstream="sibling on another drafter type of PR #11672 (a norm the checkpoint does not "
+                  "have, run on the drafter's residual path); ROCm/ATOM PR #1764 fixed the MTP "
+                  "recursion's norm placement (61.4% -> 64.6% acceptance)",
+         how="patch mimo_mtp.MiMoMultiTokenPredictorLayer.forward: vLLM 0.32's forward with "
+             "the input projection normed by the block's input_layernorm before the block"),
+    Case("up-eagle3-prompt-unshifted", "engine-drafting",
+         lab_drafter("eagle3", packs=["prompt-unshifted"]),
+         "trained EAGLE3; on the prompt the drafter's entries keep the first token and pair "
+         "each token with the previous position's hidden state (runtime patch)",
+         origin="upstream", twin="healthy-eagle3", part="drafting",
+         cite="vllm-project/vllm issue #14647 (context in PR #14464)",
+         upstream="EAGLE / DeepSeek MTP in vLLM V0 handled the first input token incorrectly "
+                  "(25% acceptance-rate drop): the reference drops the prompt's first token, "
+                  "pairing t_{p+1} with h_p at position p; V0 kept t_0 with a zeroed hidden "
+                  "state and paired t_p with h_{p-1}, so the draft KV held a junk first entry "
+                  "and every prompt entry one position later than in training",
+         how="patch SpecDecodeBaseProposer.set_inputs_first_pass: after the original, each "
+             "prefill's slots but its sample slot get token t_p and hidden state h_{p-1} "
+             "(zeros at the first slot), positions as they were; the sample slot and decode "
+             "steps unchanged"),
+    Case("up-mtp-prompt-unshifted", "engine-drafting",
+         _mtp_two_step(("prompt-unshifted",)),
+         "MTP layer trained for its recursive step, at k=2; on the prompt the drafter's "
+         "entries keep the first token and pair each token with the previous position's "
+         "hidden state (runtime patch)",
+         origin="upstream", twin="mtp-two-step", part="drafting",
+         cite="vllm-project/vllm issue #14647 (DeepSeek MTP named in it)",
+         upstream="sibling on another drafter type: the issue names DeepSeek MTP beside EAGLE; "
+                  "the same prompt pairing (t_p with h_{p-1}, a junk first entry) on an MTP "
+                  "layer",
+         how="the prompt-unshifted patch of up-eagle3-prompt-unshifted, on the MTP layer "
+             "trained with its recursion unrolled twice"),
+    Case("up-verify-probs-as-logits", "rejection-sampler",
+         _sampled("verify-probs-logits", SAMPLED_T1),
+         "self-draft measured greedy and at T=1.0 top_p 0.95 with the CPU sampler defect "
+         "patched; the rejection sampler is handed the target's probabilities where it takes "
+         "logits (runtime patch)",
+         origin="upstream", twin="sampled-patched", part="verification",
+         cite="vllm-project/vllm-ascend PR #6685 (after vllm-project/vllm PR #32852)",
+         upstream="vLLM PR #32852 moved the softmax into rejection_sample, which then took "
+                  "logits; vllm-ascend kept passing probabilities, so drafts were judged on "
+                  "softmax(softmax(logits)), a near-uniform distribution: tokens accepted or "
+                  "rejected unreasonably at temperature > 0, greedy unchanged",
+         how="patch rejection_sampler.apply_sampling_constraints to return the softmax of its "
+             "output for a batch that is not all greedy, which rejection_sample softmaxes "
+             "again"),
+    Case("up-verify-temperature-twice", "rejection-sampler",
+         _sampled("verify-temp-twice", SAMPLED_LOW_T),
+         "self-draft measured greedy and at T=0.5 top_p 0.95 with the CPU sampler defect "
+         "patched; the rejection sampler divides the target's logits by the temperature twice "
+         "(runtime patch)",
+         origin="upstream", twin="sampled-fixed-t05", part="verification",
+         cite="vllm-project/vllm-ascend PR #6685 (the target distribution processed twice); "
+              "the other direction of vllm-project/vllm PR #10198",
+         upstream="sibling in the other direction of PR #10198 (drafts judged on the target's "
+                  "distribution with no temperature) and of the same family as vllm-ascend "
+                  "PR #6685 (a processing step of the target's distribution done twice): "
+                  "judged at T^2, at T < 1 a sharper distribution than asked, so argmax drafts "
+                  "are accepted more often than a correct verifier accepts them",
+         how="patch rejection_sampler.apply_sampling_constraints: the logits divided by the "
+             "request's temperature, then the original (which divides again, then applies "
+             "top-p)"),
+    Case("up-standalone-vocab-block-permuted", "tokenizer-mismatch",
+         lambda tmp: draft_model(tmp, permute_vocab_block),
+         "draft model whose tokenizer.json and embedding/lm_head rows are permuted alike on one "
+         "block of 256 ids (served files)",
+         origin="upstream", twin="healthy-self", part="drafter files",
+         cite="sgl-project/sglang issue #24051, PR #23838",
+         upstream="SGLang's STANDALONE (draft model) speculative decoding passed token ids "
+                  "between draft and target without checking that the two tokenizers map the "
+                  "same id to the same string; a mismatched pair was served silently, every "
+                  "draft id naming another token",
+         how="the self-draft's copy re-indexed on the non-special ids 256 to 511 (a seeded "
+             "permutation, the same in its tokenizer.json and its embedding and lm_head rows): "
+             "same vocabulary size, a perfect model in its own ids; vLLM 0.32 compares only "
+             "the vocabulary sizes"),
+    Case("up-eagle3-d2t-block-permuted", "tokenizer-mismatch",
+         lab_drafter("eagle3", edit_draft=d2t_block_permuted),
+         "trained EAGLE3 whose d2t is permuted on its first 256 draft ids (served files)",
+         origin="upstream", twin="healthy-eagle3", part="drafter files",
+         cite="sgl-project/sglang issue #24051 (a draft whose ids name other tokens), on an "
+              "EAGLE3 vocabulary map",
+         upstream="sibling on another drafter type of SGLang issue #24051: the map from the "
+                  "drafter's ids to the target's is permuted on a block, so every proposal of "
+                  "the block names another token of it",
+         how="d2t permuted (seeded) over draft ids 0 to 255; t2d unchanged (the same set of "
+             "target ids, so the two tables agree with each other); lm_head untouched"),
+    Case("up-dflash-own-head-overwritten", "engine-drafting",
+         lab_drafter("dflash", edit_draft=own_reduced_head,
+                     packs=(DFLASH_FIX, "head-overwritten")),
+         "trained DFlash given a reduced-vocabulary lm_head of its own with a d2t map, served "
+         "with the engine's DFlash k_norm defect fixed; the engine overwrites that head with "
+         "the target's rows (served files and runtime patch)",
+         origin="upstream", twin="dflash-own-head", part="drafting",
+         cite="vllm-project/vllm-ascend issue #11374 (regression of PR #9795, undone by "
+              "PR #9946)",
+         upstream="vllm-ascend's _maybe_share_lm_head replaced a DFlash drafter's own lm_head "
+                  "(a reduced draft vocabulary with a d2t map) with the target's whenever the "
+                  "method was eagle or dflash: the draft scored its slots with other rows and "
+                  "the d2t scatter gave them other ids; acceptance 25% -> 1.7% (Qwen3-8B, k=7)",
+         how="the drafter given its own head over the 512 most frequent corpus tokens (the "
+             "target head's rows of those tokens, d2t/t2d, draft_vocab_size 512: served as "
+             "vLLM 0.32 serves it, the head is kept); patch "
+             "SpecDecodeBaseProposer._maybe_share_lm_head to write the target head's first "
+             "512 rows over it"),
+    Case("up-eagle3-aux-partial-sum", "engine-drafting",
+         lab_drafter("eagle3", packs=["aux-partial"]),
+         "trained EAGLE3; the target's auxiliary hidden states are captured with half of the "
+         "tapped layer's last output (runtime patch)",
+         origin="upstream", twin="healthy-eagle3", part="drafting",
+         cite="sgl-project/sglang PR #28343; NVIDIA/TensorRT-LLM PR #6199",
+         upstream="with all-reduce fusion the MLP all-reduce was deferred into the next "
+                  "layer's fused all-reduce + RMSNorm kernel, and the EAGLE3 aux capture read "
+                  "hidden_states + residual before it ran: each rank captured a partial sum of "
+                  "the layer's MLP output, silently degrading draft quality (TP > 1); the "
+                  "target's own output stayed right",
+         how="patch EagleModelMixin._maybe_add_hidden_state to capture residual + 0.5 x the "
+             "layer output (one rank's share at tensor parallel 2, on one CPU rank); the "
+             "target's forward untouched"),
+]
