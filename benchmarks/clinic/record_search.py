@@ -28,9 +28,10 @@ def record(name: str) -> dict:
     from specdoctor.bench.prompts import take
     from specdoctor.experiments import counterfactual as cf
     from specdoctor.experiments.base import Context
-    from specdoctor.experiments.common import read_config, settings
+    from specdoctor.experiments.common import settings
     from specdoctor.launch.spec import parse_command
     from specdoctor.oracle.heads.search import aux_search
+    from specdoctor.served_files import read_config
 
     (case,) = [c for c in clinic.CASES if c.name == name]
     tmp = Path(tempfile.mkdtemp(prefix="srv-"))

@@ -9,3 +9,6 @@ from __future__ import annotations
 
 SPECULATIVE_METHODS = ("draft_model", "ngram", "ngram_gpu", "suffix", "eagle", "eagle3", "mtp",
                        "dflash", "dspark", "medusa", "mlp_speculator")
+# Methods that draft by looking the continuation up in the prompt (vLLM's prompt-lookup family):
+# no draft model, no draft attention, and drafts that vary in length from step to step.
+LOOKUP_METHODS = ("ngram", "ngram_gpu", "suffix")

@@ -16,7 +16,6 @@ import pytest
 
 from specdoctor.experiments import rules
 from specdoctor.experiments.base import Verdict
-from specdoctor.experiments.config_audit.models import rope_view
 from specdoctor.experiments.counterfactual import (
     _ABSENT,
     Lead,
@@ -25,6 +24,7 @@ from specdoctor.experiments.counterfactual import (
     patched_copy,
     search,
 )
+from specdoctor.served_files import rope_view
 
 # The lab target's config.json (transformers 5 spelling), as trained for the ci budget.
 TARGET = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 128,

@@ -18,6 +18,7 @@ from specdoctor.methods import SPECULATIVE_METHODS
 from specdoctor.experiments.config_audit import lints as lintmod
 from specdoctor.experiments.config_audit import models as modelmod
 from specdoctor.report.console import err_console
+from specdoctor.served_files import read_config
 from specdoctor.textfile import read_text
 
 _DIR = click.Path(exists=True, file_okay=False, path_type=Path)
@@ -114,7 +115,7 @@ def launch(k: int, method: str, cudagraph_sizes: tuple[int, ...], max_cudagraph:
     """
     sizes = list(cudagraph_sizes) or None
     if block_size is None and draft_dir is not None:
-        block_size = modelmod.read_config(draft_dir).get("block_size")
+        block_size = read_config(draft_dir).get("block_size")
     found = lintmod.lint_cudagraph(k, sizes, max_cudagraph, max_num_seqs)
     found += lintmod.lint_block_size(k, block_size, method)
     if log_path is not None:

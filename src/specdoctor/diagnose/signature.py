@@ -68,13 +68,12 @@ from specdoctor.experiments.rules import (
     repeat_fell,
     trained_drafter,
 )
+from specdoctor.methods import LOOKUP_METHODS
 from specdoctor.oracle.compare import WEAK_DRAFTER_POS0
 
 CLASSES = ("healthy", "uniform-low", "cliff", "steep-decay", "zero", "crash", "sampling-bound",
            "load-dependent", "drifting", "slower-than-spec-off", "undetermined", "unreferenced",
            "no-data")
-# Methods whose drafts vary in length step to step (vLLM's prompt-lookup family).
-VARIABLE_LENGTH_METHODS = frozenset({"ngram", "ngram_gpu", "suffix"})
 
 # A conditional rate below this, after a position accepted at least CLIFF_MIN_BEFORE, is a
 # cliff (Case A: 0.25 at pos1, then ~0 at pos2).
@@ -135,7 +134,7 @@ class Facts:
 
     @property
     def variable_length(self) -> bool:
-        return self.method in VARIABLE_LENGTH_METHODS
+        return self.method in LOOKUP_METHODS
 
     @property
     def trained(self) -> bool:

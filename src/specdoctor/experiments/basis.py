@@ -36,6 +36,7 @@ import numpy as np
 
 from specdoctor.experiments import common
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.served_files import read_config
 
 HID = "target-basis"
 # Methods whose drafter reads the target's hidden states (vLLM's names).
@@ -277,7 +278,7 @@ class HiddenBasis:
         if not _has(ctx.draft_dir, "fc.weight"):
             return Finding(HID, Verdict.INCONCLUSIVE, f"{lead}; the head has no fc.weight to "
                            f"rotate back"), {}
-        cfg = common.read_config(ctx.draft_dir)
+        cfg = read_config(ctx.draft_dir)
         eagle = cfg.get("eagle_config") or {}
         if cfg.get("fc_norm") or eagle.get("norm_before_fc", cfg.get("norm_before_fc")):
             return Finding(HID, Verdict.INCONCLUSIVE,

@@ -5,7 +5,6 @@ launch group shares, and per-request units for paired comparisons."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from specdoctor.experiments.launch_settings import (  # noqa: F401 - read here t
     MODEL_FLAGS, Settings, settings, settings_of,
 )
 from specdoctor.launch import LaunchSpec, free_port
+from specdoctor.served_files import read_config
 
 
 # Why an experiment that needs the served files cannot run, with the flags that give them (a
@@ -59,8 +59,21 @@ def fresh_prompts(ctx: Context) -> tuple[str, ...]:
     return tuple(out)
 
 
-def read_config(model_dir: Path) -> dict[str, Any]:
-    return json.loads((model_dir / "config.json").read_text())
+def configs(ctx: Context) -> tuple[dict[str, Any], dict[str, Any], Path | None]:
+    """The drafter's and the target's config.json ({} where unknown or unreadable) and the
+    drafter's directory; an MTP drafter lives in the target's own checkpoint."""
+    def read(d: Path | None) -> dict[str, Any]:
+        if d is None:
+            return {}
+        try:
+            return read_config(d)
+        except SpecdoctorError:
+            return {}
+
+    target = read(ctx.target_dir)
+    draft_dir = ctx.draft_dir if ctx.draft_dir is not None else (
+        ctx.target_dir if ctx.method == "mtp" else None)
+    return read(draft_dir) if draft_dir != ctx.target_dir else target, target, draft_dir
 
 
 def params(ctx: Context, temperature: float = 0.0, top_p: float = 1.0,

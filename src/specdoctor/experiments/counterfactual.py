@@ -55,6 +55,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments import common
 from specdoctor.experiments import rules
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
@@ -64,6 +65,7 @@ from specdoctor.experiments.contract import contract as contract_mod
 from specdoctor.experiments.oracle_gap import (
     expected_profile, oracle_unavailable, run_oracle, served_oracle,
 )
+from specdoctor.served_files import read_config, tensor_shapes
 
 _ABSENT = cmp.ABSENT
 HYPOTHESES = ("draft-config-mismatch", "attention-mask")
@@ -209,11 +211,11 @@ def review_for(ctx: Context) -> Review:
     if own is None or ctx.target_dir is None:
         return Review([], error="the drafter's and the target's directories are unknown")
     try:
-        d, t = common.read_config(own), common.read_config(ctx.target_dir)
+        d, t = read_config(own), read_config(ctx.target_dir)
         contract = contract_mod.build(method, d, t)
         x = _inputs(ctx, method, own, d, t)
         review = cmp.review(contract, x)
-    except (OSError, ValueError, SyntaxError) as exc:
+    except (SpecdoctorError, OSError, ValueError, SyntaxError) as exc:
         return Review([], error=f"the contract could not be read: {type(exc).__name__}: {exc}")
     own_leads = [x for x in (lead_of(s, contract) for s in review.suspects) if x is not None]
     others = [replace(x, oracle_reads=contract.oracle_reads(x.field))
@@ -223,7 +225,6 @@ def review_for(ctx: Context) -> Review:
 
 def _inputs(ctx: Context, method: str, own: Path, d: dict[str, Any], t: dict[str, Any]
             ) -> cmp.Inputs:
-    from specdoctor.experiments.config_audit.models import tensor_shapes
     from specdoctor.experiments.contract import tokens
 
     tok_dir = ctx.tokenizer_dir or ctx.target_dir
@@ -422,7 +423,7 @@ def layer_search(ctx: Context, lead: Lead, trial: Callable[[Lead, int], Trial], 
 
     assert ctx.draft_dir is not None and ctx.target_dir is not None
     method = ctx.method or "eagle3"
-    d, t = common.read_config(ctx.draft_dir), common.read_config(ctx.target_dir)
+    d, t = read_config(ctx.draft_dir), read_config(ctx.target_dir)
     layers = int((t.get("text_config") or t).get("num_hidden_layers") or 0)
     options = [lead, *[lead.trying(c) for c in lead.alternatives]]
     sets = [tapped(method, d, layers, x) for x in options]

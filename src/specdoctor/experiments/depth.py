@@ -15,6 +15,7 @@ from statistics import mean
 from specdoctor.acceptance.compare import conditional_from_unconditional
 from specdoctor.experiments import common
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.served_files import read_config
 
 DEPTH_SHARE = 0.9
 HID = "k-beyond-training"
@@ -66,8 +67,8 @@ class TrainedDepth:
         return None
 
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
-        draft = common.read_config(ctx.draft_dir) if ctx.draft_dir else None
-        target = common.read_config(ctx.target_dir) if ctx.target_dir else None
+        draft = read_config(ctx.draft_dir) if ctx.draft_dir else None
+        target = read_config(ctx.target_dir) if ctx.target_dir else None
         bound = trained_depth(ctx.method, draft, target)
         if bound is None:
             return ExperimentResult(self.id, [Finding(

@@ -373,9 +373,9 @@ def load_replay_models(config: Any) -> tuple[Any, Any]:
     from specdoctor.oracle import runner
     from specdoctor.oracle.models import (
         CachedLM, VocabMap, check_fits, check_vocab, load_model, param_count, pick_device,
-        read_config,
     )
     from specdoctor.oracle.simulate import ModelDrafter, NgramDrafter
+    from specdoctor.served_files import read_config
 
     runner.validate(config)
     device = pick_device(config.device)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import struct
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ import numpy as np
 
 from specdoctor.errors import InputError
 from specdoctor.textfile import MAX_CONFIG, read_limited
+from specdoctor.served_files import read_config, safetensors_header
 
 log = logging.getLogger(__name__)
 
@@ -37,18 +37,6 @@ MEMORY_FIXED_BYTES = 512 * 2**20
 
 
 # -- checks before loading ---------------------------------------------------------------------
-
-def read_config(model_dir: Path) -> dict[str, Any]:
-    path = model_dir / "config.json"
-    try:
-        return dict(json.loads(path.read_text()))
-    except FileNotFoundError:
-        raise InputError(f"{model_dir} has no config.json",
-                         "pass a Hugging Face model directory (config.json, weights, tokenizer)"
-                         ) from None
-    except ValueError as exc:
-        raise InputError(f"{path} is not valid JSON: {exc}", "check the model directory") from exc
-
 
 def param_count(model_dir: Path) -> int:
     """Number of parameters, from the safetensors headers (no tensor is read)."""
@@ -62,40 +50,6 @@ def param_count(model_dir: Path) -> int:
             if name != "__metadata__":
                 total += int(np.prod(meta["shape"], dtype=np.int64))
     return total
-
-
-# The safetensors format caps its JSON header at 100 MB.
-MAX_HEADER_BYTES = 100_000_000
-
-
-def safetensors_header(path: Path) -> dict[str, Any]:
-    """A safetensors file's header (tensor names, dtypes, shapes), checked before it is read:
-    a length past the file or the format's cap, or a header that is no tensor table, is
-    refused naming the file."""
-    bad = InputError(f"{path} is not a safetensors file", "re-save the weights with "
-                     "save_pretrained(..., safe_serialization=True)")
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
-            head = fh.read(8)
-            if len(head) < 8:
-                raise bad
-            (n,) = struct.unpack("<Q", head)
-            if n > min(size - 8, MAX_HEADER_BYTES):
-                raise InputError(f"{path}: its header claims {n:,} bytes in a file of {size:,}",
-                                 bad.fix)
-            header = json.loads(fh.read(n))
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}", "check the model directory") from exc
-    except ValueError as exc:  # not UTF-8, not JSON
-        raise bad from exc
-    ok = isinstance(header, dict) and all(
-        k == "__metadata__" or (isinstance(v, dict) and isinstance(v.get("shape"), list)
-                                and all(isinstance(d, int) and d >= 0 for d in v["shape"]))
-        for k, v in header.items())
-    if not ok:
-        raise bad
-    return header
 
 
 def available_bytes(device: str) -> int:

@@ -33,11 +33,12 @@ from specdoctor.textfile import MAX_CONFIG, read_limited
 from specdoctor.oracle import stats
 from specdoctor.oracle.models import (
     CachedLM, VocabMap, check_fits, check_vocab, load_model, load_tokenizer, param_count,
-    pick_device, read_config,
+    pick_device,
 )
 from specdoctor.oracle.simulate import (
     DRAFT_MODES, ModelDrafter, NgramDrafter, RequestTrace, Sampling, run_request,
 )
+from specdoctor.served_files import read_config
 
 log = logging.getLogger(__name__)
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from specdoctor.acceptance.profile import AcceptanceProfile
+from specdoctor.methods import LOOKUP_METHODS
 from specdoctor.sources.recovery import recover_counts, recovery_notes
 from specdoctor.sources.base import (
     LogReading, ReadOptions, SkippedLines, Window, WindowSink, huge_number, printable,
@@ -59,7 +60,6 @@ MARKERS = (V1_MARKER, V0_MARKER)
 CONFIG_NEEDLE = "speculative_config"
 
 DrafterKind = Literal["fixed", "variable", "auto"]
-VARIABLE_LENGTH_METHODS = frozenset({"ngram", "ngram_gpu", "suffix"})
 
 _NUM = r"(nan|inf|-?\d+(?:\.\d+)?)"
 # One per-position rate, and a list of them: vLLM writes ", " between rates, and logs copied
@@ -252,7 +252,7 @@ class VllmLogParser:
         self.method = method
         self.methods.append((lineno, method))
         if self.drafter == "auto":
-            self.fixed = method not in VARIABLE_LENGTH_METHODS
+            self.fixed = method not in LOOKUP_METHODS
 
     def feed(self, source: str, lineno: int, line: str) -> list[Window]:
         while self._configs and self._configs[0][0] <= lineno:

@@ -11,6 +11,7 @@ import pytest
 from specdoctor.errors import InputError
 from specdoctor.experiments.config_audit import models as m
 from specdoctor.lab import drafters, faults
+from specdoctor.served_files import read_config
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def test_healthy_dflash_drafter_fits(dflash_pair):
     a = m.audit_models(dflash_pair.target, dflash_pair.draft, "dflash")
     assert a.worst() == "ok", a.to_json()
     aux = next(f for f in a.findings if f.check == "aux layer ids")
-    cfg = m.read_config(dflash_pair.draft)
+    cfg = read_config(dflash_pair.draft)
     assert aux.draft == [i + 1 for i in cfg["dflash_config"]["target_layer_ids"]]
 
 
@@ -92,13 +93,3 @@ def test_missing_config_names_the_fix(tmp_path, dflash_pair):
         m.audit_models(dflash_pair.target, tmp_path, "dflash")
     with pytest.raises(InputError, match="unknown method"):
         m.audit_models(dflash_pair.target, dflash_pair.draft, "medusa2")
-
-
-def test_dflash_causality_follows_vllms_precedence():
-    assert m.dflash_causal({"num_hidden_layers": 2}) == [False, False]
-    assert m.dflash_causal({"num_hidden_layers": 2,
-                            "layer_types": ["sliding_attention", "full_attention"]}) == [True, False]
-    assert m.dflash_causal({"num_hidden_layers": 2, "dflash_config": {"causal": True},
-                            "layer_types": ["full_attention"] * 2}) == [True, True]
-    assert m.dflash_causal({"num_hidden_layers": 1, "is_causal": False,
-                            "dflash_config": {"causal": True}}) == [False]

@@ -16,6 +16,7 @@ from specdoctor.experiments.probes import compare, view
 from specdoctor.experiments.probes import experiment as probes
 from specdoctor.launch import LaunchSpec
 from specdoctor.packs.run import collect
+from specdoctor.served_files import stated_masks
 
 FIX = Path(__file__).parent / "fixtures"
 
@@ -97,7 +98,7 @@ def test_rope_built_as_stated_stays_open_built_otherwise_confirms_defaulted_is_a
 
 def test_a_mask_served_otherwise_than_the_files_state_is_a_lead():
     v, draft = _view(), _cfg("dflash_window_draft.json")
-    assert compare.stated_masks(draft, "dflash", 2) == [(4, False), (4, False)]
+    assert stated_masks(draft, "dflash", 2) == [(4, False), (4, False)]
     assert compare.mask_finding(v, draft, "dflash") is None      # served as the files state
     full = {**draft, "dflash_config": {**draft["dflash_config"], "use_swa": False}}
     f = compare.mask_finding(v, full, "dflash")

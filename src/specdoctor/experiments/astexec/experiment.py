@@ -34,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from specdoctor.errors import SpecdoctorError
+from specdoctor.experiments import common
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Lead, Verdict
+from specdoctor.served_files import fc_reads, rope_view
 
 MASK = "attention-mask"
 CONFIG = "draft-config-mismatch"
@@ -161,7 +163,6 @@ def _mask_text(window: int | None, causal: bool) -> str:
 def decide(v: CodeView, cfg: dict[str, Any], target: dict[str, Any], fc_states: int | None,
            hypotheses: tuple[str, ...]) -> tuple[list[Finding], list[Lead]]:
     """The findings of the engine's own reading of the config (pure)."""
-    from specdoctor.experiments.config_audit.models import rope_view
     from specdoctor.experiments.masks.experiment import departure_leads
 
     found: list[Finding] = []
@@ -256,11 +257,9 @@ class Experiment:
         return None
 
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
-        from specdoctor.experiments.probes.experiment import configs
-
         t0 = time.perf_counter()
         assert ctx.draft_dir is not None and ctx.method is not None
-        cfg, target, _ = configs(ctx)
+        cfg, target, _ = common.configs(ctx)
         v = code_view(ctx.method, ctx.draft_dir / "config.json", cfg,
                       target.get("num_hidden_layers"))
         ctx.code_view = v
@@ -274,15 +273,3 @@ class Experiment:
                                                  "leads": [x.to_json() for x in leads]},
                                 commands=cmds, wall_s=time.perf_counter() - t0)
 
-
-def fc_reads(draft_dir: Path, target: dict[str, Any]) -> int | None:
-    """How many target hidden states the drafter's ``fc`` reads (its input width over the
-    target's hidden size), from the safetensors header; None when it has no fc."""
-    from specdoctor.experiments.config_audit.models import tensor_shapes
-
-    shapes = tensor_shapes(draft_dir)
-    fc = shapes.get("fc.weight") or shapes.get("model.fc.weight")
-    hidden = target.get("hidden_size")
-    if not fc or len(fc) != 2 or not isinstance(hidden, int) or fc[1] % hidden:
-        return None
-    return fc[1] // hidden

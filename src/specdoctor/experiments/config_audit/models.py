@@ -1,6 +1,7 @@
 """Does a drafter fit its target? Two model directories compared by what the method needs.
 
-Pure file reading (``config.json``, tokenizer files, the safetensors header): no vLLM, no torch.
+Pure file reading (``config.json``, tokenizer files, the safetensors header: ``served_files``):
+no vLLM, no torch.
 
 - Every drafter: the tokenizer (vocabulary and special tokens) must agree with the target's, or a
   draft→target vocabulary map must exist (EAGLE3's ``d2t``); a drafter without its own tokenizer
@@ -20,23 +21,19 @@ Each ``ConfigCheck`` (one compared setting, not a diagnosis ``Finding``) carries
 from __future__ import annotations
 
 import json
-import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from specdoctor.errors import InputError
+from specdoctor.served_files import (
+    aux_layer_ids, dflash_causal, read_config, rope_view, tensor_shapes, window_of,
+)
 
 HIDDEN_FED = ("eagle", "eagle3", "mtp", "dflash")
 METHODS = ("draft_model", *HIDDEN_FED)
 DEFAULT_METHOD = "draft_model"
 LEVELS = ("ok", "info", "suspect", "problem")
-# Where configs spell the rotary embedding; later containers win, as in transformers' loading.
-ROPE_CONTAINERS = ("rope_scaling", "rope_parameters")
-ROPE_TOP_LEVEL = ("rope_theta", "partial_rotary_factor")
-# Rope settings that mean "no change" (absent and these values compare equal).
-ROPE_NEUTRAL = {"rope_type": "default", "partial_rotary_factor": 1.0}
-_UNSET = object()
 
 
 @dataclass(frozen=True)
@@ -69,97 +66,6 @@ class ModelAudit:
     def to_json(self) -> dict[str, Any]:
         return {"method": self.method, "target": self.target_dir, "draft": self.draft_dir,
                 "worst": self.worst(), "findings": [f.to_json() for f in self.findings]}
-
-
-def read_config(d: Path) -> dict[str, Any]:
-    p = d / "config.json"
-    try:
-        cfg = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"no config.json in {d}", "pass a model directory (the one you "
-                         "give vLLM's --model or the speculative config's model)") from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read {p}: {exc}", "check the file is the model's JSON config") from exc
-    if not isinstance(cfg, dict):
-        raise InputError(f"{p} is not a JSON object", "check the model directory")
-    return cfg
-
-
-def tensor_shapes(d: Path) -> dict[str, list[int]]:
-    """Tensor name → shape from every ``*.safetensors`` header (no tensor data is read)."""
-    out: dict[str, list[int]] = {}
-    for f in sorted(d.glob("*.safetensors")):
-        try:
-            with open(f, "rb") as fh:
-                (n,) = struct.unpack("<Q", fh.read(8))
-                if n > 100_000_000:
-                    continue
-                header = json.loads(fh.read(n))
-        except (OSError, ValueError, struct.error):
-            continue
-        for k, v in header.items():
-            if isinstance(v, dict) and "shape" in v:
-                out[k] = list(v["shape"])
-    return out
-
-
-def rope_view(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The rotary embedding's effective settings, whatever the spelling (``rope_parameters``,
-    ``rope_scaling``, top-level ``rope_theta``/``partial_rotary_factor``), neutral values left
-    out, so two configs that rotate alike compare equal (pure). The one reading of a config's
-    rope for comparing two configs (the audit, the counterfactuals); the oracle computes
-    frequencies from the config itself (``oracle.heads.ops.rope_from_config``, transformers'
-    own initialisers), which is another job."""
-    view: dict[str, Any] = {}
-    for c in ROPE_CONTAINERS:
-        if isinstance(cfg.get(c), dict):
-            view.update(cfg[c])
-    for k in ROPE_TOP_LEVEL:
-        if k in cfg and cfg[k] is not None:
-            view.setdefault(k, cfg[k])
-    if "type" in view:
-        view.setdefault("rope_type", view["type"])
-        del view["type"]
-    return {k: v for k, v in view.items() if ROPE_NEUTRAL.get(k, _UNSET) != v}
-
-
-def window_of(cfg: dict[str, Any]) -> dict[str, Any]:
-    """Every setting that can give a layer a sliding window."""
-    dc = cfg.get("dflash_config") or {}
-    w = {"sliding_window": cfg.get("sliding_window") if cfg.get("use_sliding_window", True)
-         else None,
-         "swa": dc.get("swa_window_size") if dc.get("use_swa") else None,
-         "sliding_layers": sum(1 for t in cfg.get("layer_types") or []
-                               if t == "sliding_attention")}
-    return {k: v for k, v in w.items() if v}
-
-
-def dflash_causal(cfg: dict[str, Any]) -> list[bool]:
-    """Per layer, the causality vLLM 0.32 resolves (qwen3_dflash._dflash_layer_causal): top-level
-    ``is_causal``, else ``dflash_config.causal``, else sliding layers causal, else non-causal."""
-    n = int(cfg.get("num_hidden_layers") or 0)
-    dc = cfg.get("dflash_config") or {}
-    types = cfg.get("layer_types") or []
-    out = []
-    for i in range(n):
-        if cfg.get("is_causal") is not None:
-            out.append(bool(cfg["is_causal"]))
-        elif dc.get("causal") is not None:
-            out.append(bool(dc["causal"]))
-        else:
-            out.append(i < len(types) and types[i] == "sliding_attention")
-    return out
-
-
-def aux_layer_ids(method: str, cfg: dict[str, Any]) -> list[int] | None:
-    """Target layers the drafter reads, in vLLM's convention (0 = embeddings, i = output of
-    layer i-1): EAGLE3's ids as written; DFlash's ``target_layer_ids`` plus one."""
-    if method == "dflash":
-        ids = (cfg.get("dflash_config") or {}).get("target_layer_ids")
-        return [int(i) + 1 for i in ids] if ids is not None else None
-    ids = cfg.get("eagle_aux_hidden_state_layer_ids") or (
-        cfg.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
-    return [int(i) for i in ids] if ids else None
 
 
 def _tokenizer(d: Path) -> tuple[dict[str, int] | None, dict[str, Any]]:

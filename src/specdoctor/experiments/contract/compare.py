@@ -34,10 +34,10 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from specdoctor.experiments.config_audit.models import ROPE_CONTAINERS, ROPE_TOP_LEVEL, rope_view
 from specdoctor.experiments.contract import tokens
 from specdoctor.experiments.contract.contract import LAYER_IDS, Contract
 from specdoctor.experiments.contract.reads import Cfg, Lit
+from specdoctor.served_files import ROPE_CONTAINERS, ROPE_TOP_LEVEL, rope_view
 
 ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "(absent)"})()
 TOKEN_ID = re.compile(r"(^|_)token(_id)?$")

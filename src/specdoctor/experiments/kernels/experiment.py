@@ -29,7 +29,8 @@ from typing import Any
 
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
 from specdoctor.experiments.kernels.cases import DTYPES, TOLERANCES, Case
-from specdoctor.experiments.masks.served import LOOKUP_METHODS, Served, ServedLayer, served
+from specdoctor.experiments.masks.served import Served, ServedLayer, served
+from specdoctor.methods import LOOKUP_METHODS
 
 HID = "kernel-numerics"
 ADAPTER_OF = {"cpu": "vllm-cpu", "fa2": "flash-attn", "flex": "flex"}

@@ -28,11 +28,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from specdoctor.experiments import common
 from specdoctor.experiments.base import Context, ExperimentResult, Finding, Lead, Verdict
 from specdoctor.experiments.masks.backends import Resolved, resolve
 from specdoctor.experiments.masks.cite import CodeRoot
 from specdoctor.experiments.masks.model import Convention, MaskSpec
-from specdoctor.experiments.masks.served import LOOKUP_METHODS, Served, served
+from specdoctor.experiments.masks.served import Served, served
+from specdoctor.methods import LOOKUP_METHODS
+from specdoctor.served_files import stated_masks
 
 HID = "attention-mask"
 # The convention a sliding window is trained with (transformers' masking_utils: a key is
@@ -131,8 +134,6 @@ def decide(s: Served, cfg: dict[str, Any], k: int | None, max_len: int | None,
            ) -> tuple[Finding, list[Lead], dict[str, Any]]:
     """The attention-mask finding of the served masks (pure but for reading the engine's code,
     and the op check when ``run_op``)."""
-    from specdoctor.experiments.probes.compare import stated_masks
-
     code = code or CodeRoot(None)
     n = (k or 1) + 1
     stated = stated_masks(cfg, s.method, len(s.draft)) if cfg else [(x.window, x.causal)
@@ -202,8 +203,6 @@ class Experiment:
         return None
 
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
-        from specdoctor.experiments.probes.experiment import configs
-
         t0 = time.perf_counter()
         if ctx.method in LOOKUP_METHODS:
             return ExperimentResult(self.id, [Finding(HID, Verdict.EXCLUDED, f"{ctx.method} "
@@ -212,7 +211,7 @@ class Experiment:
         if s is None:
             return ExperimentResult(self.id, [Finding(HID, Verdict.INCONCLUSIVE,
                                     "the drafter's config could not be read")])
-        cfg = configs(ctx)[0]
+        cfg = common.configs(ctx)[0]
         max_len = ctx.settings.max_model_len if ctx.settings is not None else None
         f, leads, nums = decide(s, cfg, ctx.k, max_len)
         ctx.leads.extend(leads)

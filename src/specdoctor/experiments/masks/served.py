@@ -4,7 +4,7 @@ backend that runs it, and where each fact came from.
 Sources, best first: the live engine (``ctx.engine_view``, the startup probes: what the engine
 built, the backend each layer really got); the engine's own configuration functions run on the
 served config (``ctx.code_view``, the astexec experiment); the drafter's config read plainly
-(``probes.compare.stated_masks``). The backend, where the engine does not say it, comes from
+(``served_files.stated_masks``). The backend, where the engine does not say it, comes from
 the server log ("Using FLASH_ATTN backend.") or, on a machine whose vLLM is the CPU build, is
 vLLM's CPU attention. The target's layers come with it (the kernel check runs both).
 """
@@ -16,10 +16,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from specdoctor.experiments import common
 from specdoctor.experiments.base import Context
 from specdoctor.experiments.probes.view import BACKEND_MASKS
+from specdoctor.methods import LOOKUP_METHODS
+from specdoctor.served_files import stated_masks
+
 _USING = re.compile(r"Using (\w+) backend\b")
-LOOKUP_METHODS = ("ngram", "ngram_gpu", "suffix")
 
 
 @dataclass(frozen=True)
@@ -98,16 +101,13 @@ def _draft_layer_count(method: str | None, cfg: dict[str, Any]) -> int:
 def served(ctx: Context) -> Served | None:
     """The draft's (and the target's) attention as served; None for prompt lookup (no draft
     attention) or when no config is readable."""
-    from specdoctor.experiments.probes.compare import stated_masks
-    from specdoctor.experiments.probes.experiment import configs
-
     method = ctx.method
     if method in LOOKUP_METHODS:
         return None
     v = ctx.engine_view
     if v is not None and v.draft is not None:
         return _from_view(v, method)
-    draft_cfg, target_cfg, _ = configs(ctx)
+    draft_cfg, target_cfg, _ = common.configs(ctx)
     if not draft_cfg:
         return None
     backend = backend_from_logs(ctx.server_logs)

@@ -20,46 +20,22 @@ from __future__ import annotations
 from typing import Any
 
 from specdoctor.experiments.base import Finding, Lead, Verdict
-from specdoctor.experiments.config_audit.models import (
-    HIDDEN_FED, aux_layer_ids, dflash_causal, rope_view,
-)
+from specdoctor.experiments.config_audit.models import HIDDEN_FED
 from specdoctor.experiments.probes.view import (
     CONTEXT_PARALLEL, INTERLEAVE, BuiltModel, EngineView, Layer,
 )
+from specdoctor.methods import LOOKUP_METHODS
+from specdoctor.served_files import aux_layer_ids, fc_reads, rope_view, stated_masks
 
 PARALLEL = "draft-parallel-config"
 ROPE = "rope-sync"
 MASK = "attention-mask"
 CONFIG = "draft-config-mismatch"
 SOURCE = "probes"
-LOOKUP_METHODS = ("ngram", "ngram_gpu", "suffix")
 REL_TOL = 1e-6
 
 
-# -- what the files state ---------------------------------------------------------------------
-
-def stated_masks(cfg: dict[str, Any], method: str | None, n: int) -> list[tuple[int | None, bool]]:
-    """Per draft layer, the (window, causal) the drafter's config states, read plainly: DFlash's
-    causality by vLLM's documented precedence (``is_causal``, ``dflash_config.causal``, sliding
-    layers), its window from ``use_swa``/``layer_types`` with ``swa_window_size`` (or
-    ``sliding_window``); any other drafter causal, with ``sliding_window`` unless
-    ``use_sliding_window`` is false or ``layer_types`` says the layer is full."""
-    types = list(cfg.get("layer_types") or [])
-    if method == "dflash":
-        dc = cfg.get("dflash_config") or {}
-        causal = dflash_causal(cfg) or [False] * n
-        w = dc.get("swa_window_size", cfg.get("sliding_window"))
-        any_sliding = "sliding_attention" in types
-        out = []
-        for i in range(n):
-            sliding = (dc.get("use_swa", False) if not types or not any_sliding
-                       else i < len(types) and types[i] == "sliding_attention")
-            out.append((w if sliding else None, causal[i] if i < len(causal) else False))
-        return out
-    w = cfg.get("sliding_window") if cfg.get("use_sliding_window", True) is not False else None
-    return [(w if not types or (i < len(types) and types[i] == "sliding_attention") else None,
-             True) for i in range(n)]
-
+# -- a mask in words --------------------------------------------------------------------------
 
 def _show_mask(window: int | None, causal: bool | None) -> str:
     c = "causal" if causal else "non-causal" if causal is False else "causality unknown"
@@ -211,8 +187,6 @@ def aux_finding(view: EngineView, draft_cfg: dict[str, Any], target_cfg: dict[st
                 draft_dir: Any, method: str | None) -> Finding | None:
     if method not in ("eagle3", "dflash") or view.aux_layers is None:
         return None
-    from specdoctor.experiments.astexec.experiment import fc_reads
-
     stated = aux_layer_ids(method, draft_cfg)
     live = list(view.aux_layers)
     fc = fc_reads(draft_dir, target_cfg) if draft_dir is not None else None

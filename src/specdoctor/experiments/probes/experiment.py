@@ -21,7 +21,6 @@ loaded, is inconclusive with the reason (the pack's own error lines, a non-chain
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 from specdoctor.experiments import common
@@ -29,26 +28,6 @@ from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verd
 from specdoctor.experiments.probes import compare, view
 
 TAIL_LINES = 8
-
-
-def configs(ctx: Context) -> tuple[dict[str, Any], dict[str, Any], Path | None]:
-    """The drafter's and the target's config.json ({} where unknown) and the drafter's
-    directory; an MTP drafter lives in the target's own checkpoint."""
-    from specdoctor.errors import SpecdoctorError
-    from specdoctor.experiments.config_audit.models import read_config
-
-    def read(d: Path | None) -> dict[str, Any]:
-        if d is None:
-            return {}
-        try:
-            return read_config(d)
-        except SpecdoctorError:
-            return {}
-
-    target = read(ctx.target_dir)
-    draft_dir = ctx.draft_dir if ctx.draft_dir is not None else (
-        ctx.target_dir if ctx.method == "mtp" else None)
-    return read(draft_dir) if draft_dir != ctx.target_dir else target, target, draft_dir
 
 
 def no_view_reason(shared: common.SharedRelaunch, v: view.EngineView) -> str:
@@ -73,7 +52,7 @@ def no_view_reason(shared: common.SharedRelaunch, v: view.EngineView) -> str:
 def decide(v: view.EngineView, ctx: Context, hypotheses: tuple[str, ...]
            ) -> tuple[list[Finding], list[Any]]:
     """The findings and leads of one engine view (pure, given the configs on disk)."""
-    draft, target, draft_dir = configs(ctx)
+    draft, target, draft_dir = common.configs(ctx)
     method = ctx.method or v.method
     found: list[Finding] = []
     leads = []

@@ -44,12 +44,12 @@ from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verd
 from specdoctor.experiments.config_audit.experiment import parallel_layout
 from specdoctor.experiments.taps import heads
 from specdoctor.launch import LaunchSpec
+from specdoctor.methods import LOOKUP_METHODS
 
 HID = "draft-attention-partial"
 PARALLEL = "draft-parallel-config"
 PACK = "draft-attention-taps"
 LAYERS_PROBE = "draft-attention-layers"  # the pack's probe that reports the proposer's layers
-LOOKUP_METHODS = ("ngram", "ngram_gpu", "suffix")
 NO_ATTENTION = {"medusa": "Medusa heads are MLPs on the target's hidden state: no draft attention"}
 NUM_PROMPTS = 2
 MAX_TOKENS = 16

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def read_config(model_dir: Path) -> dict[str, Any]:
-    from specdoctor.oracle.models import read_config as read
+    from specdoctor.served_files import read_config as read
 
     return read(model_dir)
 
@@ -54,7 +54,7 @@ def load_tensors(model_dir: Path, prefix: str | None = None) -> dict[str, torch.
     if not files:
         raise InputError(f"{model_dir} has no *.safetensors weights",
                          "the oracle loads safetensors checkpoints; convert with save_pretrained")
-    from specdoctor.oracle.models import safetensors_header
+    from specdoctor.served_files import safetensors_header
 
     out: dict[str, torch.Tensor] = {}
     for f in files:
