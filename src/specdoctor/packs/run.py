@@ -11,7 +11,6 @@ the full log and ``lines.jsonl``.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -90,8 +89,13 @@ def pack_env(pack: BuiltPack, sink: Path | None = None,
              pythonpath: str | None = None) -> dict[str, str]:
     """Environment additions that turn the pack on (and point its sink at ``sink``)."""
     current = os.environ.get("PYTHONPATH", "") if pythonpath is None else pythonpath
-    env = {"PYTHONPATH": str(pack.dir) + (os.pathsep + current if current else ""),
-           pack.gate: "1"}
+    return {"PYTHONPATH": str(pack.dir) + (os.pathsep + current if current else ""),
+            **_switch(pack, sink)}
+
+
+def _switch(pack: BuiltPack, sink: Path | None) -> dict[str, str]:
+    """The pack's gate (and its sink), PYTHONPATH aside."""
+    env = {pack.gate: "1"}
     if pack.sink_env:
         if sink is None:
             raise InputError(f"pack {pack.name} writes to the file in ${pack.sink_env}",
@@ -106,12 +110,7 @@ def with_pack(launch: LaunchSpec, pack: BuiltPack, sink: Path | None = None,
     """The same launch with the pack on: first on PYTHONPATH (the launch's own entries kept
     behind it), or with ``after`` behind them, so that a runtime patch the launch serves with is
     installed first and the pack's probes see the engine as patched."""
-    base = launch.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-    env = pack_env(pack, sink, base)
-    if after:
-        parts = [p for p in base.split(os.pathsep) if p]
-        env["PYTHONPATH"] = os.pathsep.join([*parts, str(pack.dir)])
-    return dataclasses.replace(launch, env={**launch.env, **env})
+    return launch.with_pythonpath(pack.dir, prepend=not after).with_env(_switch(pack, sink))
 
 
 def prepare(spec_ref: str | Path, run_dir: Path | None = None) -> tuple[BuiltPack, Path]:

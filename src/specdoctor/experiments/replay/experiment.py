@@ -15,7 +15,6 @@ comparison.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -34,10 +33,8 @@ def traced_launch(launch: LaunchSpec, log: Path) -> LaunchSpec:
     serves with is installed first, as served)."""
     from specdoctor.oracle import engine_trace
 
-    base = launch.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-    parts = [p for p in base.split(os.pathsep) if p] + [str(engine_trace.HOOK_DIR)]
-    return launch.with_env({"PYTHONPATH": os.pathsep.join(parts),
-                            engine_trace.LOG_ENV: str(log)})
+    return launch.with_pythonpath(engine_trace.HOOK_DIR, prepend=False).with_env(
+        {engine_trace.LOG_ENV: str(log)})
 
 
 def off_labels(ctx: Context) -> dict[str, tuple[float, float]]:

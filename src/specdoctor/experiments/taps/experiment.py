@@ -76,15 +76,12 @@ def tapped_launch(launch: LaunchSpec, pack_dir: Path, tapdir: Path,
     """The launch with the taps on: its own PYTHONPATH first (a runtime patch there is installed
     first and so wrapped by the taps), then the pack, then ``extra_path`` (where the pack's
     handler imports specdoctor from)."""
-    base = launch.env.get("PYTHONPATH") if base_pythonpath is None else base_pythonpath
-    if base is None:
-        base = os.environ.get("PYTHONPATH", "")
-    parts = [p for p in base.split(os.pathsep) if p]
-    parts.append(str(pack_dir))
-    if extra_path and extra_path not in parts:
-        parts.append(extra_path)
-    return launch.with_env(PYTHONPATH=os.pathsep.join(parts), SPECDOCTOR_TAPS=str(tapdir),
-                           SPECDOCTOR_TAPS_MAX=str(TAPS_MAX),
+    if base_pythonpath is not None:   # the one the server inherits, where the launch has none
+        launch = launch.with_env(PYTHONPATH=base_pythonpath)
+    launch = launch.with_pythonpath(pack_dir, prepend=False)
+    if extra_path and extra_path not in launch.env["PYTHONPATH"].split(os.pathsep):
+        launch = launch.with_pythonpath(extra_path, prepend=False)
+    return launch.with_env(SPECDOCTOR_TAPS=str(tapdir), SPECDOCTOR_TAPS_MAX=str(TAPS_MAX),
                            SPECDOCTOR_TAPS_MAX_BYTES=str(TAPS_MAX_BYTES))
 
 

@@ -65,12 +65,8 @@ def build(name: str, root: Path) -> tuple[Path, dict[str, str]]:
 
 def apply(spec: LaunchSpec, name: str, root: Path) -> LaunchSpec:
     """The launch with patch ``name`` on: its pack first on PYTHONPATH, its gate set."""
-    import os
-
     pack_dir, env = build(name, root)
-    base = spec.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-    env["PYTHONPATH"] = str(pack_dir) + (os.pathsep + base if base else "")
-    return dataclasses.replace(spec, env={**spec.env, **env})
+    return spec.with_pythonpath(pack_dir).with_env(env)
 
 
 def stripped_source(text: str) -> str:
