@@ -26,13 +26,9 @@ from specdoctor.bench.client import Outcome
 from specdoctor.bench.matrix import Cell, MatrixParams
 from specdoctor.errors import SpecdoctorError
 from specdoctor.launch import servers
+from specdoctor.launch.servers import READY_TIMEOUT_S
 from specdoctor.launch.spec import LaunchSpec
 from specdoctor.store.bench import BenchStore
-
-
-# Seconds a launched server may take to answer before it is stopped (a cold vLLM boot with
-# compilation on 2 cores takes minutes).
-READY_TIMEOUT_S = 900.0
 
 
 @dataclass(frozen=True)

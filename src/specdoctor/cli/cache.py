@@ -20,6 +20,7 @@ from specdoctor.errors import InputError, TargetError
 from specdoctor.lab.lab import METHODS as LAB_METHODS
 from specdoctor.experiments.compile_cache import ab as abmod
 from specdoctor.experiments.compile_cache import scan as scanmod
+from specdoctor.launch.servers import READY_TIMEOUT_S
 from specdoctor.report.console import err_console
 
 
@@ -76,7 +77,7 @@ def scan(root: Path | None, logs: tuple[Path, ...], as_json: bool) -> None:
 @click.option("--fault", default=None, help="With --lab: a fault of the catalogue.")
 @click.option("-n", "--num-prompts", type=int, default=abmod.AB_PROMPTS, show_default=True)
 @click.option("--max-tokens", type=int, default=abmod.AB_MAX_TOKENS, show_default=True)
-@ready_timeout_option(abmod.READY_TIMEOUT_S, hidden=("--timeout",))
+@ready_timeout_option(READY_TIMEOUT_S, hidden=("--timeout",))
 @click.option("--keep", is_flag=True, help="Keep the isolated cache root afterwards.")
 @json_option
 def ab_(command: tuple[str, ...], port: int | None, lab_method: str | None,

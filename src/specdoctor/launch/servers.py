@@ -223,7 +223,10 @@ def running(spec: LaunchSpec, log_path: Path, timeout_s: float = 600.0, *,
         stop(handle)
 
 
-READY_TIMEOUT_S = 900.0  # what Servers gives each server it starts to become ready
+# Seconds a launched server may take to answer before it is stopped (a cold vLLM boot with
+# compilation on 2 cores takes minutes): what Servers, the bench runner and the compile-cache
+# A/B give each server they start.
+READY_TIMEOUT_S = 900.0
 
 
 class Servers:

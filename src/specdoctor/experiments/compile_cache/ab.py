@@ -104,14 +104,14 @@ def decide(found: AcceptanceProfile | None, isolated: AcceptanceProfile | None
     return "inconclusive", ev + ["a difference too small to call"]
 
 
-# One arm's measurement (greedy, code prompts) and how long each server may take to boot.
+# One arm's measurement (greedy, code prompts); each server may take ``servers.READY_TIMEOUT_S``
+# to boot.
 AB_PROMPTS = 8
 AB_MAX_TOKENS = 32
-READY_TIMEOUT_S = 900.0
 
 
 def ab(spec: LaunchSpec, measure_fn: MeasureFn, *, workdir: Path | None = None,
-       timeout_s: float = READY_TIMEOUT_S, keep_isolated: bool = False,
+       timeout_s: float = servers.READY_TIMEOUT_S, keep_isolated: bool = False,
        on_progress: Callable[[str], None] | None = None) -> ABResult:
     """Run ``spec`` as found, then with an isolated cache root; ``measure_fn(url)`` measures
     each arm the same way. Never raises for an arm that fails: the verdict says so."""
