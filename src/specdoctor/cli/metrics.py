@@ -10,7 +10,7 @@ from rich.console import Console
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.cli.options import example, json_option, plot_option, record, store_options
-from specdoctor.errors import InputError
+from specdoctor.errors import InputError, TargetError
 from specdoctor.textfile import mib, read_limited
 from specdoctor.report.plot import write_plot
 from specdoctor.report.table import profile_table
@@ -37,8 +37,13 @@ def metrics(source: str, engine: str | None, db: Path | None, no_store: bool, pl
     import time
 
     text = _read(source)
-    engine = engine or _detect(text, source)
-    profile = _parse(text, engine)
+    try:
+        engine = engine or _detect(text, source)
+        profile = _parse(text, engine)
+    except InputError as exc:
+        if _is_url(source):  # what a server answered is the server's doing (exit 3)
+            raise TargetError(exc.problem, exc.fix) from exc
+        raise
     result: dict[str, object] = {"engine": engine, "source": source, "total": profile.to_json()}
     run_id = record(db, no_store, kind="metrics", engine=engine, target=source, params={},
                     result=result, profile=profile.to_json(), scrapes=[("dump", time.time(), text)])
@@ -54,8 +59,12 @@ def metrics(source: str, engine: str | None, db: Path | None, no_store: bool, pl
 MAX_BODY = 64 << 20  # bytes of a /metrics body, as bench.http caps one read from a URL
 
 
+def _is_url(source: str) -> bool:
+    return source.startswith(("http://", "https://"))
+
+
 def _read(source: str) -> str:
-    if source.startswith(("http://", "https://")):
+    if _is_url(source):
         from specdoctor.bench.http import get_text
 
         url = source if source.rstrip("/").endswith("/metrics") else source.rstrip("/") + "/metrics"
