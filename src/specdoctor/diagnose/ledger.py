@@ -182,7 +182,8 @@ class Ledger:
         asked = self.asked
         confirmed = [cat.hypotheses[e.hypothesis] for e in self.entries
                      if e.verdict is Verdict.CONFIRMED and not self._rivals_open(e)
-                     and sizing.standing(e.size, asked.get(e.size.on) if e.size else None).root]
+                     and sizing.standing(e.size, asked.get(e.size.on) if e.size else None,
+                                         quiet=not todo).root]
         return all(any(c in h.signatures for h in confirmed) for c in todo)
 
     def _rivals_open(self, e: Entry) -> bool:

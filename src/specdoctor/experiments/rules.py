@@ -705,7 +705,7 @@ def answer(findings: Iterable[Finding], needs_cause: bool,
         if f.verdict is Verdict.CONFIRMED:
             ask = asked.get(f.size.on) if f.size is not None else None
             explains[f.hypothesis] = sizing.explains_json(f.size, ask)
-            st = sizing.standing(f.size, ask)
+            st = sizing.standing(f.size, ask, quiet=not needs_cause)
             if not st.root:
                 also.append((f.hypothesis, st.why))
                 kept.append(replace(f, verdict=Verdict.INCONCLUSIVE, evidence=(

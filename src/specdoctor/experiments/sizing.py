@@ -16,9 +16,11 @@ was measured on other weights, so what it leaves unexplained here is not a loss 
 
 ``standing`` applies the rule ``cause-sized``: a cause whose interval reaches zero (or whose
 loss is not a loss at all: a drafting difference that a correct verifier rewards no less)
-explains less than the noise, and one that explains under ``MIN_SHARE`` of a gap while the rest
-of the gap is beyond the noise explains too little to be the answer; either is reported as
-"also found", never as the root cause.
+explains less than the noise; one under ``MATERIAL`` of the acceptance is inside the band the
+signature itself tolerates; one that explains under ``MIN_SHARE`` of a gap while the rest of
+the gap is beyond the noise explains too little; and under a healthy signature, a cause found
+on a pass within the noise of its reference has nothing to explain. Each is reported as "also
+found", never as the root cause.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 MIN_SHARE = 0.25   # of the asked gap: below it a cause is "also found" while the rest is beyond noise
+MATERIAL = 0.05    # of the reference acceptance: a smaller loss is inside the band the signature
+                   # itself tolerates ("within 5%"), so it cannot be what made a symptom
 GREEDY = "greedy"
 SAMPLED = "sampled"
 
@@ -118,19 +122,25 @@ class Standing:
     why: str = ""
 
 
-def standing(size: Size | None, ask: Asked | None) -> Standing:
+def standing(size: Size | None, ask: Asked | None, quiet: bool = False) -> Standing:
     """Rule ``cause-sized`` for one confirmed cause: unsized causes (speed, a rule) keep their
-    standing, with no share."""
+    standing, with no share. ``quiet``: the signature needs no cause (healthy)."""
     if size is None:
         return Standing(True, None)
     share = None if ask is None or ask.gap <= 0 else size.loss / ask.gap
     if size.within_noise:
         return Standing(False, share, f"it explains {size.text()}: no more than the noise")
-    if ask is not None and not ask.beyond_noise(ask.gap):
+    if ask is not None and size.loss < MATERIAL * max(ask.reference, ask.measured) \
+            and not ask.shown:
         return Standing(False, share, (
-            f"it explains {size.text()}, but the {size.on} acceptance ({ask.measured:.3f} "
-            f"per draft) is within the noise of {ask.against} ({ask.reference:.3f}): there is "
-            f"no loss on this pass for it to explain"))
+            f"it explains {size.text()}, under {MATERIAL:.0%} of the {size.on} acceptance "
+            f"({max(ask.reference, ask.measured):.3f} per draft): inside the band the signature "
+            f"itself tolerates"))
+    if quiet and ask is not None and not ask.beyond_noise(ask.gap):
+        return Standing(False, share, (
+            f"it explains {size.text()}, but the signature is healthy and the {size.on} "
+            f"acceptance ({ask.measured:.3f} per draft) is within the noise of {ask.against} "
+            f"({ask.reference:.3f}): there is no loss on this pass for it to explain"))
     if ask is None or share is None:
         return Standing(True, share)
     rest = ask.gap - size.loss
