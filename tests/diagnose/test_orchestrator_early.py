@@ -240,14 +240,18 @@ def test_slower_because_acceptance_lost_turns_to_the_acceptance(tmp_path, monkey
         part.ledger.apply(ExperimentResult("oracle-counterfactual", [
             rules.Finding(h, Verdict.EXCLUDED, "no recovery", basis="counterfactual")]))
     notes: list[str] = []
-    orchestrator._speed_last(ctx, orchestrator.Options(workdir=tmp_path), cat,
-                             orchestrator.Saver(None, orchestrator.Target()), notes, part,
+    # the method's figure for this model and these prompts, as the user gives it (a published
+    # figure is for its own model and prompts: not for the lab's prompts)
+    mine = tmp_path / "eagle3-ref.json"
+    mine.write_text('{"per_position": [0.730, 0.521, 0.355]}')
+    orchestrator._speed_last(ctx, orchestrator.Options(workdir=tmp_path, reference_file=mine),
+                             cat, orchestrator.Saver(None, orchestrator.Target()), notes, part,
                              time.monotonic())
-    assert seen["reference"][0].startswith("published reference llama3.1-8b-eagle3")
+    assert seen["reference"][0].startswith("user reference eagle3-ref.json")
     led = part.ledger
     assert led.entry("draft-overhead").verdict is Verdict.EXCLUDED
     assert "acceptance is what lost" in led.entry("draft-overhead").evidence[-1]
-    assert any(n.startswith("acceptance against published reference") for n in notes)
+    assert any(n.startswith("acceptance against user reference") for n in notes)
     a = led.answer()
     assert (a.root, led.entry("draft-quality").basis) == ("draft-quality", "elimination")
     assert "below what the method reaches" in led.entry("draft-quality").evidence[-1]
@@ -256,7 +260,10 @@ def test_slower_because_acceptance_lost_turns_to_the_acceptance(tmp_path, monkey
 def test_the_method_reference_is_the_published_or_the_users_higher(tmp_path):
     import json
 
-    pub = orchestrator.method_reference("eagle3", 3, None)
+    from specdoctor.diagnose.references import Served
+
+    assert orchestrator.method_reference("eagle3", 3, None) is None   # the model not known
+    pub = orchestrator.method_reference("eagle3", 3, None, Served("llama-3.1-8b"))
     assert pub is not None and pub.source == "published"
     user = tmp_path / "ref.json"
     user.write_text(json.dumps({"per_position": [0.9, 0.8, 0.7, 0.6]}))

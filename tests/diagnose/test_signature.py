@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from specdoctor.diagnose import references as R
 from specdoctor.diagnose.references import published_for, reference_from_profile
 from specdoctor.diagnose.signature import Facts, classify, find_cliff, shape
 from specdoctor.experiments.rules import Gap
 from tests.diagnose.recorded import counts, mean_only, measure_fixture, profile, tok_s
+
+# What the published figures used here were measured on (references.Published).
+LLAMA, QWEN, MTP8 = (R.Served("llama-3.1-8b"), R.Served("qwen3-8b"),
+                     R.Served(drafter_layers=8))
 
 
 def oracle_ref(case: str):
@@ -65,7 +70,7 @@ def test_zero_and_crash_and_no_data():
 
 
 def test_k_far_beyond_training_decays_steeply_against_published_mtp():
-    sig = classify(Facts(profile("mtp-k-beyond-training"), published_for("mtp", 6),
+    sig = classify(Facts(profile("mtp-k-beyond-training"), published_for("mtp", 6, MTP8),
                          method="mtp"))
     assert sig.cls == "steep-decay"
 
@@ -223,20 +228,20 @@ def test_sglang_acceptance_lengths_say_zero_low_or_healthy():
     ws = sglang_windows("2.90", "2.86", "2.94", "2.65", "2.58", k=3)
     total = sum_profiles(ws)
     assert total.mean_acceptance_length_range == (2.58, 2.94)
-    sig = classify(Facts(total, published_for("mtp", 3), method="mtp"))
+    sig = classify(Facts(total, published_for("mtp", 3, MTP8), method="mtp"))
     assert sig.cls == "healthy" and "between 1.58 and 1.94 accepted per draft" in sig.evidence
     assert "at k=3" in sig.evidence
     low = classify(Facts(sum_profiles(sglang_windows("1.20", "1.30", k=3)),
-                         published_for("mtp", 3), method="mtp"))
+                         published_for("mtp", 3, MTP8), method="mtp"))
     assert low.cls == "uniform-low"
     # one window: its own figure
-    one = classify(Facts(sum_profiles(sglang_windows("2.64", k=3)), published_for("mtp", 3)))
+    one = classify(Facts(sum_profiles(sglang_windows("2.64", k=3)), published_for("mtp", 3, MTP8)))
     assert "1.64 accepted per draft" in one.evidence
     assert classify(Facts(sum_profiles(sglang_windows("2.64")))).cls == "unreferenced"
 
 
 def test_per_position_rates_past_the_references_depth_are_said_not_compared():
-    ref = published_for("eagle3", 5)     # states 3 positions
+    ref = published_for("eagle3", 5, LLAMA)     # states 3 positions
     sig = classify(Facts(counts([0.72, 0.5, 0.35, 0.2, 0.1]), ref, method="eagle3"))
     assert sig.cls == "healthy" and "positions 3-4 not compared" in sig.evidence
 

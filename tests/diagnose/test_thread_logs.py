@@ -34,8 +34,9 @@ FIXTURES = sorted([*(TESTS / "sources" / "fixtures").glob("*/*.log"),
 TABLE: dict[str, tuple[tuple[str | None, int | None], str, tuple[str, ...]]] = {
     # llama-server
     "pr23269_mtp_statistics.log": ((None, None), "unreferenced", ("1.61 accepted per draft",)),
-    "pr24536_eagle3_per_position.log": ((None, None), "healthy",
-                                        ("pos 0 0.80, 1 0.63, 2 0.48", "eagle3", "at k=3")),
+    # the published EAGLE3 figures are for Llama-3.1-8B and Qwen3-8B: the log names no model
+    "pr24536_eagle3_per_position.log": ((None, None), "unreferenced",
+                                        ("pos 0 0.80, 1 0.63, 2 0.48",)),
     "pr27342_dflash2_mean_len.log": ((None, None), "unreferenced", ("3.94 accepted per draft",)),
     "pr23269_statistics_only.log": ((None, None), "unreferenced", ("1.62 accepted per draft",)),
     # llama.cpp speculative example: draft tokens and accepted, no draft count
@@ -53,13 +54,14 @@ TABLE: dict[str, tuple[tuple[str | None, int | None], str, tuple[str, ...]]] = {
     # accepted, and the rates do not say whether anything was drafted
     "fastrl_pr4_trailing_comma.log": ((None, None), "undetermined",
                                       ("1.00 in every window", "drafted nothing")),
-    "pr21723_nextn_accept_rate.log": (("mtp", 3), "crash", ("1.64 accepted per draft", "at k=3",
+    # the one published MTP figure is an 8-layer head's on GSM8K: the log does not say its size
+    "pr21723_nextn_accept_rate.log": (("mtp", 3), "crash", ("1.64 accepted per draft",
                                                             "Scheduler hit an exception")),
     "pr6081_mtp_dp_attention.log": ((None, None), "unreferenced",
                                     ("between 1.58 and 1.94 accepted per draft",)),
-    "issue11948_eagle3_k3.log": (("eagle3", 3), "uniform-low",
-                                 ("between 0.80 and 1.17 accepted per draft", "at k=3",
-                                  "even the highest is below")),
+    # Qwen3-8B says the thread, not the log's lines: no published figure is known to be its
+    "issue11948_eagle3_k3.log": (("eagle3", 3), "unreferenced",
+                                 ("between 0.80 and 1.17 accepted per draft",)),
     "pr22166_no_speculation.log": ((None, None), "no-data", ("speculation is off",)),
     "pr22331_no_speculation.log": ((None, None), "no-data", ("speculation is off",)),
     # vLLM V0: running totals; accepted prefixes from the emitted count

@@ -260,7 +260,7 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
     part.facts = facts = _facts(ctx, opts, oracle_result)
     part.sig = sig = classify(facts)
     if sig.cls == "unreferenced":
-        notes.append(no_reference(ctx.method, ctx.k))
+        notes.append(no_reference(ctx.method, ctx.k, references.served_of(ctx)))
     cat = catalogue_mod.load()
     part.ledger = ledger = build(sig, cat, opts.restart_min,
                                  also=kept_candidates(ctx, facts) + weak_lookup(sig, facts))
@@ -338,7 +338,8 @@ def _speed_last(ctx: Context, opts: Options, cat: Any, saver: Saver, notes: list
         notes.append("speed with speculation off: not measured (over the budget)")
         return
     part.step = "measuring with speculation off"
-    method_ref = method_reference(ctx.method, ctx.k, opts.reference_file)
+    method_ref = method_reference(ctx.method, ctx.k, opts.reference_file,
+                                  references.served_of(ctx))
     if method_ref is not None:
         ctx.method_reference = (method_ref.words(), method_ref.accepted_per_draft)
     result = _spec_off_first(ctx, notes)
@@ -361,8 +362,8 @@ def _speed_last(ctx: Context, opts: Options, cat: Any, saver: Saver, notes: list
     _redecide_draft_quality(ctx, ledger)
 
 
-def method_reference(method: str | None, k: int | None, user_file: Path | None
-                     ) -> references.Reference | None:
+def method_reference(method: str | None, k: int | None, user_file: Path | None,
+                     served: references.Served | None = None) -> references.Reference | None:
     """What the method reaches at this k, to split slower-than-spec-off by: the published
     figure and the user's reference (at this k: cut to its first k positions when it states
     more per-position rates; a mean-only one only at its own k), the higher of the two — the
@@ -370,7 +371,7 @@ def method_reference(method: str | None, k: int | None, user_file: Path | None
     weights, so it shares whatever made them weak."""
     if k is None:
         return None
-    refs = [r for r in (references.published_for(method, k),) if r is not None]
+    refs = [r for r in (references.published_for(method, k, served),) if r is not None]
     if user_file is not None:
         user = references.load_user_reference(user_file)
         if user.k == k or (user.shape_stated and user.k > k):
@@ -432,9 +433,10 @@ def _context(target: Target, opts: Options, launcher: Launcher | None,
     return ctx
 
 
-def no_reference(method: str | None, k: int | None = None) -> str:
+def no_reference(method: str | None, k: int | None = None,
+                 served: references.Served | None = None) -> str:
     """What to give so that a symptom can be called low (pure)."""
-    why = references.why_no_published(method, k)
+    why = references.why_no_published(method, k, served)
     first = ("pass --method (and --k) to compare with the published figures for that drafter, "
              if method is None else
              f"{why}: pass --k to compare with the published figures at that k, "
@@ -695,7 +697,7 @@ def _facts(ctx: Context, opts: Options, oracle_result: ExperimentResult | None) 
             expected_profile(ctx.oracle_greedy), "oracle (greedy, same prompts)", "oracle",
             "computed from the served weights", tolerance=0.05)
     user = references.load_user_reference(opts.reference_file) if opts.reference_file else None
-    published = references.published_for(ctx.method, ctx.k)
+    published = references.published_for(ctx.method, ctx.k, references.served_of(ctx))
     sampled = ctx.measured.get("sampled")
     errors = list(ctx.errors)
     for text in ctx.server_logs.values():

@@ -16,6 +16,14 @@ Conventions are converted before any comparison, here (with the conversions of
 - k: SGLang's ``--speculative-num-draft-tokens`` counts the root token, so its N is vLLM's
   k = N - 1 for chain drafting.
 
+A published figure is for the model, drafter and prompts it was measured on. It is matched on
+each of them that it states (``Published.model``, ``drafter_layers``, ``dataset``) against
+what is known of the server (``Served``): a figure that names a model family is used only for
+a server of that family (named by the launch command, the start-up log or the model's
+directory), one that names a drafter size (an MTP head's layer count) only for that size, one
+that names a dataset not for prompts known to be another (specdoctor's own suites). Where no
+figure matches, the symptom is ``unreferenced`` and the reason says what the figures are for.
+
 A reference is for one k. A published figure is used only for the k of the server measured
 (the k its log shows, or the user gives): cut to its first k positions when it states more,
 compared on the positions it states when it states fewer, and not at all when that k is
@@ -26,6 +34,7 @@ per-position shape is not known: it is compared on the total only (``shape_state
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -142,6 +151,30 @@ class Published:
     mean_length: float | None = None
     bonus_counted: bool = True
     k_stated: bool = True   # False: the source does not state k; ``k`` is an assumption
+    # What the figure was measured on, where its source says: the target's family (a key of
+    # ``FAMILIES``), the drafter's size (an MTP head's layers), the prompts' dataset.
+    model: str | None = None
+    drafter_layers: int | None = None
+    dataset: str | None = None
+
+    def measured_on(self) -> str:
+        """What the figure is for, in words."""
+        parts = [self.model or "", f"{self.drafter_layers}-layer {self.method}"
+                 if self.drafter_layers else "", f"on {self.dataset}" if self.dataset else ""]
+        return " ".join(p for p in parts if p) or "any model"
+
+    def mismatch(self, served: Served) -> str | None:
+        """Why this figure is not for ``served`` (None when every stated trait matches)."""
+        if self.model is not None and served.family != self.model:
+            return (f"the model is not known to be {self.model}" if served.family is None
+                    else f"the model is {served.family}, not {self.model}")
+        if self.drafter_layers is not None and served.drafter_layers != self.drafter_layers:
+            return (f"the drafter's size is not known ({self.drafter_layers} layers in the "
+                    "figure)" if served.drafter_layers is None else
+                    f"the drafter has {served.drafter_layers} layer(s), not {self.drafter_layers}")
+        if self.dataset is not None and served.dataset not in (None, self.dataset):
+            return f"the prompts are {served.dataset}, not {self.dataset}"
+        return None
 
     def reference(self) -> Reference:
         if self.per_position is not None:
@@ -175,55 +208,136 @@ def _geometric_with_sum(total: float, k: int) -> list[float]:
     return [lo ** (i + 1) for i in range(k)]
 
 
+# Model families the figures name, as a served model's name or path spells them.
+FAMILIES = {
+    "llama-3.1-8b": re.compile(r"llama[-_ .]?3\.1[-_ .]?8b", re.IGNORECASE),
+    "qwen3-8b": re.compile(r"qwen[-_ ]?3[-_ .]?8b(?![\d.])", re.IGNORECASE),
+}
+
+
+@dataclass(frozen=True)
+class Served:
+    """What is known of the server a figure would be compared with; None where unknown."""
+
+    family: str | None = None          # a key of FAMILIES
+    drafter_layers: int | None = None  # an MTP head's layer count
+    dataset: str | None = None         # the prompts' dataset, where known
+
+    @staticmethod
+    def of(names: Sequence[str | Path | None], configs: Sequence[Path | None] = (),
+           dataset: str | None = None) -> Served:
+        """From the model names or paths the server is known by (the first that names a
+        family wins) and the model directories whose config.json states an MTP layer count."""
+        family = next((f for n in names if n for f, rx in FAMILIES.items()
+                       if rx.search(str(n))), None)
+        layers = next((x for c in configs if c is not None
+                       for x in (_mtp_layers(c),) if x is not None), None)
+        return Served(family, layers, dataset)
+
+
+# config.json keys that state how many MTP layers a model carries (DeepSeek-V3/GLM, Qwen3-Next,
+# MiMo), the drafter of the mtp method.
+MTP_LAYER_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers")
+
+
+def _mtp_layers(model_dir: Path) -> int | None:
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    for key in MTP_LAYER_KEYS:
+        value = config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def served_of(ctx: Any) -> Served:
+    """What a diagnosis' context knows of the server: its model's name (the launch command's,
+    the start-up log's, the model directory's), its MTP layers (the draft's or target's
+    config.json), and the dataset where specdoctor chose the prompts (its own suites)."""
+    settings = getattr(ctx, "settings", None)
+    names: list[str | Path | None] = [getattr(settings, "target", None),
+                                      getattr(ctx, "target_dir", None)]
+    for log in getattr(ctx, "logs", ()) or ():
+        names.append(_startup_model(log))
+    configs = [getattr(ctx, "draft_dir", None), getattr(ctx, "target_dir", None)]
+    measured = bool(getattr(ctx, "measured", None))
+    dataset = f"specdoctor's {getattr(ctx, 'suite', '')} prompts" if measured else None
+    return Served.of(names, configs, dataset)
+
+
+def _startup_model(log: str | Path) -> str | None:
+    from specdoctor.sources.vllm_startup import startup_config
+
+    try:
+        found = startup_config(str(log))
+    except OSError:
+        return None
+    return found.model if found is not None else None
+
+
 PUBLISHED: tuple[Published, ...] = (
     Published("llama3.1-8b-eagle3-mtbench", "eagle3", 3,
               "vLLM CI tests/v1/spec_decode/test_acceptance_length.py, MT-Bench, greedy",
-              per_position=(0.730, 0.521, 0.355)),
+              per_position=(0.730, 0.521, 0.355), model="llama-3.1-8b", dataset="MT-Bench"),
     Published("qwen3-8b-eagle3-mtbench", "eagle3", 3,
               "vLLM CI tests/v1/spec_decode/test_acceptance_length.py, MT-Bench, greedy",
-              per_position=(0.654, 0.399, 0.202)),
+              per_position=(0.654, 0.399, 0.202), model="qwen3-8b", dataset="MT-Bench"),
     # The PR's own serve command sets num_speculative_tokens 8 (MT-Bench, batch size 1): the
     # figure holds at k=8 only, not at the k=3 a shallower server runs.
     Published("qwen3-8b-dflash-mtbench", "dflash", 8,
               "vLLM PR #32206, MT-Bench, greedy, batch size 1 (AL 2.93, bonus counted; "
               "num_speculative_tokens 8 in its serve command)",
-              mean_length=2.93, bonus_counted=True),
+              mean_length=2.93, bonus_counted=True, model="qwen3-8b", dataset="MT-Bench"),
     Published("mtp-8layer-gsm8k", "mtp", 8, "vLLM PR #48892, GSM8K greedy",
-              per_position=(0.76, 0.62, 0.51, 0.42, 0.36, 0.31, 0.27, 0.24)),
+              per_position=(0.76, 0.62, 0.51, 0.42, 0.36, 0.31, 0.27, 0.24), drafter_layers=8,
+              dataset="GSM8K"),
     # Spec-Bench's evaluation/inference_pld.py drafts up to 10 tokens (draft_num_candidate_tokens
     # 10, n-grams up to 3): the figure holds at k=10 only.
     Published("prompt-lookup-specbench", "ngram", 10,
               "Spec-Bench prompt lookup, 1.67-1.75 mean accepted tokens (bonus counted; up to "
               "10 draft tokens, n-grams up to 3, in its evaluation/inference_pld.py)",
-              mean_length=1.67, bonus_counted=True),
+              mean_length=1.67, bonus_counted=True, dataset="Spec-Bench"),
 )
 
 
-def published_for(method: str | None, k: int | None) -> Reference | None:
-    """The published figure for this method at this k (see the module doc), or None."""
-    return _published(method, k)[0]
+def published_for(method: str | None, k: int | None, served: Served | None = None
+                  ) -> Reference | None:
+    """The published figure for this method at this k, measured on what this server is
+    (``served``: each trait the figure states must match; unknown matches nothing), or None."""
+    return _published(method, k, served)[0]
 
 
-def why_no_published(method: str | None, k: int | None) -> str | None:
+def why_no_published(method: str | None, k: int | None, served: Served | None = None
+                     ) -> str | None:
     """Why no published figure applies (None when one does): what the user can give."""
-    return _published(method, k)[1]
+    return _published(method, k, served)[1]
 
 
-def _published(method: str | None, k: int | None) -> tuple[Reference | None, str | None]:
+def _published(method: str | None, k: int | None, served: Served | None
+               ) -> tuple[Reference | None, str | None]:
+    served = served or Served()
     figures = [p for p in PUBLISHED if p.method == method]
     if method is None:
         return None, "the method is unknown"
     if not figures:
         return None, f"no published figures for {method}"
+    fitting = [p for p in figures if p.mismatch(served) is None]
+    if not fitting:
+        return None, (f"the published {method} figures are for "
+                      + "; ".join(f"{p.measured_on()} ({p.mismatch(served)})" for p in figures))
     if k is None:
         return None, (f"k is unknown, and a published figure is for one k (the {method} "
-                      f"figure is for k={figures[0].k})")
-    for p in figures:
+                      f"figure is for k={fitting[0].k})")
+    for p in fitting:
         if p.per_position is not None:
             return cut_to(p.reference(), k), None
         if p.k == k:
             return p.reference(), None
-    return None, (f"the published {method} figure is a mean for k={figures[0].k} only; this "
+    return None, (f"the published {method} figure is a mean for k={fitting[0].k} only; this "
                   f"server has k={k}")
 
 

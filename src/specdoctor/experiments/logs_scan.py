@@ -1,8 +1,9 @@
 """Read the server's log: errors, capture-size failures, and the metric convention in use.
 
 Static and cheap. Settles ``cudagraph-capture-size`` (vLLM refuses to start with "No valid
-cudagraph sizes" when max capture size < k + 1; CASES.md Case B) and ``metric-convention``
-(the figures diagnose reads come from the engine's own counters, whose convention is known).
+cudagraph sizes" when max capture size < k + 1; CASES.md Case B) and ``metric-convention`` by a
+check (``metric_convention``): the logs' own figures hold to the convention they are read in,
+or the measurement holds raw counters; inconclusive where nothing could be checked.
 """
 
 from __future__ import annotations
@@ -56,6 +57,34 @@ def log_texts(ctx: Context) -> list[tuple[str, str]]:
     return texts
 
 
+def metric_convention(texts: list[tuple[str, str]], measured: bool) -> Finding:
+    """``metric-convention`` decided by a check (sources.conventions): the logs' lines that
+    print two figures one convention ties together (vLLM's and llama-server's mean and
+    per-position rates, SGLang's accept len) hold to it, or not; a measurement read from the
+    engine's counters holds raw counts, from which every figure is derived in one convention.
+    With neither, nothing was checked: inconclusive, saying so."""
+    from specdoctor.sources.conventions import check_text
+
+    checks = [c for label, text in texts for c in check_text(text.splitlines(), label)]
+    broken = [c for c in checks if not c.holds]
+    if broken:
+        return Finding("metric-convention", Verdict.INCONCLUSIVE,
+                       "; ".join(c.words() for c in broken) + ": these figures are in another "
+                       "convention than the one they are read in")
+    if checks:
+        return Finding("metric-convention", Verdict.EXCLUDED,
+                       "; ".join(c.words() for c in checks))
+    if measured:
+        return Finding("metric-convention", Verdict.EXCLUDED,
+                       "the measurement reads the engine's counters (drafts, draft tokens, "
+                       "accepted per position), raw counts from which every figure is derived "
+                       "in one convention: nothing printed to misread")
+    return Finding("metric-convention", Verdict.INCONCLUSIVE,
+                   "no log line prints two figures one convention ties together (a mean "
+                   "acceptance length beside per-position rates, or SGLang's accept len): the "
+                   "convention is the engine's documented one, not checked")
+
+
 class LogsScan:
     id = "logs-scan"
 
@@ -73,11 +102,7 @@ class LogsScan:
                          Finding("cudagraph-capture-size", Verdict.EXCLUDED,
                                  f"no capture-size failure in {len(texts)} log(s)"))
         if "metric-convention" in hypotheses:
-            found.append(Finding(
-                "metric-convention", Verdict.EXCLUDED,
-                "figures come from the engine's own counters (vLLM: mean acceptance length "
-                "counts the bonus token; per-position rates are unconditional), converted "
-                "before comparison"))
+            found.append(metric_convention(texts, bool(ctx.measured)))
         errs = {label: error_lines(t) for label, t in texts}
         return ExperimentResult(self.id, found, {"errors": {k: v for k, v in errs.items() if v},
                                                  "capture_lines": capture[:5]})

@@ -22,6 +22,7 @@ Three ways in, one life:
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import os
@@ -404,8 +405,8 @@ def http_ok(url: str, timeout_s: float = 2.0) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as resp:
             return resp.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
+        return False  # unreachable, or no HTTP (garbage, HTTP/0.9, headers past the limits)
 
 
 def port_in_use(host: str, port: int) -> bool:
