@@ -41,3 +41,13 @@ def test_see_the_ledger_only_when_it_holds_something():
         "none confirmed (see the ledger for what is still open)"]
     assert answer_words(None, None, und, "unreferenced", ledger_empty=True) == [
         "none: the signature (unreferenced) leaves no candidate cause to test"]
+
+
+def test_ledger_show_says_the_same_of_an_empty_ledger(tmp_path):
+    db = tmp_path / "l.sqlite"
+    proc = run_cli("diagnose", "--logs", str(NGRAM), "--db", str(db), "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    shown = run_cli("ledger", "show", "1", "--db", str(db))
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "see the ledger" not in shown.stdout
+    assert "leaves no candidate cause to test" in shown.stdout
