@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from specdoctor.diagnose.references import Reference, load_user_reference
-from specdoctor.diagnose.signature import classify, Facts, shape, within
+from specdoctor.diagnose.signature import Facts, classify, shape, within
 from tests.diagnose.recorded import profile
 
 # vLLM PR #48892's MTP GSM8K figure (references.PUBLISHED "mtp-8layer-gsm8k"), its first two
