@@ -49,7 +49,7 @@ PENDING_CYCLES: dict[frozenset[str], str] = {
     frozenset({"lab.drafters", "lab.faults"}):
         "faults builds on drafters' Served and cache; drafters.serve checks a fault by name",
     frozenset({"lab.lab", "lab.llamacpp"}):
-        "llamacpp takes the lab's paths from lab.lab, which starts a llama.cpp lab server",
+        "llamacpp finds its models through lab.lab._model_dirs; lab.up starts llamacpp's server",
 }
 
 

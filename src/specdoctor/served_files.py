@@ -45,7 +45,8 @@ def read_config(d: Path) -> dict[str, Any]:
         raise InputError(f"no config.json in {d}", "pass a model directory (the one you "
                          "give vLLM's --model or the speculative config's model)") from None
     except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read {p}: {exc}", "check the file is the model's JSON config") from exc
+        raise InputError(f"cannot read {p}: {exc}",
+                         "check the file is the model's JSON config") from exc
     if not isinstance(cfg, dict):
         raise InputError(f"{p} is not a JSON object", "check the model directory")
     return cfg
@@ -69,7 +70,8 @@ def safetensors_header(path: Path) -> dict[str, Any]:
                                  bad.fix)
             header = json.loads(fh.read(n))
     except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}", "check the model directory") from exc
+        raise InputError(f"cannot read {path}: {exc.strerror}",
+                         "check the model directory") from exc
     except ValueError as exc:  # not UTF-8, not JSON
         raise bad from exc
     ok = isinstance(header, dict) and all(
