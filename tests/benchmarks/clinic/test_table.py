@@ -51,3 +51,17 @@ def test_a_fault_that_bit_is_scored_as_before():
     cases0, by_case0 = _latest_with(None)
     assert _fault_dev_line(table.render(cases, by_case)) == _fault_dev_line(
         table.render(cases0, by_case0))
+
+
+def test_the_latest_full_run_lists_the_lab_fault_left_out_of_the_key_apart():
+    data = json.loads(table.RESULTS.read_text())
+    full = table.full_run(data)
+    assert (full["commit"], full["cases"], full["answered"]) == ("e184aa4", 51, 51)
+    assert full["faults"] == (37, 37) and full["patched"] == (1, 1)
+    assert full["quiet"] == (0, 11) and full["left_out"] == ["dflash-causal"]
+    assert full["idle"] == ["dflash-shipped"]
+    md = table.render(CASES, table.rows_by_case(data), data)
+    assert "healthy or benign cases given a cause: 0 of 11" in md
+    benign = next(line for line in md.splitlines() if line.startswith("- benign (dev):"))
+    assert benign == "- benign (dev): 0/2 given a cause"
+    assert "not scored: dflash-causal, a lab fault" in md
