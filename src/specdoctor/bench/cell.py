@@ -72,6 +72,9 @@ def run_cell(url: str, p: MatrixParams, cell: Cell, model: str,
     before = scrape(url)
     warm_note = None
     if not warm_out[0].ok:
+        if warm_out[0].error == "timeout":  # a server that trickles or stalls: every request would
+            res = _result([], 0.0, None, None, p, cell)  # wait as long, so none is sent
+            return _failed(res, f"warm-up failed: {warm_out[0].detail}")
         if warm_out[0].error == "connection" or not http_ok(url + "/v1/models", 5.0):
             res = _result([], 0.0, None, None, p, cell)
             return _failed(res, f"warm-up failed, server unreachable ({warm_out[0].detail})")
