@@ -258,6 +258,11 @@ def cases(f: dict[str, Path]) -> list[Case]:
         out.append(Case("server", f"measure {mode}", ["measure", "--url", "{url}", "-n", "1",
                                                       "--no-store"], SERVER, server=mode))
     out += [
+        Case("server", "diagnose --url garbage", ["diagnose", "--url", "{url}", "--no-store"],
+             SERVER, server="garbage"),
+        Case("server", "gate trickle, --request-timeout 5",
+             ["gate", "--baseline", str(ROOT / "tests" / "fixtures" / "gate" / "demo-baseline.json"),
+              "--url", "{url}", "--request-timeout", "5"], SERVER, server="trickle", limit_s=300),
         Case("url", "CR/LF in a URL", ["metrics", "http://127.0.0.1:9/\r\nX-Evil: 1"], BAD_INPUT),
         Case("kernels", "infinite context", ["kernels", "check", "--suite", s("suite_inf")],
              BAD_INPUT),
