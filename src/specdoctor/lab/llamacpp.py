@@ -9,14 +9,23 @@ server.
 
 What the server is told, and why:
 
+- ``--spec-type draft-simple``: this build speculates only when told how (its default type is
+  ``none``, and ``-md`` alone loads the drafter and never drafts: no ``timings.draft_n``).
 - ``--spec-draft-n-min 0 --spec-draft-p-min 0``: draft k tokens at every step, whatever the
   drafter's confidence, as vLLM does (llama.cpp's defaults in this build are 0 and 0.0; said
   explicitly so an older default of 0.75 cannot stop a random model from drafting).
+- ``--no-repack``: built for the machine's own CPU (GGML_NATIVE), the CPU backend repacks
+  quantized weights into AMX tiles when the CPU lists AMX; a virtual machine that lists AMX
+  without enabling it kills the server with SIGILL at the first q8_0 matrix product
+  (``tilezero`` in ``tinygemm_kernel_amx``). Without repacking the plain AVX-512 kernels run.
+- ``--threads 1`` (and 1 for the drafter): the tiny models gain nothing from a second thread,
+  and on shared cores llama.cpp's spinning thread pool made a token take 856 ms with 2 threads
+  against 5.7 ms with 1 (one request of 32 tokens, load 8 on 2 cores).
 - ``--metrics``: the ``llamacpp:spec_decode_*`` counters, which ``measure`` scrapes around a
   run; every response also carries ``timings.draft_n`` and ``timings.draft_n_accepted``, the
   per-request units of the intervals.
 - ``--alias lab``, ``--ctx-size 4096 --parallel 4`` (1,024 tokens a slot, the vLLM lab's
-  ``--max-model-len``), ``--seed 0``, ``--threads 2``.
+  ``--max-model-len``), ``--seed 0``.
 
 Only ``draft_model`` exists here: llama.cpp's other speculative types (n-gram caches, MTP heads)
 are not part of the lab yet, and the vLLM lab's trained heads (EAGLE3, DFlash, MTP) have no
@@ -126,6 +135,7 @@ def plan(req: LlamaCppRequest) -> LlamaCppPlan:
         str(server_binary()),
         "-m", str(target),
         "-md", str(draft),
+        "--spec-type", "draft-simple",
         "--spec-draft-n-max", str(k),
         "--spec-draft-n-min", "0",
         "--spec-draft-p-min", "0",
@@ -135,7 +145,11 @@ def plan(req: LlamaCppRequest) -> LlamaCppPlan:
         "--ctx-size", "4096",
         "--parallel", "4",
         "--seed", "0",
-        "--threads", "2",
+        "--threads", "1",
+        "--threads-batch", "1",
+        "--spec-draft-threads", "1",
+        "--spec-draft-threads-batch", "1",
+        "--no-repack",
         "--metrics",
     )
     label = f"lab:llamacpp:draft_model:k={k}"

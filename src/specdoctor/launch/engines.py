@@ -196,8 +196,8 @@ class LlamaCpp:
 
     def write(self, argv: Sequence[str], spec: Speculation | None) -> tuple[str, ...]:
         if spec is None:
-            return A.drop_prefix(A.drop_prefix(A.drop(argv, *self.DRAFTER), "--draft"),
-                                 "--spec-draft-")
+            return A.drop_prefix(A.drop_prefix(A.drop(argv, *self.DRAFTER, "--spec-type"),
+                                               "--draft"), "--spec-draft-")
         if spec.method not in (None, "draft_model"):
             raise InputError(f"llama-server has no method {spec.method!r}",
                              "llama.cpp speculates with a draft model (-md) only")
