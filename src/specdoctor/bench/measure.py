@@ -1,4 +1,4 @@
-"""The measurement protocol against a live server (vLLM's counters).
+"""The measurement protocol against a live server (vLLM's counters, or llama-server's).
 
 1. Scrape ``/metrics`` (refuse a server with speculation off).
 2. One warm-up request (fills missing graph shapes; its counters are kept apart).
@@ -12,6 +12,13 @@ a scrape after every request; else there is no interval and the result says why.
 
 If the server dies midway, what was measured (finished requests, their metrics, the scrapes
 taken) is returned with ``error`` set, so the caller can keep it.
+
+llama-server (started with ``--metrics``) is read the same way, from its own counters
+(``sources.llamacpp``): ``/metrics`` gives ``llamacpp:spec_decode_*`` (drafts, draft tokens,
+accepted tokens, accepted per position), and every response its own ``timings.draft_n`` and
+``timings.draft_n_accepted``, the per-request units. Those carry no verification-step count, so
+the per-request figures have no draft count: the run's mean acceptance length comes from the
+scrapes, and its interval is not given (the acceptance rate's is).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from specdoctor.acceptance.bootstrap import with_bootstrap
 from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
 from specdoctor.bench import http
 from specdoctor.errors import InputError, SpecdoctorError, TargetError
-from specdoctor.sources import prometheus, vllm_response
+from specdoctor.sources import llamacpp, prometheus, vllm_response
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,7 @@ class Measurement:
     unit: str = "none"
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+    engine: str = "vllm"   # whose counters the scrapes read: vllm or llamacpp
 
     @property
     def output_tokens(self) -> int:
@@ -177,7 +185,7 @@ class Measurement:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "engine": "vllm",
+            "engine": self.engine,
             "url": self.url,
             "model": self.model,
             "params": self.params.__dict__,
@@ -200,7 +208,7 @@ class Measurement:
         """This measurement as one run of the store (``Store.add_run(**run)``): the result
         printed by ``--json``, the raw scrapes and every request, failed runs included."""
         return {
-            "kind": "measure", "engine": "vllm", "target": self.url,
+            "kind": "measure", "engine": self.engine, "target": self.url,
             "params": self.params.__dict__, "result": self.to_json(),
             "profile": self.total.to_json() if self.total else None,
             "status": "failed" if self.error else "ok", "error": self.error,
@@ -300,13 +308,29 @@ def served_model(url: str) -> str:
 def scrape(url: str, phase: str) -> Scrape:
     text = http.get_text(url.rstrip("/") + "/metrics")
     try:
-        reading = prometheus.parse_text(text)
+        reading = counter_reading(text)
     except SpecdoctorError as exc:
         raise TargetError(
             f"{url}/metrics has no speculative-decoding counters ({exc.problem})",
-            "start the server with --speculative-config; specdoctor measures speculation",
+            "start the server with --speculative-config (vLLM), or with -md and --metrics "
+            "(llama-server); specdoctor measures speculation",
         ) from exc
     return Scrape(phase, time.time(), text, reading)
+
+
+def counter_reading(text: str) -> prometheus.CounterReading:
+    """One /metrics body as counters: llama-server's ``llamacpp:spec_decode_*`` when present
+    (no ``_created`` samples: a restart shows only as a counter that went down), else vLLM's."""
+    if LLAMACPP_COUNTERS in text:
+        return prometheus.CounterReading(llamacpp.profile_from_prometheus(text))
+    return prometheus.parse_text(text)
+
+
+LLAMACPP_COUNTERS = "llamacpp:spec_decode_"
+
+
+def engine_of(reading_text: str) -> str:
+    return "llamacpp" if LLAMACPP_COUNTERS in reading_text else "vllm"
 
 
 def request_body(model: str, prompt: str, p: MeasureParams, index: int = 0) -> dict[str, Any]:
@@ -343,6 +367,11 @@ def mean_in_flight(latencies: Sequence[float], wall_s: float) -> float | None:
 
 def _record(i: int, prompt: str, resp: dict[str, Any], latency: float) -> RequestRecord:
     usage = resp.get("usage") or {}
+    if isinstance(resp.get("timings"), dict):   # llama-server: its own per-request counters
+        return RequestRecord(
+            index=i, prompt=prompt, completion_tokens=int(usage.get("completion_tokens", 0)),
+            latency_s=latency, profile=llamacpp_profile(resp),
+            text=(resp.get("choices") or [{}])[0].get("text", ""))
     block = vllm_response.speculative_block(resp) or (
         vllm_response.speculative_block(resp["choices"][0]) if resp.get("choices") else None
     )
@@ -354,6 +383,26 @@ def _record(i: int, prompt: str, resp: dict[str, Any], latency: float) -> Reques
         per_step=vllm_response.per_step(block) if block else None,
         text=text,
     )
+
+
+def llamacpp_profile(resp: dict[str, Any]) -> AcceptanceProfile:
+    """One llama-server response's acceptance: ``timings.draft_n`` draft tokens of which
+    ``timings.draft_n_accepted`` accepted (the server leaves both out when the request drafted
+    nothing: then zero). No draft count: the response does not give one."""
+    if "draft_n" not in resp["timings"]:
+        return AcceptanceProfile(drafts=0, draft_tokens=0, accepted_tokens=0)
+    return llamacpp.profile_from_timings(resp)
+
+
+def draft_bounds(unit: AcceptanceProfile, k: int | None) -> AcceptanceProfile:
+    """A unit without a draft count (a llama-server response) with the bounds its draft tokens
+    allow: at least ceil(draft tokens / k) drafts of at most k tokens (at least one where k is
+    unknown), at most one per draft token. Units with a draft count are returned as they are."""
+    if unit.drafts is not None or unit.draft_tokens is None or unit.drafts_range is not None:
+        return unit
+    n = unit.draft_tokens
+    low = -(-n // k) if k else min(n, 1)
+    return dataclasses.replace(unit, drafts_range=(low, n))
 
 
 def measure(url: str, params: MeasureParams,
@@ -378,6 +427,7 @@ def run(
     model = params.model or served_model(url)
     m = Measurement(url=url, model=model, params=params)
     m.scrapes.append(scrape(url, "before-warmup"))
+    m.engine = engine_of(m.scrapes[0].text)
     resp, lat = complete(url, model, prompts[0], params)  # warm-up: not a unit
     warm = _record(-1, prompts[0], resp, lat)
     m.scrapes.append(scrape(url, "before"))
@@ -479,9 +529,13 @@ def _attach_intervals(m: Measurement) -> None:
     units = [r.profile for r in m.requests if r.profile is not None]
     if m.total is None:
         return
+    units = [draft_bounds(u, m.total.k) for u in units]
     if len(units) == len(m.requests) and units:
         summed = sum_profiles(units)
-        if (summed.drafts, summed.accepted_tokens) != (m.total.drafts, m.total.accepted_tokens):
+        # compare what the units count: drafts where they have them (vLLM), else draft tokens
+        counted = (lambda p: (p.drafts, p.accepted_tokens)) if summed.drafts is not None else (
+            lambda p: (p.draft_tokens, p.accepted_tokens))
+        if counted(summed) != counted(m.total):
             m.notes.append(
                 "per-request metrics do not add up to the counter delta: other traffic reached "
                 "the server during the run; intervals use the per-request figures"

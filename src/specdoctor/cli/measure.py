@@ -89,7 +89,7 @@ def _print(m: proto.Measurement, result: dict[str, object], as_json: bool) -> No
     out = Console()
     if m.total is not None:
         out.print(profile_table(m.total, f"{m.url} · {m.model} · {len(m.requests)} requests",
-                                engine="vllm"))
+                                engine=m.engine))
     tok_s = m.output_tok_s
     out.print(f"output: {m.output_tokens} tokens in {m.wall_s:.1f} s = "
               f"{tok_s:.1f} tok/s" if tok_s else "output: none")

@@ -1,0 +1,102 @@
+"""The llama.cpp lab, live: llama-server booted once for the module, measured as users measure.
+
+The target is the lab's tiny random Llama as f32 GGUF; the drafter is the same model as q8_0,
+whose rounding changes some of the random model's close greedy choices, so some drafts are
+accepted and some are not. That makes every count checkable: the per-request counters
+(``timings.draft_n``, ``timings.draft_n_accepted``) must add up, request by request, to the
+``/metrics`` counters around the run and to the server's own log lines, and accepted must be
+below drafted (read the pair the wrong way round and the first check fails).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+
+import pytest
+
+from specdoctor.errors import LabError
+from specdoctor.launch import free_port
+
+
+def _missing() -> str | None:
+    from specdoctor.lab import llamacpp
+
+    try:
+        llamacpp.check_installed()
+    except LabError as exc:
+        return f"{exc.problem}: bash scripts/install.sh llamacpp"
+    for module in ("torch", "transformers", "safetensors"):
+        if importlib.util.find_spec(module) is None:
+            return f"{module} is not installed: the lab models need it (bash scripts/install.sh test)"
+    return None
+
+
+pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+
+K = 4
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[object]:
+    from specdoctor.lab import lab, llamacpp
+
+    plan = llamacpp.plan(llamacpp.LlamaCppRequest(k=K, port=free_port(), draft_type="q8_0"))
+    handle = lab.up(plan.spec, timeout_s=300)
+    try:
+        yield handle
+    finally:
+        lab.down(plan.spec.port)
+
+
+@pytest.fixture(scope="module")
+def measured(server: object) -> object:
+    from specdoctor.bench import measure
+
+    return measure.measure(server.url, measure.MeasureParams(num_prompts=16, max_tokens=32))
+
+
+def test_server_is_llamacpp_with_speculation(server: object) -> None:
+    spec = server.spec
+    assert spec.engine == "llamacpp"
+    assert spec.k == K and spec.speculation.drafter.endswith(".gguf")
+    assert spec.without_speculation().speculation is None
+
+
+def test_per_request_counters_add_up_to_the_scrapes(measured: object) -> None:
+    m = measured
+    assert m.error is None, m.error
+    assert m.engine == "llamacpp" and m.unit == "request"
+    assert len(m.requests) == 16
+    total = m.total
+    drafted = sum(r.profile.draft_tokens for r in m.requests)
+    accepted = sum(r.profile.accepted_tokens for r in m.requests)
+    # the run's /metrics delta, counted by the server, against the responses' own counters
+    assert (drafted, accepted) == (total.draft_tokens, total.accepted_tokens)
+    assert 0 < accepted < drafted, (accepted, drafted)
+    assert not any("do not add up" in n for n in m.notes), m.notes
+    # k draft tokens at most per verification step; every request drafted
+    assert total.drafts * K >= total.draft_tokens >= total.drafts > 0
+    assert all(r.profile.draft_tokens > 0 for r in m.requests)
+    assert total.accepted_per_position is not None and len(total.accepted_per_position) == K
+    assert sum(total.accepted_per_position) == total.accepted_tokens
+    # the acceptance rate has its interval; accepted per draft an interval on the draft bounds
+    assert "acceptance_rate" in total.intervals
+    assert total.intervals["acceptance_rate"].low <= total.acceptance_rate \
+        <= total.intervals["acceptance_rate"].high
+
+
+def test_log_lines_agree_with_the_responses(server: object, measured: object) -> None:
+    from collections import Counter
+
+    from specdoctor.sources import llamacpp as source
+
+    reading = source.parse_log(server.log_path.read_text().splitlines(), str(server.log_path))
+    logged = Counter((w.profile.draft_tokens, w.profile.accepted_tokens)
+                     for w in reading.windows)
+    assert logged, "no draft acceptance lines in the server log"
+    # one line per request at release: every measured request's pair is among them (the log
+    # also holds the warm-up request's)
+    per_request = Counter((r.profile.draft_tokens, r.profile.accepted_tokens)
+                          for r in measured.requests)
+    assert not per_request - logged, (per_request, logged)
