@@ -118,3 +118,23 @@ def test_chromium_lays_it_out_wrapped_with_the_figure_beside_its_findings(report
     assert wide == {"page": True, "cells": True, "beside": True}, wide
     narrow = _layout(page, tmp_path, 700)  # the evidence still wraps; nothing runs off the page
     assert narrow["page"] and narrow["cells"], narrow
+
+
+def test_the_report_replaces_a_symlink_in_its_folder_and_never_writes_through_it(report,
+                                                                               tmp_path):
+    """``diagnose -o DIR``: a report.md already in DIR that links elsewhere is replaced by the
+    report; the file it pointed to is left as it was."""
+    from specdoctor.diagnose.report import write_report
+
+    d, _ = report
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text("keep me")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "report.md").symlink_to(outside)
+    (folder / "report.html").symlink_to(outside)
+    path = write_report(d, folder, "server.log")
+    assert path == folder / "report.md"
+    assert outside.read_text() == "keep me"
+    assert not (folder / "report.md").is_symlink()
+    assert (folder / "report.md").read_text().startswith("# specdoctor diagnosis")

@@ -227,11 +227,15 @@ def _experiment(r: Any) -> str:
 
 def write_report(d: Any, folder: Path, target: str) -> Path | None:
     """report.md and report.html in ``folder``; returns the Markdown path (None if unwritable)."""
+    from specdoctor.errors import InputError
+    from specdoctor.report.files import write_file
+
     md = markdown(d, target)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "report.md").write_text(md)
-        (folder / "report.html").write_text(html_page(d, target))
-    except OSError:
+        # replaced, never written through: a symlink already in the folder is not followed
+        write_file(folder / "report.md", md)
+        write_file(folder / "report.html", html_page(d, target))
+    except (OSError, InputError):
         return None
     return folder / "report.md"
