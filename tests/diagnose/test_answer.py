@@ -163,3 +163,13 @@ def test_a_layer_search_left_open_keeps_the_weak_drafter_from_being_named():
     assert a.root is None
     assert {"draft-config-mismatch", "draft-quality"} <= set(a.undetermined["candidates"])
     assert "target_layer_ids = [0, 1]" in a.undetermined["why"]
+
+
+def test_the_why_of_an_open_candidate_is_cut_at_a_word_never_inside_one():
+    from specdoctor.experiments.rules import clip
+
+    text = "the replay could not compare the drafts " * 10
+    out = clip(text)
+    assert len(out) <= 200 and out.endswith("…")
+    assert text.startswith(out[:-1]) and text[len(out) - 1] == " "
+    assert clip("short why") == "short why"

@@ -687,7 +687,16 @@ def _why_open(f: Finding) -> str:
     todo = (f"; not checked: {', '.join(f.unchecked[:6])}"
             + (f" and {len(f.unchecked) - 6} more" if len(f.unchecked) > 6 else "")
             if f.unchecked else "")
-    return f"{f.hypothesis} ({f.verdict.value}{': ' + last[:200] if last else ''}{todo})"
+    return f"{f.hypothesis} ({f.verdict.value}{': ' + clip(last) if last else ''}{todo})"
+
+
+def clip(text: str, limit: int = 200) -> str:
+    """``text`` cut to at most ``limit`` characters at a word boundary, with "…" where cut."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "…"
 
 
 def answer(findings: Iterable[Finding], needs_cause: bool,
