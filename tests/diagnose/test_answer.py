@@ -168,7 +168,7 @@ def test_a_layer_search_left_open_keeps_the_weak_drafter_from_being_named():
 def test_the_why_of_an_open_candidate_is_cut_at_a_word_never_inside_one():
     from specdoctor.experiments.rules import clip
 
-    text = "the replay could not compare the drafts " * 10
+    text = "replayed " * 30   # 9 characters a word: the 200th is inside one
     out = clip(text)
     assert len(out) <= 200 and out.endswith("…")
     assert text.startswith(out[:-1]) and text[len(out) - 1] == " "
