@@ -100,3 +100,28 @@ def test_log_lines_agree_with_the_responses(server: object, measured: object) ->
     per_request = Counter((r.profile.draft_tokens, r.profile.accepted_tokens)
                           for r in measured.requests)
     assert not per_request - logged, (per_request, logged)
+
+
+def test_served_gguf_is_the_lab_model(server: object) -> None:
+    """The GGUF export is the lab's model: llama-server splits text into the same token ids as
+    the lab tokenizer, and continues greedily as transformers does on the original weights
+    (the first 16 tokens of each prompt; later a near tie on the random model may flip)."""
+    import torch
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    from specdoctor.bench import http
+    from specdoctor.bench.prompts import take
+    from specdoctor.lab.models import target_model
+
+    path = target_model()
+    tok = AutoTokenizer.from_pretrained(path)
+    model = LlamaForCausalLM.from_pretrained(path).eval()
+    for prompt in take("code", 4):
+        ids = tok(prompt, add_special_tokens=False)["input_ids"]
+        assert http.post_json(server.url + "/tokenize", {"content": prompt})["tokens"] == ids
+        served = http.post_json(server.url + "/completion", {
+            "prompt": ids, "n_predict": 16, "temperature": 0, "return_tokens": True,
+            "ignore_eos": True})["tokens"]
+        with torch.no_grad():
+            greedy = model.generate(torch.tensor([ids]), max_new_tokens=16, do_sample=False)
+        assert served == greedy[0, len(ids):].tolist(), prompt
