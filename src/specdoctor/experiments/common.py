@@ -220,12 +220,34 @@ def fresh_state(ctx: Context) -> SharedRelaunch:
     return run
 
 
-def read_text(path: Path) -> str:
-    """A server log as text ("" when there is none)."""
+# What is kept of a server log for the experiments that read its text (the start-up lines, the
+# errors): the first HEAD_BYTES and the last TAIL_BYTES of a larger log, with a line between.
+LOG_HEAD_BYTES = 4 << 20
+LOG_TAIL_BYTES = 28 << 20
+
+
+def read_text(path: Path, head: int = LOG_HEAD_BYTES, tail: int = LOG_TAIL_BYTES) -> str:
+    """A server log as text ("" when there is none), bounded: a log over ``head + tail`` bytes
+    keeps its first ``head`` bytes (the start-up lines, where the engine prints its setup) and
+    its last ``tail`` (what it logged last: the measured traffic, the latest errors), joined by
+    a line that says how much was left out."""
     try:
-        return path.read_text(errors="replace")
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(0)
+            if size <= head + tail:
+                return fh.read().decode(errors="replace")
+            first = fh.read(head)
+            fh.seek(size - tail)
+            last = fh.read(tail)
     except OSError:
         return ""
+    left = size - head - tail
+    return (first.decode(errors="replace").rsplit("\n", 1)[0]
+            + f"\n[specdoctor: {left:,} bytes of this log left out between its first "
+              f"{head >> 20} MiB and its last {tail >> 20} MiB]\n"
+            + last.decode(errors="replace").split("\n", 1)[-1])
 
 
 def units(m: proto.Measurement) -> np.ndarray | None:
