@@ -252,10 +252,12 @@ class VocabMapCheck:
                         f"the engine tokenizes with the target's; a lead, not a verdict")
             return ExperimentResult(self.id, [f], nums)
         if not differ:
-            return ExperimentResult(self.id, [Finding(
-                HID, Verdict.EXCLUDED, f"same vocab size ({t.get('vocab_size')})"
-                + (f" and identical {', '.join(shared)}" if shared else
-                   "; the drafter ships no tokenizer, the engine uses the target's"))], nums)
+            same = (f"same vocab size ({t.get('vocab_size')})"
+                    + (f" and identical {', '.join(shared)}" if shared else
+                       "; the drafter ships no tokenizer, the engine uses the target's"))
+            f, curves = self._fingerprint(ctx, same, nums)
+            return ExperimentResult(self.id, [f], nums, curves,
+                                    wall_s=time.perf_counter() - t0)
         ds, ts = _read_tokenizer(ctx.draft_dir), _read_tokenizer(tok_dir)
         if ds is None or ts is None:
             return ExperimentResult(self.id, [Finding(
@@ -266,10 +268,11 @@ class VocabMapCheck:
         moved = differing_ids(mapping)
         nums["ids_meaning_another_token"] = moved
         if moved == 0:
-            return ExperimentResult(self.id, [Finding(
-                HID, Verdict.EXCLUDED,
-                f"tokenizer files differ ({', '.join(differ)}), yet every id means the same "
-                f"token string in both: the drafter reads the engine's ids right")], nums)
+            f, curves = self._fingerprint(
+                ctx, f"tokenizer files differ ({', '.join(differ)}), yet every id means the "
+                     f"same token string in both", nums)
+            return ExperimentResult(self.id, [f], nums, curves,
+                                    wall_s=time.perf_counter() - t0)
         if engine_translates(ctx):
             return ExperimentResult(self.id, [Finding(
                 HID, Verdict.EXCLUDED,
@@ -278,6 +281,65 @@ class VocabMapCheck:
                 nums)
         f, curves = self._translated(ctx, mapping, moved)
         return ExperimentResult(self.id, [f], nums, curves, wall_s=time.perf_counter() - t0)
+
+    def _fingerprint(self, ctx: Context, files: str, nums: dict[str, Any]
+                     ) -> tuple[Finding, dict[str, Any]]:
+        """The files agree; do the drafter's weights? Where its first drafts and the target's
+        tokens differ, a map learned from them on half the prompts is scored on the other half
+        (``oracle.slotmap``, read off the greedy oracle's steps: ``oracle.fingerprint``).
+        Systematic and better on the held-out prompts: the oracle with the drafter's ids
+        remapped by the learned map decides (a counterfactual). Ruled out: excluded. Neither,
+        or no oracle: the files' agreement stands, and what was not checked is said."""
+        from specdoctor.experiments.oracle_gap import oracle_unavailable, served_oracle
+        from specdoctor.oracle import fingerprint, slotmap
+
+        why = oracle_unavailable(ctx)
+        if why is not None:
+            return Finding(HID, Verdict.EXCLUDED, f"{files}: the drafter reads the engine's "
+                           f"ids as the files say", unchecked=(
+                               f"whether the drafter's weights agree with its files (its "
+                               f"proposals need the oracle: {why})",)), {}
+        ctx.progress("vocabulary fingerprint: the drafter's first drafts against the target's "
+                     "tokens")
+        pairs = fingerprint.pairs_from_traces(served_oracle(ctx).traces)
+        vocab = int(read_config(ctx.draft_dir).get("vocab_size") or 0) if ctx.draft_dir else 0
+        top = max([int(p.slots.max(initial=0)) for p in pairs]
+                  + [int(p.nexts.max(initial=0)) for p in pairs] + [vocab - 1])
+        served = np.arange(top + 1)
+        h, learned = slotmap.held_out(pairs, served)
+        form = fingerprint.shape(learned, served)
+        nums["fingerprint"] = {"positions": h.positions, "served_hits": h.served,
+                               "learned_hits": h.learned, "better": h.better,
+                               "worse": h.worse, "p": h.p, "shape": form.text(),
+                               "moved": {str(k): v for k, v in list(form.moved.items())[:64]}}
+        held = (f"on {h.positions} held-out steps the first draft is the target's token "
+                f"{h.served / max(h.positions, 1):.1%} of the time as served, "
+                f"{h.learned / max(h.positions, 1):.1%} through a map learned from the other "
+                f"prompts ({h.better} gained, {h.worse} lost, one-sided sign test "
+                f"p = {h.p:.2g}); the learned map: {form.text()}")
+        if not (h.learned_better and form.systematic):
+            if h.rules_out or not form.moved:
+                return Finding(HID, Verdict.EXCLUDED, f"{files}; {held}: the drafter's misses "
+                               f"follow no map of its ids"), {}
+            return Finding(HID, Verdict.EXCLUDED, f"{files}; {held}: not shown better",
+                           unchecked=("a remap of the drafter's ids smaller than the held-out "
+                                      "steps can show",)), {}
+        if ctx.method != "draft_model":
+            return Finding(HID, Verdict.INCONCLUSIVE, f"{files}; {held}: a systematic "
+                           f"substitution; the oracle cannot remap a {ctx.method} drafter's ids "
+                           f"to confirm it"), {}
+        mapping = [int(x) for x in learned[: vocab or len(learned)]]
+        f, curves = self._translated(ctx, mapping, len(form.moved),
+                                     lead=f"{files}; {held}",
+                                     change="the drafter with its ids remapped by the map learned "
+                                            "from its proposals")
+        if f.verdict is not Verdict.CONFIRMED:
+            f = replace(f, verdict=Verdict.INCONCLUSIVE,
+                        evidence=f.evidence + ": the held-out steps show a systematic remap, the "
+                                 "oracle with it undone does not recover")
+        else:
+            f = replace(f, evidence=f.evidence + f"; the map found: {form.text()}")
+        return f, curves
 
     def _same_vocab(self, ctx: Context) -> ExperimentResult:
         assert ctx.target_dir is not None
@@ -288,9 +350,11 @@ class VocabMapCheck:
                         f"{ctx.method} drafts in the target's vocabulary, but vocab_size is "
                         f"draft {d.get('vocab_size')} vs target {t.get('vocab_size')}")
         else:
-            f = Finding(HID, Verdict.EXCLUDED,
-                        f"{ctx.method} drafts in the target's own vocabulary "
-                        f"({t.get('vocab_size')} ids, no map to get wrong)")
+            nums: dict[str, Any] = {"draft_vocab": d.get("vocab_size"),
+                                    "target_vocab": t.get("vocab_size")}
+            f, curves = self._fingerprint(ctx, f"{ctx.method} drafts in the target's own "
+                                               f"vocabulary ({t.get('vocab_size')} ids)", nums)
+            return ExperimentResult(self.id, [f], nums, curves)
         return ExperimentResult(self.id, [f], {"draft_vocab": d.get("vocab_size"),
                                                "target_vocab": t.get("vocab_size")})
 
@@ -336,7 +400,7 @@ class VocabMapCheck:
         half (``oracle.slotmap``); where it does better, the oracle counterfactual with the
         map learned from every prompt measures what it recovers."""
         from specdoctor.experiments.oracle_gap import oracle_config
-        from specdoctor.oracle import slotmap
+        from specdoctor.oracle import fingerprint, slotmap
         from specdoctor.oracle.heads.proposals import first_slot_pairs
 
         ctx.progress("vocabulary map: the head's proposals against the tokens d2t names")
@@ -345,10 +409,12 @@ class VocabMapCheck:
             return Finding(HID, Verdict.EXCLUDED, "the head drafts in the target's vocabulary "
                                                   "(no map to get wrong)"), {}
         h, learned = slotmap.held_out(pairs, served)
+        form = fingerprint.shape(learned, served)
         nums["proposals"] = {"positions": h.positions, "served_hits": h.served,
                              "learned_hits": h.learned, "better": h.better, "worse": h.worse,
-                             "slots_changed": h.slots_changed, "p": h.p}
-        ev = f"{chk.evidence}; {h.text()}"
+                             "slots_changed": h.slots_changed, "p": h.p, "shape": form.text()}
+        ev = f"{chk.evidence}; {h.text()}" + (f"; the learned map: {form.text()}"
+                                               if form.moved else "")
         if not h.learned_better and h.rules_out:
             return Finding(HID, Verdict.EXCLUDED, f"{ev}: the head's proposals land where d2t "
                                                   f"sends them (a gain of "
@@ -369,17 +435,19 @@ class VocabMapCheck:
                         "the oracle does not recover")
         return f, curves
 
-    def _translated(self, ctx: Context, mapping: list[int], moved: int
+    def _translated(self, ctx: Context, mapping: list[int], moved: int, lead: str = "",
+                    change: str = "the drafter with its ids translated by token string"
                     ) -> tuple[Finding, dict[str, Any]]:
-        """The oracle counterfactual: the drafter's ids translated by token string."""
+        """The oracle counterfactual: the drafter's ids translated by ``mapping`` (draft id →
+        target id; by token string unless ``change`` says otherwise)."""
         from specdoctor.experiments.oracle_gap import (
             expected_profile,
             oracle_unavailable,
             run_oracle,
         )
 
-        lead = (f"{moved} of {len(mapping)} draft ids mean another token than the same target "
-                f"id")
+        lead = lead or (f"{moved} of {len(mapping)} draft ids mean another token than the "
+                        f"same target id")
         why = oracle_unavailable(ctx)
         if why is not None:
             return Finding(HID, Verdict.INCONCLUSIVE, f"{lead}; the counterfactual needs the "
@@ -395,10 +463,10 @@ class VocabMapCheck:
         after_p = expected_profile(run_oracle(ctx, 0.0, 1.0, vocab_map=path))
         before, after = common.apd(before_p), common.apd(after_p)
         f = rules.decide_counterfactual(
-            HID, f"{lead}; the drafter with its ids translated by token string (oracle)",
+            HID, f"{lead}; {change} (oracle)",
             before, after, float(ctx.k or 1),
             significant=rules.oracle_change_is_real(before, after))
-        if f.verdict is Verdict.CONFIRMED:
+        if f.verdict is Verdict.CONFIRMED and "token string" in change:
             f = replace(f, evidence=f.evidence + "; fix: a drafter with the target's tokenizer, "
                         "or let the engine translate (vLLM: \"use_heterogeneous_vocab\": true in "
                         "--speculative-config)")
