@@ -135,3 +135,38 @@ def test_greedy_by_one_decode_equals_the_step_by_step_engine(method):
         assert s.output_ids == f.output_ids
         assert [(x.drafts, x.accepted, x.emitted) for x in s.steps] == \
             [(x.drafts, x.accepted, x.emitted) for x in f.steps]
+
+
+@pytest.mark.parametrize("method", ["eagle3", "mtp", "dflash"])
+def test_every_head_can_draft_with_its_positions_shifted(method):
+    """The replay's position search for hidden-state drafters (``HeadDrafter.chain_shifted``)
+    on the lab's trained (ci) drafters: no shift is the plain chain, and a shift of one either
+    way reaches the drafter's positions (its draft margins move), each shift its own way."""
+    from dataclasses import replace
+
+    from specdoctor.bench.prompts import take
+    from specdoctor.lab import drafters
+    from specdoctor.lab.drafters import targets
+    from specdoctor.oracle import heads
+    from specdoctor.oracle.heads.engine import HeadDrafter
+    from specdoctor.oracle.heads.target import StreamTarget
+    from specdoctor.oracle.models import load_model, load_tokenizer
+
+    target, draft = drafters.module(method).trained_pair("ci")
+    head = heads.load(method, target, draft)
+    model = load_model(target, "cpu", "float32")
+    tok = load_tokenizer(targets.tokenizer_dir())
+    st = StreamTarget(model, head.aux_ids)
+    d = HeadDrafter(st, head, "cpu")
+    k = 3
+    ids = tok(take("code", 1)[0])["input_ids"][:24]
+    assert d.chain_shifted(ids, k, 0) == d.argmax_chain(ids, k)[0]
+    assert d.head is head   # the shift is undone
+    x = torch.tensor([ids])
+    streams, _ = st.features(x)
+    with torch.inference_mode():
+        _, plain = head.drafts(streams, x, k)
+        moved = {off: replace(head, pos_offset=off).drafts(streams, x, k)[1] for off in (1, -1)}
+    for off, m in moved.items():
+        assert (m - plain).abs().max() > 1e-4, off
+    assert (moved[1] - moved[-1]).abs().max() > 1e-4

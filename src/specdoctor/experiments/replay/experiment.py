@@ -7,8 +7,9 @@ draft ids vLLM's scheduler sent and the tokens the step emitted) after the launc
 PYTHONPATH, the off measurements are taken again on the same prompts, and every step is
 re-scored by the oracle's models on the engine's own context (``oracle.engine_trace.replay``;
 draft_model, ngram, eagle3, mtp, dflash). ``decide`` says which part differs from a correct
-engine; where the drafts differ, a draft model's chain is run again with its draft decode steps
-at rotary positions one off, to see whether a position offset reproduces them (rope-sync).
+engine; where the drafts differ, the drafter's chain is run again with its drafting positions
+one off (a draft model's, an EAGLE3 head's or an MTP layer's draft decode steps, a DFlash block's
+queries), to see whether a position offset reproduces them (rope-sync).
 With no measurement off its oracle, nothing is relaunched: all three are excluded by that
 comparison.
 """

@@ -54,6 +54,9 @@ class DFlashHead:
     lm_head: torch.Tensor
     mask_token: int
     block_size: int | None = None
+    # rotary positions of the draft block's queries this far from their own (the context keeps
+    # its positions): an engine that seeds the block off (the replay's position search)
+    pos_offset: int = 0
 
     def to(self, device: str, dtype: torch.dtype) -> DFlashHead:
         return replace(self, layers=[w.to(device, dtype) for w in self.layers],
@@ -86,7 +89,7 @@ class DFlashHead:
         n = k + 1
         ctx = ops.rms_norm(ops.linear(aux, self.fc), self.hidden_norm, eps)
         offs = torch.arange(n, device=dev)
-        qpos = (anchors[..., None] + offs).flatten(1)  # [B, A*n]
+        qpos = (anchors[..., None] + offs).flatten(1) + self.pos_offset  # [B, A*n]
         tok = torch.full((b, a, n), self.mask_token, dtype=ids.dtype, device=dev)
         tok[..., 0] = torch.gather(ids, 1, anchors)
         h = self.embed[tok.flatten(1)]

@@ -49,6 +49,9 @@ class Eagle3Head:
     norm_output: bool = False
     logit_scale: float = 1.0
     block_size: int | None = None     # EAGLE3 has none; DFlash's field, None here
+    # rotary positions of the draft decode steps (the second draft on) this far from their
+    # own: an engine that runs them off (the replay's position search); 0 as trained
+    pos_offset: int = 0
 
     @property
     def eps(self) -> float:
@@ -93,7 +96,7 @@ class Eagle3Head:
         base = torch.arange(t, device=ids.device)
         drafted, margins = [], []
         for j in range(k):
-            pos = base + j
+            pos = base + j + (self.pos_offset if j else 0)
             mask = ops.chain_mask(t, j, ids.device)
             e = self.embed[tok]
             residual = None

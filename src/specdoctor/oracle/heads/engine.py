@@ -114,6 +114,19 @@ class HeadDrafter:
         self.forwards += 1
         return d[0, -2].tolist(), m[0, -2].float().tolist()
 
+    def chain_shifted(self, ids: Sequence[int], k: int, offset: int) -> list[int]:
+        """The argmax chain with the head's drafting positions ``offset`` away from their own
+        (the head's ``pos_offset``: EAGLE3 and MTP the draft decode steps after the first, as a
+        draft model's; DFlash the whole block's queries, which it drafts in one pass)."""
+        from dataclasses import replace
+
+        head = self.head
+        try:
+            self.head = replace(head, pos_offset=offset)
+            return self.argmax_chain(ids, k)[0]
+        finally:
+            self.head = head
+
     def logits(self, ids: Sequence[int]) -> Any:
         from specdoctor.errors import InputError
 

@@ -52,6 +52,9 @@ class MiMoMTP:
     lm_head: torch.Tensor
     layers_in_checkpoint: int = 1
     block_size: int | None = None
+    # rotary positions of the draft decode steps (the second draft on) this far from their
+    # own: an engine that runs them off (the replay's position search); 0 as trained
+    pos_offset: int = 0
 
     def to(self, device: str, dtype: torch.dtype) -> MiMoMTP:
         return replace(self, layer=self.layer.to(device, dtype),
@@ -72,8 +75,8 @@ class MiMoMTP:
         base = torch.arange(t, device=ids.device)
         drafted, margins = [], []
         for j in range(k):
-            pos = base + j
-            e = self.embed[tok] * (pos != 0)[None, :, None].to(self.embed.dtype)
+            pos = base + j + (self.pos_offset if j else 0)
+            e = self.embed[tok] * (base + j != 0)[None, :, None].to(self.embed.dtype)
             x = ops.linear(torch.cat([ops.rms_norm(hidden, self.hidden_norm, eps),
                                       ops.rms_norm(e, self.token_norm, eps)], -1),
                            self.input_proj)
