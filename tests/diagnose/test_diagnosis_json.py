@@ -37,3 +37,30 @@ def test_undetermined_is_written_as_given():
     j = d.to_json()
     assert j["root_cause"] is None and j["root_cause_basis"] is None
     assert j["undetermined"] == {"candidates": ["rope-sync"], "why": "not checked"}
+
+
+def test_every_named_cause_says_what_it_explains_and_one_that_explains_too_little_is_apart():
+    """Rule cause-sized through the ledger: the counterfactual's gain is the root cause's
+    ``root_cause_explains``; a replay's drafting difference of 0.02 per step beside it is also
+    found, with its size and why."""
+    from specdoctor.experiments.rules import Gap
+    from specdoctor.experiments.sizing import Size
+
+    led = _ledger()
+    led.gaps = {"greedy": Gap(0.4, 0.42, -0.05, 0.09)}
+    led.apply(ExperimentResult("oracle-counterfactual", [Finding(
+        "draft-config-mismatch", Verdict.CONFIRMED, "rope fixed: 0.4 → 3.9", recovered=0.9,
+        basis="counterfactual", size=Size(3.5, how="counterfactual rope fixed"))]))
+    led.apply(ExperimentResult("replay", [Finding(
+        "rope-sync", Verdict.CONFIRMED, "drafts differ on 3 steps", recovered=0.95,
+        basis="replay", size=Size(0.02, 0.005, 0.035))]))
+    a = led.answer()
+    j = Diagnosis(led.signature, led, a.root, a.others, also_found=a.also,
+                  explains=a.explains).to_json()
+    assert j["root_cause"] == "draft-config-mismatch"
+    assert j["root_cause_explains"]["accepted_per_step"] == 3.5
+    assert j["root_cause_explains"]["share_of_gap"] == 1.0
+    assert j["other_causes"] == [] and j["other_causes_explain"] == {}
+    (also,) = j["also_found"]
+    assert also["cause"] == "rope-sync" and also["explains"]["accepted_per_step"] == 0.02
+    assert "inside the band" in also["why"]

@@ -130,12 +130,11 @@ def standing(size: Size | None, ask: Asked | None, quiet: bool = False) -> Stand
     share = None if ask is None or ask.gap <= 0 else size.loss / ask.gap
     if size.within_noise:
         return Standing(False, share, f"it explains {size.text()}: no more than the noise")
-    if ask is not None and size.loss < MATERIAL * max(ask.reference, ask.measured) \
-            and not ask.shown:
+    if ask is not None and size.loss < MATERIAL * ask.measured:
         return Standing(False, share, (
             f"it explains {size.text()}, under {MATERIAL:.0%} of the {size.on} acceptance "
-            f"({max(ask.reference, ask.measured):.3f} per draft): inside the band the signature "
-            f"itself tolerates"))
+            f"as served ({ask.measured:.3f} per draft): inside the band the signature itself "
+            f"tolerates"))
     if quiet and ask is not None and not ask.beyond_noise(ask.gap):
         return Standing(False, share, (
             f"it explains {size.text()}, but the signature is healthy and the {size.on} "
