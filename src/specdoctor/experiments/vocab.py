@@ -286,14 +286,16 @@ class VocabMapCheck:
                      ) -> tuple[Finding, dict[str, Any]]:
         """The files agree; do the drafter's weights? Where its first drafts and the target's
         tokens differ, a map learned from them on half the prompts is scored on the other half
-        (``oracle.slotmap``, read off the greedy oracle's steps: ``oracle.fingerprint``).
+        (``oracle.slotmap``, read off the greedy oracle's steps as the diagnosis computed them,
+        never run again for this: ``oracle.fingerprint``).
         Systematic and better on the held-out prompts: the oracle with the drafter's ids
         remapped by the learned map decides (a counterfactual). Ruled out: excluded. Neither,
         or no oracle: the files' agreement stands, and what was not checked is said."""
-        from specdoctor.experiments.oracle_gap import oracle_unavailable, served_oracle
+        from specdoctor.experiments.oracle_gap import oracle_unavailable
         from specdoctor.oracle import fingerprint, slotmap
 
-        why = oracle_unavailable(ctx)
+        why = oracle_unavailable(ctx) or (
+            None if ctx.oracle_greedy is not None else "the greedy oracle did not run")
         if why is not None:
             return Finding(HID, Verdict.EXCLUDED, f"{files}: the drafter reads the engine's "
                            f"ids as the files say", unchecked=(
@@ -301,7 +303,7 @@ class VocabMapCheck:
                                f"proposals need the oracle: {why})",)), {}
         ctx.progress("vocabulary fingerprint: the drafter's first drafts against the target's "
                      "tokens")
-        pairs = fingerprint.pairs_from_traces(served_oracle(ctx).traces)
+        pairs = fingerprint.pairs_from_traces(ctx.oracle_greedy.traces)
         vocab = int(read_config(ctx.draft_dir).get("vocab_size") or 0) if ctx.draft_dir else 0
         top = max([int(p.slots.max(initial=0)) for p in pairs]
                   + [int(p.nexts.max(initial=0)) for p in pairs] + [vocab - 1])
