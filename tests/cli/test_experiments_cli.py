@@ -18,7 +18,9 @@ def test_probe_bad_inputs(tmp_path):
     _fails_cleanly(run_cli("probe", "build", str(tmp_path / "nope.toml"), "-o", str(tmp_path / "o")),
                    "no probe spec")
     _fails_cleanly(run_cli("probe", "run", "no-such-pack", "--", "true"), "no probe pack")
-    _fails_cleanly(run_cli("probe", "lines", str(tmp_path / "missing.log")), "cannot read")
+    proc = run_cli("probe", "lines", str(tmp_path / "missing.log"))
+    _fails_cleanly(proc, "no such file")
+    assert proc.returncode == 2 and "missing.log" in proc.stderr
     bad = tmp_path / "bad.toml"
     bad.write_bytes(b"\xff\xfe[[probe]]")
     _fails_cleanly(run_cli("probe", "build", str(bad), "-o", str(tmp_path / "o")),
