@@ -84,11 +84,9 @@ class Experiment:
         return common.relaunch_unavailable(ctx, "relaunch the target at a higher precision")
 
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
-        from specdoctor.experiments.probes.experiment import configs
-
         assert ctx.launch is not None
         t0 = time.perf_counter()
-        target_cfg = configs(ctx)[1]
+        target_cfg = common.configs(ctx)[1]
         dtype, quant, where = served_precision(ctx, target_cfg)
         nums: dict[str, Any] = {"served_dtype": dtype, "quantization": quant,
                                 "read_from": where}
