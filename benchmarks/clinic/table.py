@@ -118,14 +118,32 @@ def part_right(r: dict[str, Any] | None, part: str) -> bool | None:
     return named == part or (named is None and part == "none" and not r.get("root_cause"))
 
 
-def part_scores(cases: list[Any], first: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
+MEASURED = RESULTS.with_name("clinic_measured.json")
+
+
+def measured_inert(measured: dict[str, Any] | None) -> set[str]:
+    """Cases that ``measure.py`` measured beside their twin and that did not bite there (no
+    mode's paired difference, per draft or per output token, excluded zero)."""
+    out = set()
+    for row in (measured or {}).get("rows", []):
+        vs = row.get("vs_twin")
+        if vs and not any(m.get("bites") or (m.get("per_output_token") or {}).get("bites")
+                          for m in vs.values()):
+            out.add(row["case"])
+    return out
+
+
+def part_scores(cases: list[Any], first: dict[str, dict[str, Any] | None],
+                measured: dict[str, Any] | None = None) -> dict[str, Any]:
     """First-try part accuracy and mechanism accuracy, apart, over the cases that carry a part
-    (the cases keyed with one), a fault that did not bite beside its twin left out."""
+    (the cases keyed with one), a fault that did not bite beside its twin (in its own run, or
+    measured by measure.py: ``measured``, clinic_measured.json) left out."""
     keyed = [c for c in cases if getattr(c, "part", None) is not None]
     tried = [(c, first.get(c.name)) for c in keyed
              if right(first.get(c.name), c.root_cause) is not None]
-    idle = [c.name for c, r in tried if inert(r)]
-    scored = [(c, r) for c, r in tried if not inert(r)]
+    quiet = measured_inert(measured)
+    idle = [c.name for c, r in tried if inert(r) or c.name in quiet]
+    scored = [(c, r) for c, r in tried if c.name not in idle]
     return {"keyed": len(keyed), "tried": len(scored), "idle": idle,
             "part": sum(bool(part_right(r, c.part)) for c, r in scored),
             "mechanism": sum(bool(right(r, c.root_cause)) for c, r in scored),
@@ -136,7 +154,8 @@ def part_lines(cases: list[Any], first: dict[str, dict[str, Any] | None]) -> lis
     """The scoreboard's section on part and mechanism, scored apart on the first try."""
     from patients import part_of
 
-    s = part_scores(cases, first)
+    measured = json.loads(MEASURED.read_text()) if MEASURED.is_file() else None
+    s = part_scores(cases, first, measured)
     if not s["keyed"]:
         return []
     lines = ["", "## First try, part and mechanism apart", "",

@@ -76,3 +76,15 @@ def test_every_catalogue_hypothesis_has_a_part():
 def test_a_part_outside_the_list_is_refused():
     with pytest.raises(ValueError, match="not one of"):
         dataclasses.replace(BY_NAME["healthy-self"], part="engine")
+
+
+def test_a_case_measured_beside_its_twin_without_a_bite_is_not_scored():
+    first = _first()
+    measured = {"rows": [{"case": "up-dflash-block-behind", "vs_twin": {"greedy": {
+        "bites": False, "per_output_token": {"bites": False}}}}]}
+    s = table.part_scores(_keyed_cases(), first, measured)
+    assert s["idle"] == ["up-dflash-block-behind"]
+    assert (s["tried"], s["part"], s["mechanism"]) == (2, 1, 1)
+    bit = {"rows": [{"case": "up-dflash-block-behind", "vs_twin": {"greedy": {
+        "bites": False, "per_output_token": {"bites": True}}}}]}
+    assert table.part_scores(_keyed_cases(), first, bit)["idle"] == []
