@@ -122,12 +122,17 @@ class Standing:
     why: str = ""
 
 
+def share_of(size: Size, ask: Asked | None) -> float | None:
+    """The share of the asked gap ``size`` explains (None: no gap to share)."""
+    return None if ask is None or ask.gap <= 0 else size.loss / ask.gap
+
+
 def standing(size: Size | None, ask: Asked | None, quiet: bool = False) -> Standing:
     """Rule ``cause-sized`` for one confirmed cause: unsized causes (speed, a rule) keep their
     standing, with no share. ``quiet``: the signature needs no cause (healthy)."""
     if size is None:
         return Standing(True, None)
-    share = None if ask is None or ask.gap <= 0 else size.loss / ask.gap
+    share = share_of(size, ask)
     if size.within_noise:
         return Standing(False, share, f"it explains {size.text()}: no more than the noise")
     if ask is not None and size.loss < MATERIAL * ask.measured:
@@ -154,8 +159,8 @@ def explains_json(size: Size | None, ask: Asked | None) -> dict[str, Any] | None
     """``root_cause_explains`` and each ``other_causes_explain`` entry of the answer."""
     if size is None:
         return None
-    s = standing(size, ask)
+    share = share_of(size, ask)
     out = size.to_json()
-    out["share_of_gap"] = None if s.share is None else round(s.share, 4)
+    out["share_of_gap"] = None if share is None else round(share, 4)
     out["gap"] = None if ask is None else ask.to_json()
     return out
