@@ -18,7 +18,8 @@ the lab's built target when present), `recon extract /` and an output folder und
 whole, one log named twice through links, `cache ab` of a missing command, `probe run
 --timeout` of a silent command, `logs | head`, and the large inputs the docs allow: a 1 GB
 generated vLLM log (benchmarks/logs_speed.py's generator, its other lines varied so none
-repeats within 200,000 lines) read by `logs`, and a /metrics dump of 10^6 series read by
+repeats within 200,000 lines) read by `logs`, `logs --json`, `logs --plot` and
+`diagnose --logs`, and a /metrics dump of 10^6 series read by
 `metrics`, each beside `grep -c` on the same file as the anchor of what reading it costs.
 
     python benchmarks/hostile_sweep.py [--log-gb 1.0] [--out benchmarks/results/hostile_sweep]
@@ -337,6 +338,14 @@ def cases(f: dict[str, Path]) -> list[Case]:
              [f"{' '.join(SD)} metrics - --no-store < {s('metrics_5e5')}"], BAD_INPUT, shell=True),
         Case("large", "logs: 1 GB log", ["logs", s("big_log"), "--no-store", "--windows", "0"],
              {0}, limit_s=900),
+        Case("large", "logs --json: 1 GB log",
+             [f"{' '.join(SD)} logs {s('big_log')} --no-store --json > /dev/null"], {0},
+             shell=True, limit_s=900),
+        Case("large", "logs --plot: 1 GB log",
+             ["logs", s("big_log"), "--no-store", "--windows", "0", "--plot",
+              str(f["big_log"].parent / "big_log.png")], {0}, limit_s=900),
+        Case("large", "diagnose --logs: 1 GB log",
+             ["diagnose", "--logs", s("big_log"), "--no-store"], {0}, limit_s=900),
     ]
     return out
 

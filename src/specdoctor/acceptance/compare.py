@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
+from specdoctor.acceptance.profile import AcceptanceProfile, ProfileSum, sum_profiles
 
 # Fewer uptime windows than this say nothing about drift (a third of them is compared).
 MIN_DRIFT_WINDOWS = 6
+# Uptime bins kept for drift: a log of any length is read in this much memory.
+UPTIME_BINS = 1024
 
 
 def unconditional_from_conditional(rates: Sequence[float]) -> list[float]:
@@ -62,3 +64,43 @@ def drift(windows: Sequence[AcceptanceProfile]) -> tuple[float, float] | None:
     if first is None or last is None:
         return None
     return first, last
+
+
+class UptimeBins:
+    """The windows drift reads (drafted, count-weighted), kept in bounded memory: each window
+    as it is up to ``cap`` of them; past that, consecutive windows summed into bins of equal
+    width (doubled, by merging neighbours, each time the bins reach twice ``cap``). ``drift``
+    over the bins is ``drift`` over the windows when there are at most ``cap``; past that the
+    thirds it compares end on a bin's edge (at most one bin, under 1/``cap`` of the uptime,
+    from the windows' own thirds)."""
+
+    def __init__(self, cap: int = UPTIME_BINS) -> None:
+        if cap < MIN_DRIFT_WINDOWS:
+            raise ValueError(f"cap {cap}: fewer bins than drift reads")
+        self.cap, self.width, self.windows = cap, 1, 0
+        self._full: list[ProfileSum] = []
+        self._open = ProfileSum()
+
+    def add(self, p: AcceptanceProfile) -> None:
+        if not (p.has_drafts and p.count_weighted):
+            return
+        self.windows += 1
+        self._open.add(p)
+        if self._open.n < self.width:
+            return
+        self._full.append(self._open)
+        self._open = ProfileSum()
+        if len(self._full) == 2 * self.cap:
+            pairs = zip(self._full[0::2], self._full[1::2])
+            self._full = [_merged(a, b) for a, b in pairs]
+            self.width *= 2
+
+    def profiles(self) -> tuple[AcceptanceProfile, ...]:
+        """The bins in uptime order (the last one possibly part-full)."""
+        bins = self._full + ([self._open] if self._open.n else [])
+        return tuple(b.result() for b in bins)
+
+
+def _merged(a: ProfileSum, b: ProfileSum) -> ProfileSum:
+    a.merge(b)
+    return a

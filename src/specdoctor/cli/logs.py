@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
+import shutil
 import sys
+import tempfile
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import click
 
@@ -52,10 +55,13 @@ def logs(files: tuple[str, ...], engine: str | None, drafter: str, by_file: bool
     from specdoctor.sources.logs import read_logs
 
     console = err_console()
+    # every window goes past once, kept in bounded memory: its JSON spooled to a file, its
+    # printed rates folded per part (a 1 GB log holds half a million windows)
+    seen = _Windows(as_json, plot is not None)
     with console.status(f"reading {len(files)} log file(s)…") if console.is_terminal else nullcontext():
-        res = read_logs(list(files), engine, drafter, keep_windows=as_json or plot is not None,
+        res = read_logs(list(files), engine, drafter, keep_windows=False,
                         last_windows=min(show_windows, sys.maxsize),  # 10**30: all of them
-                        by_file=by_file)
+                        by_file=by_file, on_window=seen.add)
     r = res.reading
     summary = {"engine": r.engine, "total": res.total.to_json(), "window_count": res.window_count,
                "skipped_lines": r.skipped.to_json(), "notes": r.notes,
@@ -69,13 +75,11 @@ def logs(files: tuple[str, ...], engine: str | None, drafter: str, by_file: bool
 
         parts = ({f.source: f for f in res.files if f.window_count} if by_file
                  else {"log windows": None})
-        curves = {name: _curve(f.total if f else res.total,
-                               [w for w in r.windows if f is None or _in(f, w)])
-                  for name, f in parts.items()}
+        curves = {name: seen.curve(f.total, (f.part, f.segment)) if f
+                  else seen.curve(res.total, None) for name, f in parts.items()}
         write_plot(plot, curves, f"{r.engine} · {res.window_count} windows")
     if as_json:
-        click.echo(json.dumps({**summary, "windows": [w.to_json() for w in r.windows],
-                               "run_id": run_id}))
+        seen.write_json(sys.stdout, summary, run_id)
         return
     out, err = Console(), err_console()
     if res.last_windows and show_windows > 0:
@@ -96,33 +100,84 @@ def logs(files: tuple[str, ...], engine: str | None, drafter: str, by_file: bool
     print_notes(err, r.notes + list(res.total.notes) + unavailable)
 
 
-def _in(f: Any, w: Any) -> bool:
-    """Whether a window belongs to a file's (or a part's) reading."""
-    return w.source == f.input and (f.lines is None or f.lines[0] <= w.line <= f.lines[1])
+class _RateFold:
+    """Printed per-position rates of windows of one draft length, folded as they come: their
+    sum weighted by each window's drafts (the middle of its range), lowest and highest."""
+
+    def __init__(self, k: int) -> None:
+        self.weight = 0.0
+        self.sums, self.low, self.high = [0.0] * k, [math.inf] * k, [-math.inf] * k
+
+    def add(self, drafts: float, rates: list[float]) -> None:
+        self.weight += drafts
+        for i, x in enumerate(rates):
+            self.sums[i] += drafts * x
+            self.low[i], self.high[i] = min(self.low[i], x), max(self.high[i], x)
 
 
-def _curve(total: Any, windows: list[Any]) -> Any:
-    """What --plot draws of a total: its per-position rates where its counts give them; else,
-    where the windows printed rates (vLLM windows whose draft count the printed figures do not
-    pin down), those rates weighted by each window's drafts (the middle of its range), with the
-    lowest and highest any window printed as the band; else the total (the plot says none)."""
-    from specdoctor.report.plot import RateCurve
+class _Windows:
+    """What --json and --plot need of every window, taken as the windows stream past: each
+    window's JSON in a temporary file (``json_out``), each part's printed rates folded by
+    draft length (``plot``). Memory stays flat however long the logs are."""
 
-    if total.per_position or not windows:
-        return total
-    rows: list[tuple[float, list[float]]] = []
-    for w in windows:
-        rates = w.printed.get("per_position") if isinstance(w.printed, dict) else None
-        bounds = w.profile.drafts_bounds
-        if not isinstance(rates, list) or bounds is None or "nan" in rates:
-            continue
-        rows.append(((bounds[0] + bounds[1]) / 2, [float(x) for x in rates]))
-    k = max((len(x) for _, x in rows), default=0)
-    rows = [(d, x) for d, x in rows if len(x) == k and d > 0]
-    if not rows:
-        return total
-    weight = sum(d for d, _ in rows)
-    rates = tuple(sum(d * x[i] for d, x in rows) / weight for i in range(k))
-    return RateCurve(rates, tuple(min(x[i] for _, x in rows) for i in range(k)),
-                     tuple(max(x[i] for _, x in rows) for i in range(k)),
-                     "printed rates: the draft count is not printed")
+    def __init__(self, json_out: bool, plot: bool) -> None:
+        self.spool = tempfile.TemporaryFile("w+", encoding="utf-8") if json_out else None
+        self.count = 0
+        self.folds: dict[tuple[int, int], dict[int, _RateFold]] | None = {} if plot else None
+
+    def add(self, part: int, segment: int, w: Any) -> None:
+        if self.spool is not None:
+            self.spool.write(("," if self.count else "") + json.dumps(w.to_json()))
+            self.count += 1
+        if self.folds is not None:
+            rates = w.printed.get("per_position") if isinstance(w.printed, dict) else None
+            bounds = w.profile.drafts_bounds
+            if not isinstance(rates, list) or bounds is None or "nan" in rates:
+                return
+            drafts = (bounds[0] + bounds[1]) / 2
+            if drafts <= 0:
+                return
+            by_k = self.folds.setdefault((part, segment), {})
+            by_k.setdefault(len(rates), _RateFold(len(rates))).add(
+                drafts, [float(x) for x in rates])
+
+    def curve(self, total: Any, key: tuple[int, int] | None) -> Any:
+        """What --plot draws of a total (the whole reading's when ``key`` is None, else one
+        part's): its per-position rates where its counts give them; else, where the windows
+        printed rates (vLLM windows whose draft count the printed figures do not pin down),
+        the longest ones weighted by each window's drafts, with the lowest and highest any
+        window printed as the band; else the total (the plot says none)."""
+        from specdoctor.report.plot import RateCurve
+
+        assert self.folds is not None
+        if total.per_position:
+            return total
+        folds: dict[int, _RateFold] = {}
+        for part_key, by_k in self.folds.items():
+            if key is None or part_key == key:
+                for k, f in by_k.items():
+                    folds.setdefault(k, _RateFold(k))
+                    _merge(folds[k], f)
+        k = max(folds, default=0)
+        if not k or folds[k].weight <= 0:
+            return total
+        f = folds[k]
+        return RateCurve(tuple(x / f.weight for x in f.sums), tuple(f.low), tuple(f.high),
+                         "printed rates: the draft count is not printed")
+
+    def write_json(self, out: IO[str], summary: dict[str, Any], run_id: Any) -> None:
+        """The reading as one JSON object: the summary's keys, every window, the run id."""
+        assert self.spool is not None
+        head = json.dumps(summary)
+        out.write(head[:-1] + (", " if summary else "") + '"windows": [')
+        self.spool.seek(0)
+        shutil.copyfileobj(self.spool, out)
+        out.write('], "run_id": ' + json.dumps(run_id) + "}\n")
+        out.flush()
+
+
+def _merge(into: _RateFold, f: _RateFold) -> None:
+    into.weight += f.weight
+    for i in range(len(f.sums)):
+        into.sums[i] += f.sums[i]
+        into.low[i], into.high[i] = min(into.low[i], f.low[i]), max(into.high[i], f.high[i])

@@ -45,7 +45,8 @@ def read_for_diagnosis(paths: Sequence[str | Path], engine: str | None = None,
                        method: str | None = None, k: int | None = None) -> LogEvidence:
     """The logs' evidence (see the module doc); a log that cannot be read is a note."""
     try:
-        lt = read_logs([str(p) for p in paths], engine, k=k, by_file=True)
+        lt = read_logs([str(p) for p in paths], engine, keep_windows=False, last_windows=1,
+                       k=k, by_file=True, uptime=True)
     except SpeculationOff as exc:
         return LogEvidence(speculation_off=exc.evidence, notes=[f"logs: {exc}"])
     except SpecdoctorError as exc:
@@ -56,7 +57,7 @@ def read_for_diagnosis(paths: Sequence[str | Path], engine: str | None = None,
 def evidence_of(lt: LogTotal, method: str | None = None, k: int | None = None) -> LogEvidence:
     """The evidence of logs already read (with ``by_file``): a pure function."""
     notes: list[str] = []
-    profile, windows = lt.total, tuple(w.profile for w in lt.reading.windows)
+    profile, windows = lt.total, lt.uptime
     log_method = lt.reading.method
     mixed = differing_config(lt.files)
     if mixed:

@@ -26,11 +26,12 @@ from __future__ import annotations
 import os
 import stat
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from specdoctor.acceptance.bootstrap import UnitBlocks
+from specdoctor.acceptance.compare import UptimeBins
 from specdoctor.acceptance.profile import AcceptanceProfile, ProfileSum
 from specdoctor.errors import InputError, SpeculationOff
 from specdoctor.sources.base import LAST_WINDOWS, LogReading, ReadOptions, Window
@@ -40,8 +41,8 @@ from specdoctor.sources.registry import (
 from specdoctor.sources.base import printable
 from specdoctor.sources.scan import LogInput, iter_marked_lines, open_input, spooled
 
-__all__ = ["ENGINES", "FileLog", "LogTotal", "detect_engine", "differing_config", "engine_parts",
-           "read_logs", "saved_inputs", "write_parts"]
+__all__ = ["ENGINES", "FileLog", "LogTotal", "OnWindow", "detect_engine", "differing_config",
+           "engine_parts", "read_logs", "saved_inputs", "write_parts"]
 
 
 @dataclass
@@ -58,6 +59,7 @@ class FileLog:
     input: str = ""
     segment: int = 0
     lines: tuple[int, int] | None = None
+    part: int = 0  # the part of the inputs it was read from, in read order (``OnWindow``)
 
     def config(self) -> tuple[str | None, int | None]:
         return self.reading.method, self.k
@@ -72,13 +74,15 @@ class FileLog:
 @dataclass
 class LogTotal:
     """What ``read_logs`` returns: every window (when kept), the last few, and the total;
-    ``files`` holds each input's own reading, in the order given."""
+    ``files`` holds each input's own reading, in the order given; ``uptime`` (when asked
+    for) the windows drift reads, in bounded bins (``UptimeBins``), in the order given."""
 
     reading: LogReading
     total: AcceptanceProfile
     window_count: int = 0
     last_windows: list[Window] = field(default_factory=list)
     files: list[FileLog] = field(default_factory=list)
+    uptime: tuple[AcceptanceProfile, ...] = ()
 
 
 class _Segment:
@@ -90,21 +94,33 @@ class _Segment:
         self.k, self.first, self.last = k, first, first
 
 
+# Called with each window as it is read: its part (an input, or one engine's part of one) in
+# read order, its segment in that part (``FileLog.part`` and ``.segment``), the window.
+OnWindow = Callable[[int, int, Window], None]
+
+
 class _Collector:
     """Consumes one input's windows as they stream: running totals and bootstrap blocks of each
     segment (a new one where k changes, when ``split_on_k``), the last few windows, and (only
     when asked) the full list. Memory is constant unless the full list is kept."""
 
-    def __init__(self, keep_all: bool, last: int, split_on_k: bool = False) -> None:
+    def __init__(self, keep_all: bool, last: int, split_on_k: bool = False,
+                 uptime: UptimeBins | None = None,
+                 sink: Callable[[int, Window], None] | None = None) -> None:
         self.segments = [_Segment()]
+        self.sink = sink
         self.split_on_k = split_on_k
         self.last: deque[Window] = deque(maxlen=max(last, 1))
         self.all: list[Window] | None = [] if keep_all else None
+        self.uptime = uptime
 
     def add(self, windows: list[Window]) -> None:
         self.last.extend(windows)
         if self.all is not None:
             self.all.extend(windows)
+        if self.uptime is not None:
+            for w in windows:
+                self.uptime.add(w.profile)
         if not windows:
             return
         seg = self.segments[-1]
@@ -124,6 +140,8 @@ class _Collector:
                     add_total, add_block = seg.total.add, seg.blocks.add
             add_total(p)
             add_block(p)
+            if self.sink is not None:
+                self.sink(len(self.segments) - 1, w)
             line = w.line
         seg.last = line
 
@@ -167,11 +185,14 @@ def _engine_in(head: bytes) -> str | None:
 def read_logs(names: Sequence[str | Path], engine: str | None = None,
               drafter: str = ReadOptions.drafter, keep_windows: bool = True,
               last_windows: int = LAST_WINDOWS, *, by_file: bool = False,
-              k: int | None = None) -> LogTotal:
+              k: int | None = None, uptime: bool = False,
+              on_window: OnWindow | None = None) -> LogTotal:
     """Windows of all inputs (files, "-" for stdin, pipes) and their total.
 
     With ``keep_windows=False`` only the totals and the last ``last_windows`` windows are kept,
-    so memory does not grow with the logs. Raises InputError when the inputs' speculative
+    so memory does not grow with the logs; ``uptime=True`` adds the windows drift reads, in
+    bounded bins (``LogTotal.uptime``); ``on_window`` is handed each window as it is read
+    (to stream them somewhere, in place of keeping them). Raises InputError when the inputs' speculative
     configs differ, or their engines (files of several engines, or one file holding several
     engines' lines: ``engine_parts``), unless ``by_file`` (then ``total`` is still the sum, and
     each ``files`` entry carries its own: a part of a file read by its own engine).
@@ -198,11 +219,13 @@ def read_logs(names: Sequence[str | Path], engine: str | None = None,
     segments: list[_Segment] = []
     collectors: list[_Collector] = []
     changed: list[str] = []
-    for inp, name in parts:
+    bins = UptimeBins() if uptime else None
+    for j, (inp, name) in enumerate(parts):
         # an input with no speculative line, beside others of one engine: read as theirs
         name = name or found or ENGINES[0]
         reader = source(name)
-        col = _Collector(keep_windows, last_windows, reader.splits_on_k)
+        sink = None if on_window is None else _part_sink(on_window, j)
+        col = _Collector(keep_windows, last_windows, reader.splits_on_k, bins, sink)
         part = reader.read(inp, options, col)
         label = _part_label(inp, name)
         note = col.change_note(label)
@@ -210,7 +233,7 @@ def read_logs(names: Sequence[str | Path], engine: str | None = None,
             part.notes.append(note)
             changed.append(label)
         for i, seg in enumerate(col.segments):
-            files.append(_segment_log(inp, label, part, seg, i, note is not None))
+            files.append(replace(_segment_log(inp, label, part, seg, i, note is not None), part=j))
             segments.append(seg)
         collectors.append(col)
     mixed = differing_config(files)
@@ -223,10 +246,16 @@ def read_logs(names: Sequence[str | Path], engine: str | None = None,
             "gets its own total), or run specdoctor logs once per server",
         )
     res = _combine(files, segments, collectors, last_windows)
+    if bins is not None:
+        res.uptime = bins.profiles()
     if mixed:
         res.reading.notes.append(f"the total adds logs of different speculative configs ({mixed}): "
                                  "read each file's own total")
     return res
+
+
+def _part_sink(on_window: OnWindow, part: int) -> Callable[[int, Window], None]:
+    return lambda segment, w: on_window(part, segment, w)
 
 
 def engine_parts(inp: LogInput, engine: str | None = None) -> list[tuple[LogInput, str | None]]:
