@@ -70,3 +70,22 @@ def test_sandboxed_code_cannot_write_outside_or_signal_specdoctor(tmp_path):
     assert out["isolation"]["files"] and out["isolation"]["signals"]
     if os.geteuid() == 0:
         assert out["isolation"]["user"] == "nobody"
+
+
+def test_a_module_the_stubs_and_calls_import_by_name_is_there_for_the_unprivileged_user(tmp_path):
+    # as docs/your-server.md calls it: a stub that imports hashlib, a call that imports json;
+    # where the interpreter's own files are not readable by the dropped user (a Python under
+    # /root), only what was imported before the drop can be imported
+    mod = tmp_path / "hashing.py"
+    mod.write_text("def digest(data):\n    return safe_hash(data).hexdigest()\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "specdoctor", "astexec", str(mod), "digest", "--json",
+         "--stub", "safe_hash=lambda data: __import__('hashlib').sha256(data)",
+         "--call", "digest(b'spec')",
+         "--call", "__import__('importlib').import_module('json').dumps([1])"],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    values = [c.get("value") for c in json.loads(proc.stdout)["calls"]]
+    import hashlib
+
+    assert values == [hashlib.sha256(b"spec").hexdigest(), "[1]"]

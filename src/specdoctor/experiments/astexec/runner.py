@@ -273,6 +273,16 @@ _LAZY = ("encodings.idna", "encodings.ascii", "encodings.latin_1", "encodings.ut
          "operator", "typing", "warnings", "weakref", "logging", "collections.abc")
 
 
+def _imports_by_name(call: Any) -> bool:
+    """``__import__('x')`` or ``import_module('x')`` (however reached), the name written out."""
+    import ast
+
+    f = call.func
+    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+    return (name in ("__import__", "import_module") and bool(call.args)
+            and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str))
+
+
 def _preload(job: dict[str, Any]) -> None:
     """Import the standard-library modules the cut imports (and those imported lazily on first
     use), before the user is dropped: the interpreter's own files may lie where the
@@ -281,9 +291,14 @@ def _preload(job: dict[str, Any]) -> None:
     import importlib
 
     names: list[str] = list(_LAZY) if job.get("drop_to") else []
-    for seg in job["segments"]:
+    # the cut, and the user's stub values and calls: each may import, by statement or by a
+    # call with the module's name written out (__import__('hashlib'), import_module('json'))
+    texts = [seg["text"] for seg in job["segments"]]
+    texts += [spec["expr"] for spec in job.get("stubs", {}).values() if spec.get("expr")]
+    texts += list(job.get("calls", ()))
+    for text in texts:
         try:
-            tree = ast.parse(seg["text"])
+            tree = ast.parse(text)
         except SyntaxError:
             continue
         for node in ast.walk(tree):
@@ -292,6 +307,8 @@ def _preload(job: dict[str, Any]) -> None:
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names.append(node.module)
                 names += [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Call) and _imports_by_name(node):
+                names.append(node.args[0].value)
     for name in names:
         if name.split(".")[0] in sys.stdlib_module_names:
             try:
