@@ -63,6 +63,7 @@ from specdoctor.gate.compare import (  # noqa: E402
 )
 
 FIXTURE = ROOT / "tests" / "fixtures" / "gate" / "self-gates.json"
+SPEC_OFF = ROOT / "tests" / "fixtures" / "gate" / "spec-off.json"
 RESULTS = ROOT / "benchmarks" / "results"
 DROPS = (0.01, 0.02, 0.03, 0.05, 0.075, 0.10, 0.15, 0.20, 0.30, 0.50)
 POWER = 0.8
@@ -368,15 +369,72 @@ def demo() -> int:
     return 0
 
 
+def record_spec_off(budget: str) -> int:
+    """The spec-off side, measured once through the CLI as the pool was recorded: ``lab up``
+    with the pool's flags prints its vLLM command; that server is stopped, and ``bench
+    --launch COMMAND --baseline`` runs the command with speculation on and, with the
+    speculative config removed, off (one server at a time), over the pool's cells (seed 0);
+    ``gate --save`` / ``--export`` make it a baseline document with a spec-off tok/s per
+    cell, written to tests/fixtures/gate/spec-off.json with a note of how it was recorded."""
+    from _gate_session import Session, bench_run_id
+    from gate_demo import CELLS, COMMAND, lab_args
+
+    from specdoctor.launch import free_port
+
+    t0 = time.perf_counter()
+    s = Session("gate-spec-off-")
+    meta = {"commit": git_commit(), "date": utc_now(), "machine": machine(),
+            "load_at_start": load()}
+    port = str(free_port())
+    up = s.run("lab", "up", *lab_args(budget), "--port", port, timeout=3600)
+    try:
+        found = COMMAND.search(s.last_output)
+    finally:
+        s.run("lab", "down", "--port", port)
+    if up["returncode"] or found is None:
+        raise SystemExit(f"lab up failed (exit {up['returncode']}):\n{s.last_output[-1500:]}")
+    command = found.group(1)
+    step = s.run("bench", "--launch", command, "--baseline", *CELLS, "--no-report",
+                 timeout=3600)
+    run_id = bench_run_id(step)
+    s.run("gate", "--save", "spec-off", str(run_id))
+    out = s.work / "spec-off.json"
+    s.run("gate", "--export", "spec-off", str(out))
+    if not out.is_file():
+        raise SystemExit(f"gate --export wrote nothing:\n{s.last_output[-1500:]}")
+    meta["load_at_end"], meta["wall_s"] = load(), round(time.perf_counter() - t0, 1)
+    steps = "; ".join(f"{x['command']} (exit {x['returncode']}, {x['seconds']} s)"
+                      for x in s.steps)
+    doc = json.loads(s.short(out.read_text()))
+    doc = {"recorded": (
+        f"benchmarks/gate_paired.py --record-spec-off --budget {budget}, commit "
+        f"{meta['commit']}, {meta['date']}; {meta['machine']}; load average "
+        f"{meta['load_at_start']} at start, {meta['load_at_end']} at end; {meta['wall_s']} s "
+        f"in all: the spec-off side of the pool of self-gates.json (not the same day nor "
+        f"machine), the lab server of the pool (lab {' '.join(lab_args(budget))}) benched "
+        f"with speculation on and off (bench --launch COMMAND --baseline, seed 0), saved as a "
+        f"gate baseline; steps: {steps}"), **doc}
+    SPEC_OFF.write_text(json.dumps(doc, indent=1) + "\n")
+    print(doc["recorded"])
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=70,
                     help="self-pairs for the injected drops, spread over the 210 (default 70)")
     ap.add_argument("--demo", action="store_true",
                     help="the recorded candidates of docs/gate.md as the gate now compares them")
+    ap.add_argument("--record-spec-off", action="store_true",
+                    help="boot the pool's lab server with speculation on and off and write "
+                         "tests/fixtures/gate/spec-off.json (minutes; one server at a time)")
+    ap.add_argument("--budget", default="ci", choices=["ci", "full"],
+                    help="--record-spec-off: the lab's train budget (the pool's: ci)")
     args = ap.parse_args(argv)
     if args.demo:
         return demo()
+    if args.record_spec_off:
+        return record_spec_off(args.budget)
     t0 = time.perf_counter()
     meta: dict[str, Any] = {"commit": git_commit(), "date": utc_now(), "machine": machine(),
                             "load_at_start": load(),
