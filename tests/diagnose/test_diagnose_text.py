@@ -39,8 +39,14 @@ def test_see_the_ledger_only_when_it_holds_something():
     und = {"candidates": [], "why": ""}
     assert answer_words(None, None, und, "cliff") == [
         "none confirmed (see the ledger for what is still open)"]
-    assert answer_words(None, None, und, "unreferenced", ledger_empty=True) == [
+    assert answer_words(None, None, und, "cliff", [{"verdict": "inconclusive"},
+                                                   {"verdict": "excluded"}]) == [
+        "none confirmed (see the ledger for what is still open)"]
+    assert answer_words(None, None, und, "unreferenced", []) == [
         "none: the signature (unreferenced) leaves no candidate cause to test"]
+    # every candidate tested and excluded: nothing is open, so no ledger to look into
+    assert answer_words(None, None, und, "unreferenced", [{"verdict": "excluded"}] * 3) == [
+        "none: every hypothesis tested was excluded (3 in the ledger)"]
 
 
 def test_ledger_show_says_the_same_of_an_empty_ledger(tmp_path):

@@ -59,3 +59,22 @@ def test_a_gap_in_the_total_is_the_gap_between_the_two_recorded_totals():
     assert apd.oracle.value == pytest.approx(240 / 151)
     assert apd.measured.value == pytest.approx(183 / 151)
     assert apd.gap.value == pytest.approx(57 / 151) and apd.significant
+
+
+def test_the_verdict_names_gaps_both_ways_when_there_are_both():
+    # as on the lab's sampled pass at T=0.7 (benchmarks/results/your_server_session.txt): the
+    # engine accepts more than its oracle at position 0 and less after it
+    from specdoctor.oracle.compare import PositionGap, verdict
+    from specdoctor.oracle.stats import RatioCI
+
+    def row(i, o, m, lo, hi):
+        return PositionGap(i, RatioCI(o, None, None), RatioCI(m, None, None),
+                           RatioCI(o - m, lo, hi))
+
+    rows = [row(0, 0.315, 0.556, -0.30, -0.18), row(1, 0.10, 0.0, 0.06, 0.14),
+            row(2, 0.05, 0.0, -0.01, 0.11)]
+    text = verdict(rows)
+    assert "below it at position(s) 1" in text and "ABOVE it at position(s) 0" in text
+    assert "loses acceptance" not in verdict(rows)
+    assert "loses acceptance" in verdict(rows[1:])       # below only
+    assert "ABOVE the oracle at position(s) 0" in verdict(rows[:1])  # above only

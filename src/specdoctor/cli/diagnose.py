@@ -294,7 +294,7 @@ def _print(d: Any, db: Path | None = None) -> None:
     from specdoctor.diagnose.report import answer_words, root_cause_lines
 
     words = answer_words(d.root_cause, d.root_cause_basis, d.undetermined, d.signature.cls,
-                         ledger_empty=not d.ledger.entries)
+                         d.ledger.to_json())
     out.print(f"root cause: [bold]{escape(words[0])}[/bold]"
               + (f" (also: {', '.join(d.other_causes)})" if d.other_causes else ""))
     for w in words[1:]:

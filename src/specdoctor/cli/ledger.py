@@ -78,7 +78,7 @@ def show(investigation_id: int, db: Path | None, as_json: bool) -> None:
     s = _summary(inv)
     res = inv.result or {}
     words = answer_words(s["root_cause"], res.get("root_cause_basis"), res.get("undetermined"),
-                         str(sig.get("class", "")), ledger_empty=not inv.ledger)
+                         str(sig.get("class", "")), inv.ledger or [])
     out.print(f"root cause: [bold]{escape(words[0])}[/bold]"
               + (f" (also: {', '.join(s['other_causes'])})" if s["other_causes"] else ""))
     for w in words[1:]:

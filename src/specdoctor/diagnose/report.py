@@ -9,6 +9,7 @@ changed one thing and measured again.
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from specdoctor.acceptance.profile import AcceptanceProfile
@@ -31,7 +32,7 @@ def markdown(d: Any, target: str) -> str:
     if sig.also:
         lines += [f"Also: {', '.join(sig.also)}", ""]
     words = answer_words(d.root_cause, d.root_cause_basis, d.undetermined, sig.cls,
-                         ledger_empty=not d.ledger.entries)
+                         d.ledger.to_json())
     lines += ["## Root cause", "", f"**{words[0]}**" if d.root_cause else words[0], ""]
     lines += [w for x in words[1:] for w in (x, "")]
     lines += root_cause_lines(d)
@@ -64,11 +65,13 @@ def markdown(d: Any, target: str) -> str:
 
 
 def answer_words(root: str | None, basis: str | None, undetermined: dict[str, Any] | None,
-                 signature_class: str, ledger_empty: bool = False) -> list[str]:
+                 signature_class: str, ledger: Sequence[dict[str, Any]] | None = None
+                 ) -> list[str]:
     """The answer in words, from the diagnosis or its stored JSON: the root cause with how it
     was reached, or "not determined" with the candidates that remain and why, or none (healthy,
-    or a symptom that needs no cause; ``ledger_empty``: no hypothesis was a candidate, so there
-    is no ledger to look at). The first line is the answer; the others explain it."""
+    or a symptom that needs no cause). ``ledger`` (its entries as JSON, where known) says which
+    none: no hypothesis was a candidate, every one tested was excluded, or some stay open.
+    The first line is the answer; the others explain it."""
     if root:
         return [root + (f" (basis: {basis})" if basis else "")]
     und = undetermined or {}
@@ -79,8 +82,10 @@ def answer_words(root: str | None, basis: str | None, undetermined: dict[str, An
         return ["not determined: no candidate remains", f"why: {why}"]
     if signature_class == "healthy":
         return ["none: healthy"]
-    if ledger_empty:
+    if ledger is not None and not ledger:
         return [f"none: the signature ({signature_class}) leaves no candidate cause to test"]
+    if ledger and all(e.get("verdict") == "excluded" for e in ledger):
+        return [f"none: every hypothesis tested was excluded ({len(ledger)} in the ledger)"]
     return ["none confirmed (see the ledger for what is still open)"]
 
 
@@ -174,7 +179,7 @@ def html_page(d: Any, target: str) -> str:
         body.append(f"<p>Also: {esc(', '.join(sig.also))}</p>")
     body.append(f"<h2>Root cause</h2><p>{_root_cause(d)}</p>")
     body += [f"<p>{esc(w)}</p>" for w in answer_words(
-        d.root_cause, d.root_cause_basis, d.undetermined, sig.cls)[1:]]
+        d.root_cause, d.root_cause_basis, d.undetermined, sig.cls, d.ledger.to_json())[1:]]
     body += [f"<p>{esc(line.lstrip('#- '))}</p>" for line in root_cause_lines(d) if line]
     if d.other_causes:
         body.append(f"<p>Other confirmed causes: {esc(', '.join(d.other_causes))}</p>")
@@ -200,7 +205,7 @@ def _root_cause(d: Any) -> str:
     from specdoctor.report.html import esc
 
     first = answer_words(d.root_cause, d.root_cause_basis, d.undetermined, d.signature.cls,
-                         ledger_empty=not d.ledger.entries)[0]
+                         d.ledger.to_json())[0]
     return f"<b>{esc(first)}</b>" if d.root_cause else esc(first)
 
 

@@ -90,6 +90,13 @@ def _pad(u: np.ndarray, width: int) -> np.ndarray:
 def verdict(rows: list[PositionGap]) -> str:
     below = [r.position for r in rows if r.significant and (r.gap.value or 0) > 0]
     above = [r.position for r in rows if r.significant and (r.gap.value or 0) < 0]
+    if below and above:
+        return (f"measured differs from the oracle both ways: significantly below it at "
+                f"position(s) {', '.join(map(str, below))} and ABOVE it at position(s) "
+                f"{', '.join(map(str, above))}: a correct engine with these weights does "
+                f"neither (its verifier, or its drafts, are not a correct engine's); with the "
+                f"server's own settings (--compare RUN_ID) that is an engine-side defect: "
+                f"specdoctor diagnose --launch localises it")
     if below:
         return (f"the engine loses acceptance: measured is significantly below the oracle at "
                 f"position(s) {', '.join(map(str, below))}; these weights allow more, so look "
