@@ -11,25 +11,48 @@ Each request's prompt and seed come from its position (the bench client stores a
 requests in index order; every cell has its 16 requests), as the baseline loader recovers them
 (``gate.baseline.infer_keys``).
 
+The spec-off side: tests/fixtures/gate/spec-off.json, one run of the same lab server (same
+flags, models, cells and seed) with speculation on and off (``--record-spec-off``, below). It
+was measured on another day and another machine than the pool, so the speedups it makes with
+the pool's tok/s are not the server's speedup (the ratio's value is not comparable); what the
+test uses of it is its spread. Every measurement's cells are given its spec-off tok/s as their
+``spec_off_tok_s``: what the gate does for a candidate it has only the URL of (its speedup is
+over the baseline's own spec-off, ``gate.run``), here on both sides of every pair. The gate
+then has 4 speedup tests more (one a cell), and its Holm family grows with them.
+
 1. False alarms. Every unordered pair of the 21 measurements (210; the paired test is
    symmetric in its two sides, so the ordered pairs would count each twice) is gated as the
    gate does, paired over prompts, and with the paired test turned off (the unpaired MOVER
-   test of earlier versions). Tallied: the share of single tests with p <= 0.05 (nominal 5%)
-   and <= 0.01, over the sampled cells (the greedy cells replay the same stream on an
-   unchanged server: every paired difference is 0 and p is 1), and the gates that fail. The
-   210 pairs are not independent (each measurement is in 20 of them); a round-robin schedule
-   splits them into 21 rounds of 10 disjoint pairs (each round: 10 independent self-gates),
-   and the rate is given per round as min / median / max.
+   test of earlier versions). Tallied: the share of single acceptance tests with p <= 0.05
+   (nominal 5%) and <= 0.01, over the sampled cells (the greedy cells replay the same stream on
+   an unchanged server: every paired difference is 0 and p is 1); the same for the speedup
+   test (unpaired, MOVER on log tok/s, in both), over every cell (tok/s varies in greedy cells
+   too); and the gates that fail, and on what. The 210 pairs are not independent (each
+   measurement is in 20 of them); a round-robin schedule splits them into 21 rounds of 10
+   disjoint pairs (each round: 10 independent self-gates), and the rate is given per round as
+   min / median / max. Why the speedup test fires: per cell, the variance of log tok/s between
+   the 21 runs against the one a run's own interval gives it.
 2. The smallest drop caught. In 70 of the pairs (``--pairs``) the second measurement gets a drop injected: each
    accepted token is lost with probability d (per-position counts thinned binomially; drafts
    unchanged), d chosen so that the figure drops by X; the paired test is run at Holm's
-   strictest level of this gate (0.05 / 11 tests). Per cell and figure, the share of pairs
-   where the drop is called, and the smallest X on the grid called in at least 80% of them.
-   The same injected drops go through the unpaired test (MOVER, the candidate's bootstrap
-   interval recomputed) for comparison. The speedup is not measured: no recorded run of this
-   pool has a spec-off measurement.
+   strictest level of this gate (0.05 / its number of tests, the speedups' counted). Per cell
+   and figure, the share of pairs where the drop is called, and the smallest X on the grid
+   called in at least 80% of them. The same injected drops go through the unpaired test
+   (MOVER, the candidate's bootstrap interval recomputed) for comparison. The speedup: every
+   request's tok/s of the second measurement scaled by 1 − X (its tok/s spread scales alike:
+   one repeat, the aggregate with the mean per-stream interval scaled to it), tested as the gate
+   tests it at the same level; the share called is also given with no drop injected (X = 0),
+   as a drop called there is a false alarm.
 
 Writes benchmarks/results/gate_paired.txt and .json (commit, date, machine).
+
+``--record-spec-off`` (a server, minutes; ``--budget``, default ci as the pool): ``lab up``
+with the pool's flags (``--method eagle3 --k 4 --train-budget ci --patch cpu-sampler-fix``)
+prints its vLLM command and is stopped; ``bench --launch COMMAND --baseline`` with the pool's
+cells and seed 0 runs that command with speculation on, and with its speculative config
+removed, off (one server at a time); ``gate --save`` and ``--export`` make the run a baseline
+document with a spec-off tok/s per cell, written to tests/fixtures/gate/spec-off.json with a
+``recorded`` note (the command, commit, date, machine, load and every step).
 
 ``--demo``: the three recorded candidates of docs/gate.md (tests/fixtures/gate/demo-*.json:
 the same server, a served fault, a bfloat16 boot, each measured with seed 1000 against the
@@ -56,10 +79,12 @@ sys.path.insert(0, str(ROOT / "src"))
 from _provenance import git_commit, load, machine, utc_now  # noqa: E402
 
 from specdoctor.acceptance.profile import AcceptanceProfile  # noqa: E402
+from specdoctor.bench.stats import Spread  # noqa: E402
 from specdoctor.gate import baseline as bl  # noqa: E402
 from specdoctor.gate import paired  # noqa: E402
 from specdoctor.gate.compare import (  # noqa: E402
-    ALPHA, MIN_POSITION_RATE, CellSample, acceptance_estimates, cell_pairs, compare,
+    ALPHA, MIN_POSITION_RATE, CellSample, acceptance_estimates, cell_pairs, compare, mover_p,
+    speedup_estimate,
 )
 
 FIXTURE = ROOT / "tests" / "fixtures" / "gate" / "self-gates.json"
@@ -69,15 +94,34 @@ DROPS = (0.01, 0.02, 0.03, 0.05, 0.075, 0.10, 0.15, 0.20, 0.30, 0.50)
 POWER = 0.8
 
 
-def pool() -> list[bl.Baseline]:
+Pool = list[list[CellSample]]  # per measurement, its cells as the gate compares them
+
+
+def spec_off() -> dict[str, Spread]:
+    """Each cell's recorded spec-off tok/s (tests/fixtures/gate/spec-off.json)."""
+    b = bl.from_json(json.loads(SPEC_OFF.read_text()), "spec-off.json")
+    off = {s.cell: s.spec_off_tok_s for s in b.samples()}
+    missing = sorted(c for c, v in off.items() if v is None)
+    if missing:
+        raise SystemExit(f"spec-off.json has no spec-off tok/s in {', '.join(missing)}")
+    return off  # type: ignore[return-value]
+
+
+def pool() -> Pool:
+    """The 21 measurements, each cell given the recorded spec-off tok/s as its
+    ``spec_off_tok_s``: what the gate does for a candidate it only has the URL of (its speedup
+    over the baseline's own spec-off), here on both sides of every pair."""
     doc = json.loads(FIXTURE.read_text())
     ms = [bl.from_json(d, f"self-gates.json measurement {i}")
           for i, d in enumerate(doc["measurements"])]
+    off = spec_off()
     for i, m in enumerate(ms):
         for c in m.cells:
             if c.sample.keys is None:
                 raise SystemExit(f"measurement {i} {c.sample.cell}: request keys not recovered")
-    return ms
+            if c.sample.cell not in off:
+                raise SystemExit(f"spec-off.json has no cell {c.sample.cell}")
+    return [[replace(c, spec_off_tok_s=off[c.cell]) for c in m.samples()] for m in ms]
 
 
 def round_robin(n: int) -> list[list[tuple[int, int]]]:
@@ -92,36 +136,67 @@ def round_robin(n: int) -> list[list[tuple[int, int]]]:
     return rounds
 
 
-def false_alarms(ms: list[bl.Baseline]) -> dict[str, Any]:
+def tally(per_pair: dict[tuple[int, int], list[float]], n: int) -> dict[str, Any]:
+    """Single tests' p-values against their nominal rate, overall and per round."""
+    ps = [p for v in per_pair.values() for p in v]
+    rounds = [[p for pr in rnd for p in per_pair[pr]] for rnd in round_robin(n)]
+    per_round = [sum(p <= 0.05 for p in r) / len(r) for r in rounds]
+    return {"tests": len(ps), "share_p_le_0.05": sum(p <= 0.05 for p in ps) / len(ps),
+            "share_p_le_0.01": sum(p <= 0.01 for p in ps) / len(ps), "smallest_p": min(ps),
+            "rounds": len(rounds), "round_pairs": len(rounds[0]),
+            "per_round_0.05": {"min": min(per_round), "median": statistics.median(per_round),
+                               "max": max(per_round)}}
+
+
+def false_alarms(ms: Pool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     pairs = list(itertools.combinations(range(len(ms)), 2))
     for name, on in (("paired", True), ("unpaired", False)):
         per_pair: dict[tuple[int, int], list[float]] = {}
-        gate_fails, tests_paired, all_tests = 0, 0, 0
+        speed: dict[tuple[int, int], list[float]] = {}
+        gate_fails, speed_fails, acc_fails, tests_paired, all_tests = 0, 0, 0, 0, 0
         for i, j in pairs:
-            cmp = compare(ms[i].samples(), ms[j].samples(), paired_test=on)
+            cmp = compare(ms[i], ms[j], paired_test=on)
             gate_fails += not cmp.passed
-            sampled = [t for t in cmp.tested if "/greedy/" not in t.cell]
+            speed_fails += any(t.figure == "speedup" for t in cmp.regressions)
+            acc_fails += any(t.figure != "speedup" for t in cmp.regressions)
+            sampled = [t for t in cmp.tested if "/greedy/" not in t.cell and t.figure != "speedup"]
             per_pair[(i, j)] = [t.p for t in sampled if t.p is not None]
+            speed[(i, j)] = [t.p for t in cmp.tested if t.figure == "speedup" and t.p is not None]
             tests_paired += sum(t.method.name == "paired" for t in cmp.tested)
             all_tests += len(cmp.tested)
-        ps = [p for v in per_pair.values() for p in v]
-        rounds = [[p for pr in rnd for p in per_pair[pr]] for rnd in round_robin(len(ms))]
-        per_round = [sum(p <= 0.05 for p in r) / len(r) for r in rounds]
+        acc = tally(per_pair, len(ms))
         out[name] = {
-            "pairs": len(pairs), "gates_failed": gate_fails, "tests": all_tests,
-            "tests_paired": tests_paired, "sampled_tests": len(ps),
-            "share_p_le_0.05": sum(p <= 0.05 for p in ps) / len(ps),
-            "share_p_le_0.01": sum(p <= 0.01 for p in ps) / len(ps),
-            "smallest_p": min(ps),
-            "rounds": len(rounds), "round_pairs": len(rounds[0]),
-            "per_round_0.05": {"min": min(per_round), "median": statistics.median(per_round),
-                               "max": max(per_round)},
-        }
+            "pairs": len(pairs), "gates_failed": gate_fails,
+            "gates_failed_by_acceptance": acc_fails, "gates_failed_by_speedup": speed_fails,
+            "tests": all_tests, "tests_paired": tests_paired, "sampled_tests": acc.pop("tests"),
+            **acc, "speedup": tally(speed, len(ms))}
     return out
 
 
-def dependence(ms: list[bl.Baseline]) -> list[dict[str, Any]]:
+def speed_spread(ms: Pool) -> list[dict[str, Any]]:
+    """Per cell: how far its tok/s (with speculation) moves between the 21 runs, against what
+    one run's interval says (the half-widths of its spread on the log scale, / 1.96: the
+    standard error the speedup test takes for it), as variances of log tok/s."""
+    import math
+
+    out = []
+    for ci, c0 in enumerate(ms[0]):
+        logs, ses = [], []
+        for m in ms:
+            t = m[ci].tok_s
+            assert t is not None
+            logs.append(math.log(t.value))
+            ses.append((math.log(t.high) - math.log(t.low)) / 2 / 1.959963984540054)
+        between = statistics.variance(logs)
+        within = statistics.fmean(x * x for x in ses)
+        values = [m[ci].tok_s.value for m in ms]  # type: ignore[union-attr]
+        out.append({"cell": c0.cell, "tok_s_min": min(values), "tok_s_max": max(values),
+                    "between_runs": between, "in_one_run": within, "ratio": between / within})
+    return out
+
+
+def dependence(ms: Pool) -> list[dict[str, Any]]:
     """Per sampled cell and figure: the variance of the cell's figure between the 21 runs,
     against the variance it would have if the requests of a run were independent (from each
     prompt slot's spread over the 21 runs, linearised: var(sum A − R sum D) / (sum D)^2). A
@@ -130,15 +205,15 @@ def dependence(ms: list[bl.Baseline]) -> list[dict[str, Any]]:
     import numpy as np
 
     out = []
-    for ci, c0 in enumerate(ms[0].samples()):
+    for ci, c0 in enumerate(ms[0]):
         if "/greedy/" in c0.cell:
             continue
-        d = np.array([[u.drafts for u in m.samples()[ci].units or ()] for m in ms], float)
+        d = np.array([[u.drafts for u in m[ci].units or ()] for m in ms], float)
         for fig in gated_figures(c0):
             col = paired.column(fig)
             num = np.array([[u.accepted_tokens if col == 1 else
                              (u.accepted_per_position or ())[col - 2]
-                             for u in m.samples()[ci].units or ()] for m in ms], float)
+                             for u in m[ci].units or ()] for m in ms], float)
             r = num.sum(1) / d.sum(1)
             z = num - (num.sum() / d.sum()) * d
             independent = z.var(0, ddof=1).sum() / d.sum(1).mean() ** 2
@@ -181,24 +256,57 @@ def gated_figures(b: CellSample) -> list[str]:
             if f == "mean_acceptance_length" or e.value >= MIN_POSITION_RATE]
 
 
-def smallest_drops(ms: list[bl.Baseline], n_pairs: int) -> dict[str, Any]:
+def scaled_tok_s(t: Spread, x: float) -> Spread:
+    """A cell's tok/s with every request's tok/s scaled by 1 − x: with one repeat the spread is
+    the aggregate tok/s and the mean per-stream interval scaled to it (``bench.stats.spread``),
+    so value and interval scale alike."""
+    return Spread(t.value * (1 - x), t.low * (1 - x), t.high * (1 - x), t.basis)
+
+
+def speedup_drops(ms: Pool, pairs: list[tuple[int, int]], level: float) -> dict[str, Any]:
+    """Per cell: the second measurement's tok/s dropped by X (every request's tok/s scaled),
+    both sides over the recorded spec-off, the speedup tested as the gate tests it (unpaired,
+    MOVER on the log scale) at ``level``; the share of pairs where the drop is called, with no
+    drop injected (X = 0: how often noise alone is called a drop at this level) and on the
+    grid, and the smallest X called in >= POWER of them."""
+    out: dict[str, Any] = {}
+    for ci, b0 in enumerate(ms[0]):
+        caught = {x: 0 for x in (0.0, *DROPS)}
+        for i, j in pairs:
+            b, c = ms[i][ci], ms[j][ci]
+            assert b.tok_s is not None and c.tok_s is not None
+            eb = speedup_estimate(b.tok_s, b.spec_off_tok_s)
+            assert eb is not None and eb.has_interval
+            for x in caught:
+                ec = speedup_estimate(scaled_tok_s(c.tok_s, x), c.spec_off_tok_s)
+                assert ec is not None and ec.has_interval
+                caught[x] += ec.value < eb.value and mover_p(eb, ec, log_scale=True) <= level
+        share = {str(x): n / len(pairs) for x, n in caught.items()}
+        out[b0.cell] = {"cell": b0.cell, "figure": "speedup", "caught_share": share,
+                        "x80": next((x for x in DROPS if caught[x] >= POWER * len(pairs)),
+                                    None)}
+        print(f"  {b0.cell} speedup: {out[b0.cell]['x80']} (no drop: {share['0.0']:.0%})",
+              file=sys.stderr, flush=True)
+    return out
+
+
+def smallest_drops(ms: Pool, n_pairs: int) -> dict[str, Any]:
     """Drops injected into the second measurement of ``n_pairs`` self-pairs (evenly spread
     over the 210), caught or not by the paired test and by the unpaired one, at Holm's
-    strictest level of this gate."""
+    strictest level of this gate (its tests counted with the speedup's); and the speedup's."""
     import numpy as np
-
-    from specdoctor.gate.compare import mover_p
 
     rng = np.random.default_rng(0)
     every = list(itertools.combinations(range(len(ms)), 2))
     pairs = every[:: max(1, len(every) // n_pairs)][:n_pairs]
-    m = len(compare(ms[0].samples(), ms[1].samples()).tested)
+    tested = compare(ms[0], ms[1]).tested
+    m = len(tested)
     level = ALPHA / m
     tally: dict[str, dict[str, dict[float, int | None]]] = {}
     info: dict[str, dict[str, Any]] = {}
-    for ci, b0 in enumerate(ms[0].samples()):
+    for ci, b0 in enumerate(ms[0]):
         figs = gated_figures(b0)
-        pr0, _ = cell_pairs(b0, ms[1].samples()[ci])
+        pr0, _ = cell_pairs(b0, ms[1][ci])
         assert pr0 is not None
         for fig in figs:
             key = f"{b0.cell} {fig}"
@@ -206,7 +314,7 @@ def smallest_drops(ms: list[bl.Baseline], n_pairs: int) -> dict[str, Any]:
                          "smallest_p": paired.smallest_p(pr0.n)}
             tally[key] = {t: {x: 0 for x in DROPS} for t in ("paired", "unpaired")}
         for i, j in pairs:
-            b, c = ms[i].samples()[ci], ms[j].samples()[ci]
+            b, c = ms[i][ci], ms[j][ci]
             assert c.units is not None
             eb, ec = acceptance_estimates(b), acceptance_estimates(c)
             share = (ec["mean_acceptance_length"].value - 1) / ec["mean_acceptance_length"].value
@@ -246,39 +354,58 @@ def smallest_drops(ms: list[bl.Baseline], n_pairs: int) -> dict[str, Any]:
                                  if n is not None and n >= POWER * len(pairs)), None)}
             print(f"  {key}: paired {info[key]['paired']['x80']}, unpaired "
                   f"{info[key]['unpaired']['x80']}", file=sys.stderr, flush=True)
-    return {"pairs": len(pairs), "level": level, "tests_in_gate": m, "power": POWER,
-            "drops": list(DROPS), "cells": info}
+    return {"pairs": len(pairs), "level": level, "tests_in_gate": m,
+            "speedup_tests_in_gate": sum(t.figure == "speedup" for t in tested),
+            "power": POWER, "drops": list(DROPS), "cells": info,
+            "speedup": speedup_drops(ms, pairs, level)}
 
 
 def text(meta: dict[str, Any], fa: dict[str, Any], sd: dict[str, Any],
-         dep: list[dict[str, Any]], sim: dict[str, float]) -> str:
+         dep: list[dict[str, Any]], sim: dict[str, float], spd: list[dict[str, Any]]) -> str:
     p, u = fa["paired"], fa["unpaired"]
+    ps, us = p["speedup"], u["speedup"]
     lines = [__doc__.splitlines()[0],
              f"commit {meta['commit']}, {meta['date']}; {meta['machine']}; load average "
              f"{meta['load_at_start']} at start, {meta['load_at_end']} at end; "
              f"{meta['wall_s']} s in all",
              f"pool: {meta['pool']}",
+             f"spec-off: tests/fixtures/gate/spec-off.json, {meta['spec_off']}; another day and "
+             "machine than the pool: every measurement's cells are given its spec-off tok/s, as "
+             "the gate gives a candidate it has the URL of the baseline's own; the speedup's "
+             "value is not comparable, its spread is what the test uses",
              "",
              f"1. false alarms: {p['pairs']} self-pairs (every unordered pair of the 21 "
-             "measurements), sampled cells (greedy cells replay: p = 1); a round is 10 disjoint "
-             "pairs (21 rounds)",
+             "measurements); acceptance in the sampled cells (greedy cells replay: p = 1), the "
+             "speedup over spec-off in every cell (tok/s varies in greedy cells too); a round is "
+             "10 disjoint pairs (21 rounds)",
              "                                     the gate (paired)   unpaired (MOVER)"]
 
     def row(label: str, a: str, b: str) -> str:
         return f"  {label:<35}{a:>17}   {b:>16}"
 
+    def rates(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+        return [
+            row("share with p <= 0.05 (nominal 5%)", f"{a['share_p_le_0.05']:.1%}",
+                f"{b['share_p_le_0.05']:.1%}"),
+            row("share with p <= 0.01 (nominal 1%)", f"{a['share_p_le_0.01']:.1%}",
+                f"{b['share_p_le_0.01']:.1%}"),
+            row("p <= 0.05 per round: min/med/max",
+                " / ".join(f"{a['per_round_0.05'][k]:.1%}" for k in ("min", "median", "max")),
+                " / ".join(f"{b['per_round_0.05'][k]:.1%}" for k in ("min", "median", "max"))),
+            row("smallest p", f"{a['smallest_p']:.2g}", f"{b['smallest_p']:.2g}")]
+
     lines += [
-        row("single tests, sampled cells", str(p["sampled_tests"]), str(u["sampled_tests"])),
-        row("share with p <= 0.05 (nominal 5%)", f"{p['share_p_le_0.05']:.1%}",
-            f"{u['share_p_le_0.05']:.1%}"),
-        row("share with p <= 0.01 (nominal 1%)", f"{p['share_p_le_0.01']:.1%}",
-            f"{u['share_p_le_0.01']:.1%}"),
-        row("p <= 0.05 per round: min/med/max",
-            " / ".join(f"{p['per_round_0.05'][k]:.1%}" for k in ("min", "median", "max")),
-            " / ".join(f"{u['per_round_0.05'][k]:.1%}" for k in ("min", "median", "max"))),
-        row("smallest p", f"{p['smallest_p']:.2g}", f"{u['smallest_p']:.2g}"),
+        row("acceptance: single tests, sampled", str(p["sampled_tests"]),
+            str(u["sampled_tests"])),
+        *rates(p, u),
+        row("speedup: single tests, every cell", str(ps["tests"]), str(us["tests"])),
+        *rates(ps, us),
         row("gates failed (Holm, alpha 0.05)", f"{p['gates_failed']} of {p['pairs']}",
             f"{u['gates_failed']} of {u['pairs']}"),
+        row("  an acceptance figure regressed", f"{p['gates_failed_by_acceptance']} of "
+            f"{p['pairs']}", f"{u['gates_failed_by_acceptance']} of {u['pairs']}"),
+        row("  the speedup regressed", f"{p['gates_failed_by_speedup']} of {p['pairs']}",
+            f"{u['gates_failed_by_speedup']} of {u['pairs']}"),
         row("tests run paired", f"{p['tests_paired']} of {p['tests']}",
             f"{u['tests_paired']} of {u['tests']}"),
         "",
@@ -293,13 +420,23 @@ def text(meta: dict[str, Any], fa: dict[str, Any], sd: dict[str, Any],
         f"slots, nothing changed): p <= 0.05 in {sim['share_p_le_0.05']:.1%}, p <= 0.01 in "
         f"{sim['share_p_le_0.01']:.1%}",
         "",
+        "why the speedup test fires: a cell's tok/s (speculation on) moves between the 21 runs "
+        "far more than one run's interval says (variances of log tok/s; in one run: the "
+        "interval's half-widths / 1.96, squared, the mean over the runs)",
+        "  cell               tok/s over the 21 runs  var between runs  var in one run  ratio"]
+    lines += [f"  {d['cell']:<18} {d['tok_s_min']:>9.0f} – {d['tok_s_max']:<10.0f}  "
+              f"{d['between_runs']:>16.3g}  {d['in_one_run']:>14.3g}  {d['ratio']:>5.1f}"
+              for d in spd]
+    lines += [
+        "",
         f"2. smallest drop caught at this baseline size (16 requests a cell): a drop X of the "
         f"figure injected into the second measurement of {sd['pairs']} self-pairs (accepted "
         f"tokens thinned binomially, drafts unchanged), tested at Holm's strictest level "
-        f"{sd['level']:.2g} (0.05 / {sd['tests_in_gate']} tests); the share of pairs where it "
-        f"is called, by the gate (paired; unpaired where the prompts are too few for the "
-        f"level) / unpaired throughout (MOVER), and the smallest X called in >= "
-        f"{sd['power']:.0%} of them (—: more than the figure can drop)",
+        f"{sd['level']:.2g} (0.05 / {sd['tests_in_gate']} tests, {sd['speedup_tests_in_gate']} "
+        f"of them speedups); the share of pairs where it is called, by the gate (paired; "
+        f"unpaired where the prompts are too few for the level) / unpaired throughout (MOVER), "
+        f"and the smallest X called in >= {sd['power']:.0%} of them (—: more than the figure "
+        f"can drop)",
         "cell               figure                   prompts  min p    "
         + "  ".join(f"{x * 100:>9g}%" for x in sd["drops"]) + "   caught at (gate / unpaired)"]
 
@@ -314,6 +451,19 @@ def text(meta: dict[str, Any], fa: dict[str, Any], sd: dict[str, Any],
         lines.append(f"{c['cell']:<18} {c['figure']:<24} {c['prompt_pairs']:>7}  "
                      f"{c['smallest_p']:<7.2g}  " + "  ".join(share(c, x) for x in sd["drops"])
                      + f"   {x80(c['paired']['x80'])} / {x80(c['unpaired']['x80'])}")
+    sp = sd["speedup"]
+    lines += [
+        "",
+        "the speedup over spec-off: every request's tok/s of the second measurement scaled by "
+        "1 − X (both sides over the recorded spec-off), tested as the gate tests it (unpaired, "
+        "MOVER on log tok/s: the same in the gate and unpaired throughout) at the same level; "
+        "the share of pairs where a drop is called, with none injected and per X",
+        "cell               figure                      none  "
+        + "  ".join(f"{x * 100:>5g}%" for x in sd["drops"]) + "   caught at"]
+    for c in sp.values():
+        lines.append(f"{c['cell']:<18} {c['figure']:<24} {c['caught_share']['0.0']:>7.0%}  "
+                     + "  ".join(f"{c['caught_share'][str(x)]:>6.0%}" for x in sd["drops"])
+                     + f"   {x80(c['x80'])}")
     per_figure: dict[str, list[dict[str, Any]]] = {}
     for c in sd["cells"].values():
         key = "mean acceptance length" if c["figure"] == "mean_acceptance_length" else \
@@ -330,8 +480,16 @@ def text(meta: dict[str, Any], fa: dict[str, Any], sd: dict[str, Any],
                          f"{x80(worst[t]['x80']) if worst else 'none'} at this baseline size"
                          + (f" (in {worst['cell']} {worst['figure']})" if worst else "")
                          + (f"; none in {', '.join(blind)}" if blind else ""))
-    lines.append("  speedup over spec-off: not measured (no recorded run of the pool has a "
-                 "spec-off measurement)")
+    ok = [c for c in sp.values() if c["x80"]]
+    blind = sorted(c["cell"] for c in sp.values() if not c["x80"])
+    worst = max(ok, key=lambda c: c["x80"]) if ok else None
+    noise = [c["caught_share"]["0.0"] for c in sp.values()]
+    lines.append(f"  speedup over spec-off, the gate: would catch a drop of "
+                 f"{x80(worst['x80']) if worst else 'none'} at this baseline size"
+                 + (f" (in {worst['cell']})" if worst else "")
+                 + (f"; none in {', '.join(blind)}" if blind else "")
+                 + f"; with no drop injected it calls one in {min(noise):.0%}–{max(noise):.0%} "
+                   f"of the pairs (the false alarms of 1.)")
     return "\n".join(lines) + "\n"
 
 
@@ -439,18 +597,21 @@ def main(argv: list[str] | None = None) -> int:
     meta: dict[str, Any] = {"commit": git_commit(), "date": utc_now(), "machine": machine(),
                             "load_at_start": load(),
                             "pool": json.loads(FIXTURE.read_text())["recorded"]}
+    spec_off_doc = json.loads(SPEC_OFF.read_text())
+    meta["spec_off"] = spec_off_doc["recorded"].split(" in all: ", 1)[0] + " in all"
+    meta["spec_off_measured_at"] = spec_off_doc["source"]["measured_at"]
     ms = pool()
     fa = false_alarms(ms)
     print(json.dumps(fa, indent=1), file=sys.stderr, flush=True)
-    dep, sim = dependence(ms), simulated()
+    dep, sim, spd = dependence(ms), simulated(), speed_spread(ms)
     sd = smallest_drops(ms, args.pairs)
     meta["load_at_end"] = load()
     meta["wall_s"] = round(time.perf_counter() - t0, 1)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "gate_paired.json").write_text(json.dumps(
         {"meta": meta, "false_alarms": fa, "dependence": dep, "simulated": sim,
-         "smallest_drops": sd}, indent=1) + "\n")
-    out = text(meta, fa, sd, dep, sim)
+         "speed_spread": spd, "smallest_drops": sd}, indent=1) + "\n")
+    out = text(meta, fa, sd, dep, sim, spd)
     (RESULTS / "gate_paired.txt").write_text(out)
     print(out, end="")
     return 0
