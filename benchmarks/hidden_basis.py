@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _provenance import ROOT, git_commit, machine, utc_now  # noqa: E402
 
 from specdoctor.bench.prompts import take  # noqa: E402
-from specdoctor.experiments.base import Context  # noqa: E402
+from specdoctor.experiments.base import Context
 from specdoctor.experiments.basis import HiddenBasis  # noqa: E402
 from specdoctor.experiments.common import Settings, apd  # noqa: E402
 from specdoctor.experiments.oracle_gap import expected_profile, run_oracle  # noqa: E402

@@ -6,7 +6,7 @@ puts the bug back into the installed vLLM (a pack of ``specdoctor.lab.patches``,
 ``patients.pack``), or an edit of the files a server reads. Each was committed with its answer
 before its first diagnosis; ``table.py`` keeps that first answer beside the latest.
 
-Answers use the catalogue's hypothesis ids (``src/specdoctor/diagnose/data/catalogue.json``).
+Answers use the catalogue's hypothesis ids (``src/specdoctor/verdict/data/catalogue.json``).
 Where no id fits, the case names the one a correct diagnosis should give and ``NEW_IDS`` says
 what it means: these are findings (hypotheses the catalogue lacks), not entries of it.
 

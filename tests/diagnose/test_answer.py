@@ -12,8 +12,8 @@ from specdoctor.diagnose.orchestrator import Diagnosis, _redecide_draft_quality
 from specdoctor.diagnose.references import Reference
 from specdoctor.diagnose.report import answer_words, html_page, markdown
 from specdoctor.diagnose.signature import Facts, classify
-from specdoctor.experiments import rules
-from specdoctor.experiments.base import CONFIRMS_BY, ExperimentResult, Finding, Verdict
+from specdoctor.verdict import rules
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 from tests.diagnose.recorded import counts
 
 # A weak drafter that the engine serves as well as its weights allow: low, equal to the oracle.
@@ -36,7 +36,8 @@ def _exclude(led: L.Ledger, hyps: tuple[str, ...], exp: str = "oracle-counterfac
 
 
 def _redecide(led: L.Ledger) -> None:
-    ctx = SimpleNamespace(oracle_gap=rules.Gap(0.49, 0.49, -0.01, 0.01), oracle_pos0=0.30)
+    ctx = SimpleNamespace(oracle_gap=rules.Gap(0.49, 0.49, -0.01, 0.01), oracle_pos0=0.30,
+                          oracle_below_method=False, method=None)
     _redecide_draft_quality(ctx, led)
 
 
@@ -105,7 +106,9 @@ def test_no_cause_where_one_is_needed_lists_what_remains():
 
 def test_every_experiment_confirms_with_a_basis():
     cat = C.load()
-    assert set(cat.experiments) <= set(CONFIRMS_BY)
+    assert all(cat.confirms_by(e) in ("counterfactual", "replay", "comparison")
+               for e in cat.experiments)
+    assert cat.confirms_by("rule:oracle-equal-low") == "elimination"
     led = _weak_ledger()
     # a finding that does not say its basis takes its experiment's
     led.apply(ExperimentResult("compile-cache-ab", [Finding(
@@ -166,7 +169,7 @@ def test_a_layer_search_left_open_keeps_the_weak_drafter_from_being_named():
 
 
 def test_the_why_of_an_open_candidate_is_cut_at_a_word_never_inside_one():
-    from specdoctor.experiments.rules import clip
+    from specdoctor.verdict.rules import clip
 
     text = "replayed " * 30   # 9 characters a word: the 200th is inside one
     out = clip(text)

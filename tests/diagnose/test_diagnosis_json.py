@@ -7,7 +7,7 @@ from specdoctor.diagnose import catalogue as C
 from specdoctor.diagnose import ledger as L
 from specdoctor.diagnose.orchestrator import Diagnosis
 from specdoctor.diagnose.signature import Facts, classify
-from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 from tests.diagnose.recorded import counts
 
 
@@ -43,8 +43,8 @@ def test_every_named_cause_says_what_it_explains_and_one_that_explains_too_littl
     """Rule cause-sized through the ledger: the counterfactual's gain is the root cause's
     ``root_cause_explains``; a replay's drafting difference of 0.02 per step beside it is also
     found, with its size and why."""
-    from specdoctor.experiments.rules import Gap
-    from specdoctor.experiments.sizing import Size
+    from specdoctor.verdict.rules import Gap
+    from specdoctor.verdict.sizing import Size
 
     led = _ledger()
     led.gaps = {"greedy": Gap(0.4, 0.42, -0.05, 0.09)}

@@ -22,7 +22,8 @@ from specdoctor.diagnose import orchestrator
 from specdoctor.diagnose.ledger import build
 from specdoctor.diagnose.references import reference_from_profile
 from specdoctor.diagnose.signature import Facts, classify
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 from tests.diagnose.recorded import counts
 from tests.diagnose.test_orchestrator_plan import Inconclusive
 
@@ -80,7 +81,8 @@ class Relaunch:
         return None
 
     def run(self, ctx, hypotheses):
-        from specdoctor.experiments import common, rules
+        from specdoctor.experiments import common
+        from specdoctor.verdict import rules
 
         self.asked.append(tuple(hypotheses))
         before, after = common.apd(MEASURED), common.apd(RECOVERED)

@@ -8,7 +8,7 @@ from specdoctor.diagnose import catalogue as C
 from specdoctor.diagnose import ledger as L
 from specdoctor.diagnose.references import published_for
 from specdoctor.diagnose.signature import Facts, classify
-from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 from specdoctor.store.ledger import open_ledger_store
 from tests.conftest import run_cli
 from tests.diagnose.recorded import counts, mean_only
@@ -135,7 +135,7 @@ def test_a_cause_confirmed_by_elimination_explains_nothing_while_a_rival_is_open
     """sampled-patched as the clinic measured it (6ae02b6): sampled 0.279 vs its oracle's
     0.269, gap [-0.062, 0.038], below greedy. sampling-confound is confirmed by elimination,
     and the plan must go on to the replay, which decides its rivals; it had stopped there."""
-    from specdoctor.experiments.rules import Gap, decide_sampling
+    from specdoctor.verdict.rules import Gap, decide_sampling
 
     greedy, sampled = counts([1.0, 1.0, 1.0, 1.0]), counts([0.12, 0.07, 0.05, 0.04])
     sig = classify(Facts(greedy, published_for("draft_model", 4), sampled=sampled,

@@ -12,7 +12,7 @@ from specdoctor.diagnose.references import reference_from_profile
 from specdoctor.diagnose.signature import Facts, classify
 from specdoctor.experiments.base import Context
 from specdoctor.experiments.counterfactual import OracleCounterfactual
-from specdoctor.experiments.rules import Gap
+from specdoctor.verdict.rules import Gap
 from specdoctor.launch import LaunchSpec
 from tests.diagnose.recorded import counts
 
@@ -104,7 +104,7 @@ class _Records:
         return None
 
     def run(self, ctx, hypotheses):
-        from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
+        from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 
         RAN.append(self.id)
         return ExperimentResult(self.id, [Finding(h, Verdict.EXCLUDED, "x") for h in hypotheses])
@@ -115,7 +115,7 @@ def test_what_ran_before_the_signature_is_not_run_again(tmp_path, monkeypatch):
 
     from specdoctor.diagnose import catalogue
     from specdoctor.diagnose.ledger import build
-    from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
+    from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 
     ref = reference_from_profile(HEALTHY, "oracle", "oracle", tolerance=0.05)
     # the healthy-ngram clinic row: 0.88x on the first spec-off comparison (inconclusive)
@@ -137,8 +137,8 @@ def test_what_ran_before_the_signature_is_not_run_again(tmp_path, monkeypatch):
 def _speed_setup(tmp_path, monkeypatch, ratio_on):
     from specdoctor.diagnose import catalogue
     from specdoctor.diagnose.ledger import build
-    from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
-    from specdoctor.experiments.rules import FILE_SIDE
+    from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
+    from specdoctor.verdict.rules import FILE_SIDE
 
     monkeypatch.setattr(catalogue, "experiment", lambda spec: _Records(spec.id))
     RAN.clear()
@@ -182,7 +182,7 @@ def test_speed_is_asked_last_and_what_it_adds_is_tested(tmp_path, monkeypatch):
 def test_no_speed_question_once_a_cause_is_found(tmp_path, monkeypatch):
     import time
 
-    from specdoctor.experiments.base import ExperimentResult, Finding
+    from specdoctor.verdict.findings import ExperimentResult, Finding
 
     part, cat, measured, verdict = _speed_setup(tmp_path, monkeypatch, ratio_on=0.25)
     part.ledger.apply(ExperimentResult("oracle-counterfactual", [Finding(
@@ -210,8 +210,8 @@ def test_slower_because_acceptance_lost_turns_to_the_acceptance(tmp_path, monkey
 
     from specdoctor.diagnose import catalogue
     from specdoctor.diagnose.ledger import build
-    from specdoctor.experiments import rules
-    from specdoctor.experiments.base import ExperimentResult, Verdict
+    from specdoctor.verdict import rules
+    from specdoctor.verdict.findings import ExperimentResult, Verdict
 
     degraded = counts([0.54, 0.29, 0.17])
     monkeypatch.setattr(catalogue, "experiment", lambda spec: _Records(spec.id))

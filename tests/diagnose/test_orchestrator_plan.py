@@ -12,7 +12,8 @@ from specdoctor.diagnose.ledger import build
 from specdoctor.diagnose import references as R
 from specdoctor.diagnose.references import published_for
 from specdoctor.diagnose.signature import Facts, classify
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 from specdoctor.store.ledger import open_ledger_store
 from tests.diagnose.recorded import counts
 
@@ -169,7 +170,7 @@ def test_an_oracle_gap_not_shown_within_the_margin_keeps_the_replay_planned():
     as within the reference. The greedy gap is not significant, nor shown within 5%, so the
     replay's leads stay candidates and the replay is planned; a gap shown within 5% adds none."""
     from specdoctor.diagnose.references import reference_from_profile
-    from specdoctor.experiments.rules import REPLAY_LEADS, Gap
+    from specdoctor.verdict.rules import REPLAY_LEADS, Gap
 
     measured = counts([0.56, 0.35, 0.18])
     oracle_facts = Facts(measured, reference_from_profile(counts([0.61, 0.39, 0.18]), "oracle",

@@ -8,7 +8,7 @@ from specdoctor.diagnose import ledger as L
 from specdoctor.diagnose.orchestrator import Diagnosis
 from specdoctor.diagnose.report import markdown
 from specdoctor.diagnose.signature import Facts, classify
-from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 from specdoctor.packs import verdicts
 from tests.diagnose.recorded import counts
 

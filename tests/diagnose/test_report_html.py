@@ -24,7 +24,7 @@ from specdoctor.diagnose import ledger as L
 from specdoctor.diagnose.orchestrator import Diagnosis
 from specdoctor.diagnose.report import html_page
 from specdoctor.diagnose.signature import Facts, classify
-from specdoctor.experiments.base import ExperimentResult, Finding, Verdict
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 from tests.diagnose.recorded import mean_only, profile
 
 LONG = ("the counterfactual could not run here: the drafter lives in /data/hf/hub/"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from specdoctor.diagnose import references as R
 from specdoctor.diagnose.references import published_for, reference_from_profile
 from specdoctor.diagnose.signature import Facts, classify, find_cliff, shape
-from specdoctor.experiments.rules import Gap
+from specdoctor.verdict.rules import Gap
 from tests.diagnose.recorded import counts, mean_only, measure_fixture, profile, tok_s
 
 # What the published figures used here were measured on (references.Published).

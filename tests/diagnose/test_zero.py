@@ -8,8 +8,8 @@ from specdoctor.diagnose import catalogue as C
 from specdoctor.diagnose import ledger as L
 from specdoctor.diagnose.references import Reference
 from specdoctor.diagnose.signature import Facts, classify
-from specdoctor.experiments import rules
-from specdoctor.experiments.base import ExperimentResult, Verdict
+from specdoctor.verdict import rules
+from specdoctor.verdict.findings import ExperimentResult, Verdict
 from tests.diagnose.recorded import counts
 
 # The case: 0.003/0/0 accepted per position, equal to its oracle.

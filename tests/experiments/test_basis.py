@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specdoctor.experiments.base import Verdict
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.basis import (
     ROTATED_GAIN,
     TRACKS,

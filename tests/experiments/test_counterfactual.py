@@ -14,8 +14,8 @@ import json
 
 import pytest
 
-from specdoctor.experiments import rules
-from specdoctor.experiments.base import Verdict
+from specdoctor.verdict import rules
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.counterfactual import (
     _ABSENT,
     Lead,
@@ -200,7 +200,7 @@ def test_leads_left_in_the_context_become_counterfactual_leads_once():
     drafter's file does not hold) is tried; a field the counterfactual already found is not
     tried twice; a lead that removes a field removes it."""
     from specdoctor.experiments import counterfactual as cf
-    from specdoctor.experiments.base import Lead
+    from specdoctor.verdict.findings import Lead
 
     draft = {"architectures": ["DFlashDraftModel"], "model_type": "qwen3",
              "dflash_config": {"use_swa": True}, "layer_types": ["sliding_attention"]}

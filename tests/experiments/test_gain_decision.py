@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from specdoctor.experiments import rules
-from specdoctor.experiments.base import Finding, Verdict
+from specdoctor.verdict import rules
+from specdoctor.verdict.findings import Finding, Verdict
 from specdoctor.experiments.contract.compare import Candidate
 from specdoctor.experiments.counterfactual import Lead, search
 from specdoctor.oracle.heads.search import SearchResult

@@ -15,8 +15,10 @@ import pytest
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.bench import measure as proto
-from specdoctor.experiments import common, rules
-from specdoctor.experiments.base import Context, Verdict
+from specdoctor.experiments import common
+from specdoctor.verdict import rules
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.relaunch import ConcurrencyAB
 from specdoctor.sources import prometheus
 

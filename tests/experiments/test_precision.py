@@ -10,7 +10,8 @@ from pathlib import Path
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.experiments import precision as px
-from specdoctor.experiments.base import Context, Verdict
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.probes import view
 from specdoctor.launch import LaunchSpec
 from specdoctor.packs.run import collect

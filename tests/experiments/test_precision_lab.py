@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from specdoctor.experiments import precision as px
-from specdoctor.experiments.base import Context, Verdict
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import Verdict
 
 pytestmark = pytest.mark.lab
 

@@ -13,7 +13,7 @@ import pytest
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 
-from specdoctor.experiments.base import Verdict
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.relaunch import (
     CLEAR_SHARE,
     SpeedComparison,
@@ -22,7 +22,7 @@ from specdoctor.experiments.relaunch import (
     measured_timing,
     tok_s,
 )
-from specdoctor.experiments.rules import SLOWER_SHARE
+from specdoctor.verdict.rules import SLOWER_SHARE
 from specdoctor.launch import LaunchSpec
 
 TOKENS = 48

@@ -18,8 +18,9 @@ from specdoctor.diagnose import catalogue as C
 from specdoctor.diagnose import ledger as L
 from specdoctor.diagnose.references import Reference
 from specdoctor.diagnose.signature import Facts, classify
-from specdoctor.experiments import rules
-from specdoctor.experiments.base import Context, Verdict
+from specdoctor.verdict import rules
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.repeat import AGAIN, FIRST, RepeatAB, fall
 
 FIXTURE = Path(__file__).with_name("fixtures") / "repeat_passes.json"

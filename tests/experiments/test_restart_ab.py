@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from specdoctor.diagnose.log_evidence import read_for_diagnosis
-from specdoctor.experiments.base import Context, Verdict
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.relaunch import RestartAB
 from specdoctor.launch import parse_command
 

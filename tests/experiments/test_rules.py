@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from specdoctor.experiments import rules
-from specdoctor.experiments.base import Finding, Verdict
-from specdoctor.experiments.rules import Gap, decide_counterfactual, decide_oracle, decide_sampling
+from specdoctor.verdict import rules
+from specdoctor.verdict.findings import Finding, Verdict
+from specdoctor.verdict.rules import Gap, decide_counterfactual, decide_oracle, decide_sampling
 from tests.diagnose.recorded import profile
 
 
@@ -167,7 +167,7 @@ def test_root_cause_is_the_confirmed_cause_that_explains_most_of_the_gap():
 
 
 def test_an_oracle_change_counts_beyond_five_percent_of_before():
-    from specdoctor.experiments.rules import oracle_change_is_real
+    from specdoctor.verdict.rules import oracle_change_is_real
 
     assert not oracle_change_is_real(1.0, 1.049) and oracle_change_is_real(1.0, 1.051)
     # from nothing (an off-by-one map): at least 0.005 accepted per draft
@@ -233,7 +233,7 @@ def test_without_a_reference_a_draft_that_could_pay_is_not_decided():
 
 
 def test_an_accepted_count_decides_where_almost_nothing_is_accepted():
-    from specdoctor.experiments.rules import Gap, count_consistent, with_counts
+    from specdoctor.verdict.rules import Gap, count_consistent, with_counts
 
     # the default lab served with the sampler fixed: 0 accepted over 192 drafts at k=4 where a
     # correct verifier accepts 0.002 per draft (0.4 expected): consistent, whatever the
@@ -255,7 +255,7 @@ def test_a_count_short_of_an_oracle_that_accepts_everything_is_never_consistent(
     where the greedy oracle of a self-draft accepts all 4; a Poisson tail called 288 of 320
     consistent and widened the gap to [0.000, 0.578], so the engine read as reaching its
     oracle. No rejection is possible under that oracle."""
-    from specdoctor.experiments.rules import Gap, count_consistent, with_counts
+    from specdoctor.verdict.rules import Gap, count_consistent, with_counts
 
     assert not count_consistent(288, 320, 1.0) and count_consistent(320, 320, 1.0)
     assert not count_consistent(300, 320, 0.99)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from specdoctor.experiments import rules, sizing
-from specdoctor.experiments.base import Finding, Verdict
+from specdoctor.verdict import rules, sizing
+from specdoctor.verdict.findings import Finding, Verdict
 from specdoctor.experiments.replay import decide as D
-from specdoctor.experiments.sizing import Asked, Size
+from specdoctor.verdict.sizing import Asked, Size
 from specdoctor.oracle.engine_trace import Replay
 
 FIXTURES = Path(__file__).parent / "replay" / "fixtures"

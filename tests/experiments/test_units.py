@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from specdoctor.experiments.base import Verdict
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.counterfactual import leads, patched_copy, review_for
 from specdoctor.experiments.depth import decide, trained_depth
 from tests.diagnose.recorded import profile
@@ -127,7 +127,8 @@ def test_the_oracle_runs_for_every_method_it_covers_and_mtp_needs_no_drafter_dir
 
 
 def test_the_review_also_carries_the_leads_other_experiments_left(tmp_path):
-    from specdoctor.experiments.base import Context, Lead
+    from specdoctor.experiments.base import Context
+    from specdoctor.verdict.findings import Lead
 
     d, t = tmp_path / "d", tmp_path / "t"
     for p, cfg in ((d, {**LLAMA, "hidden_size": 64, "num_hidden_layers": 1}), (t, LLAMA)):

@@ -8,8 +8,10 @@ where a correct verifier gives 0.002; issue 20), and the clinic's sampled runs w
 
 from __future__ import annotations
 
-from specdoctor.experiments.base import Context, Verdict
-from specdoctor.experiments.rules import Gap
+from specdoctor.experiments.base import Context
+
+from specdoctor.verdict.findings import Verdict
+from specdoctor.verdict.rules import Gap
 from specdoctor.experiments.verdict_patch import Experiment, decide_patch
 from specdoctor.launch import parse_command
 

@@ -10,7 +10,8 @@ import shutil
 import sys
 
 from specdoctor.experiments import common
-from specdoctor.experiments.base import Context, Verdict
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.vocab import (
     VocabMapCheck,
     as_served_map,

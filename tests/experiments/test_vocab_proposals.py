@@ -18,7 +18,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from specdoctor.bench.prompts import take  # noqa: E402
-from specdoctor.experiments.base import Context, Verdict  # noqa: E402
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.common import Settings  # noqa: E402
 from specdoctor.experiments.vocab import VocabMapCheck  # noqa: E402
 

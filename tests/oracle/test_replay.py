@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specdoctor.experiments.base import Verdict
+from specdoctor.verdict.findings import Verdict
 from specdoctor.oracle import engine_trace
 from specdoctor.oracle.simulate import RequestTrace, Sampling
 

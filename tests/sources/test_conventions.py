@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specdoctor.experiments.base import Verdict
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.logs_scan import metric_convention
 from specdoctor.sources.conventions import check_text
 

@@ -1,9 +1,9 @@
 """The diagnosis: symptom signature → hypothesis ledger ranked by verdict cost → experiments.
 
 ``signature`` classifies what was measured against a ``references`` profile; ``catalogue``
-loads the hypotheses, experiments and decision rules (``data/catalogue.json``) and imports a
-built experiment by the module its entry names (``specdoctor.experiments``, whose ``rules``
-enforce those rules as pure functions); ``ledger`` keeps the candidates, ordered by the cost
+imports a built experiment by the module its entry names in the one registry
+(``specdoctor.verdict.catalogue``: hypotheses with their traits, experiments, decision rules,
+enforced as pure functions by ``specdoctor.verdict.rules``); ``ledger`` keeps the candidates, ordered by the cost
 of the experiment that decides them, with their verdicts; ``orchestrator`` runs it all.
 
 This package never imports ``specdoctor.lab``: the lab is a patient, not a colleague. The CLI

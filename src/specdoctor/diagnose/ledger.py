@@ -15,11 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from specdoctor.diagnose.catalogue import RESTART_MIN, Catalogue, Cost
+from specdoctor.verdict.catalogue import RESTART_MIN, Catalogue, Cost
+from specdoctor.verdict.catalogue import load as load_catalogue
 from specdoctor.diagnose.signature import Signature
-from specdoctor.experiments import rules, sizing
-from specdoctor.experiments.sizing import Size
-from specdoctor.experiments.base import CONFIRMS_BY, Basis, ExperimentResult, Finding, Verdict
+from specdoctor.verdict import rules, sizing
+from specdoctor.verdict.sizing import Size
+from specdoctor.verdict.findings import Basis, ExperimentResult, Finding, Verdict
 
 # Launch groups that are not a relaunch: nothing is shared or charged once.
 NO_LAUNCH = ("none", "current")
@@ -135,7 +136,7 @@ class Ledger:
                     e.verdict is Verdict.CONFIRMED and f.verdict is not Verdict.CONFIRMED):
                 basis = f.basis
                 if basis is None and f.verdict is Verdict.CONFIRMED:
-                    basis = CONFIRMS_BY.get(result.experiment)
+                    basis = load_catalogue().confirms_by(result.experiment)
                 e.verdict, e.decided_by, e.basis = f.verdict, result.experiment, basis
                 if f.recovered is not None:
                     e.recovered = f.recovered

@@ -25,8 +25,10 @@ from specdoctor.diagnose import references
 from specdoctor.diagnose.ledger import Ledger, build
 from specdoctor.diagnose.signature import Facts, Signature, classify
 from specdoctor.errors import SpecdoctorError
-from specdoctor.experiments import common, rules
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Launcher, Verdict
+from specdoctor.experiments import common
+from specdoctor.verdict import rules
+from specdoctor.experiments.base import Context, Launcher
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 from specdoctor.experiments.logs_scan import error_lines
 from specdoctor.experiments.oracle_gap import OracleGreedy, OracleSampled, expected_profile
 from specdoctor.experiments.repeat import fall as repeat_fall
@@ -923,8 +925,7 @@ def _redecide_draft_quality(ctx: Context, ledger: Ledger) -> None:
     if excluded:
         ledger.apply(ExperimentResult("rule:oracle-equal-low", rules.decide_oracle(
             gap, ctx.oracle_pos0, file_side_excluded=True,
-            reference_low=getattr(ctx, "oracle_below_method", False),
-            trained=rules.trained_drafter(getattr(ctx, "method", None)))))
+            reference_low=ctx.oracle_below_method, trained=rules.trained_drafter(ctx.method))))
 
 
 def _keep_traceback(ctx: Context, name: str) -> Path | None:

@@ -38,13 +38,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specdoctor.acceptance.compare import (  # noqa: F401 - the conversions, read here too
     conditional_from_unconditional, unconditional_from_conditional,
 )
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.errors import InputError
+
+if TYPE_CHECKING:
+    from specdoctor.experiments.base import Context
 from specdoctor.textfile import MAX_CONFIG, read_limited
 
 SOURCES = ("oracle", "user", "published", "self", "counterfactual")
@@ -254,18 +257,16 @@ def _mtp_layers(model_dir: Path) -> int | None:
     return None
 
 
-def served_of(ctx: Any) -> Served:
+def served_of(ctx: Context) -> Served:
     """What a diagnosis' context knows of the server: its model's name (the launch command's,
     the start-up log's, the model directory's), its MTP layers (the draft's or target's
     config.json), and the dataset where specdoctor chose the prompts (its own suites)."""
-    settings = getattr(ctx, "settings", None)
-    names: list[str | Path | None] = [getattr(settings, "target", None),
-                                      getattr(ctx, "target_dir", None)]
-    for log in getattr(ctx, "logs", ()) or ():
+    names: list[str | Path | None] = [ctx.settings.target if ctx.settings else None,
+                                      ctx.target_dir]
+    for log in ctx.logs:
         names.append(_startup_model(log))
-    configs = [getattr(ctx, "draft_dir", None), getattr(ctx, "target_dir", None)]
-    measured = bool(getattr(ctx, "measured", None))
-    dataset = f"specdoctor's {getattr(ctx, 'suite', '')} prompts" if measured else None
+    configs = [ctx.draft_dir, ctx.target_dir]
+    dataset = f"specdoctor's {ctx.suite} prompts" if ctx.measured else None
     return Served.of(names, configs, dataset)
 
 

@@ -59,7 +59,8 @@ from typing import Any
 from specdoctor.acceptance.compare import conditional_from_unconditional, differs, drift
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.diagnose.references import Reference
-from specdoctor.experiments.rules import (
+from specdoctor.verdict import findings
+from specdoctor.verdict.rules import (
     LOAD_SHARE,
     SLOWER_SHARE,
     ZERO_POS0,
@@ -71,9 +72,7 @@ from specdoctor.experiments.rules import (
 from specdoctor.methods import LOOKUP_METHODS
 from specdoctor.oracle.compare import WEAK_DRAFTER_POS0
 
-CLASSES = ("healthy", "uniform-low", "cliff", "steep-decay", "zero", "crash", "sampling-bound",
-           "load-dependent", "drifting", "slower-than-spec-off", "undetermined", "unreferenced",
-           "no-data")
+CLASSES = findings.CLASSES
 
 # A conditional rate below this, after a position accepted at least CLIFF_MIN_BEFORE, is a
 # cliff (Case A: 0.25 at pos1, then ~0 at pos2).
@@ -85,7 +84,7 @@ ABS_SLACK = 0.02          # absolute slack on top of a reference's relative tole
 SAMPLED_SHARE = 0.7       # sampled accepted/draft under this share of greedy's
 DRIFT_SHARE = 0.20        # last third of windows this much below the first third
 # LOAD_SHARE and SLOWER_SHARE are shared with the experiments that decide the same question
-# (concurrency-ab, spec-off-baseline): they live in experiments.rules; WEAK_DRAFTER_POS0 (an
+# (concurrency-ab, spec-off-baseline): they live in verdict.rules; WEAK_DRAFTER_POS0 (an
 # oracle that is itself low) is the oracle's.
 # A mean acceptance length printed as 1.00 (2 decimals): under this many accepted per step.
 PRINTED_ZERO = 0.005

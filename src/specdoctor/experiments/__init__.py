@@ -1,6 +1,6 @@
 """Verdict experiments: each answers the ledger of ``specdoctor diagnose`` through one interface
 (``base``), decides with the catalogue's rules (``rules``) and is found through its entry in the
-hypothesis catalogue (``diagnose/data/catalogue.json``: module path and ``built | planned``).
+hypothesis catalogue (``verdict/data/catalogue.json``: module path and ``built | planned``).
 
 One module per experiment (``logs_scan``, ``oracle_gap``, ``counterfactual``, ``vocab``,
 ``depth``, ``relaunch``), or a package whose ``experiment`` module holds it beside its tools

@@ -1,7 +1,7 @@
 """The one interface every verdict experiment answers the diagnosis through.
 
 An experiment is a module with a class that has:
-- ``id``: its entry in the hypothesis catalogue (``diagnose/data/catalogue.json``), which also
+- ``id``: its entry in the hypothesis catalogue (``verdict/data/catalogue.json``), which also
   holds its module path, its status (built or planned), its cost (CPU minutes, GPU minutes,
   restarts), its launch group and the hypotheses it settles — adding an experiment is one
   module plus one catalogue entry (docs/experiments-layout.md);
@@ -19,124 +19,21 @@ command and on the embedded lab without knowing which.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Protocol
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.experiments.launch_settings import Settings
-from specdoctor.experiments.sizing import Size
 from specdoctor.launch.spec import LaunchSpec
+from specdoctor.verdict.findings import Basis, ExperimentResult, Finding, Lead, Verdict
+from specdoctor.verdict.rules import Gap
 
-if TYPE_CHECKING:   # annotations only: rules builds on this one
-    from specdoctor.experiments.rules import Gap
-
-
-Basis = Literal["counterfactual", "replay", "comparison", "elimination"]
-
-
-class Verdict(str, enum.Enum):
-    CONFIRMED = "confirmed"
-    EXCLUDED = "excluded"
-    INCONCLUSIVE = "inconclusive"
-    NOT_REPRODUCIBLE = "not-reproducible"
-    PENDING = "pending"     # not run yet (budget, or the diagnosis stopped before it)
-
-
-# What a confirmation from each experiment rests on, where its finding does not say: the
-# experiments that change one thing and measure again confirm by counterfactual; those that set a
-# measured number against a reference only one cause explains, by comparison; the rule that
-# confirms what is left when the rest is excluded, by elimination. Every experiment of the
-# catalogue has one (a test keeps it so), so no confirmed cause is without its basis.
-CONFIRMS_BY: dict[str, "Basis"] = {
-    "oracle-counterfactual": "counterfactual", "relaunch-counterfactual": "counterfactual",
-    "verdict-patch": "counterfactual", "restart-ab": "counterfactual",
-    "compile-cache-ab": "counterfactual", "target-precision-ab": "counterfactual",
-    "vocab-map-check": "counterfactual", "hidden-basis": "counterfactual",
-    "replay": "replay",
-    "logs-scan": "comparison", "oracle-greedy": "comparison", "oracle-sampled": "comparison",
-    "concurrency-ab": "comparison", "spec-off-baseline": "comparison",
-    "trained-depth": "comparison", "probes": "comparison", "config-audit": "comparison",
-    "astexec": "comparison", "masks": "comparison", "kernel-equivalence": "comparison",
-    "taps": "comparison", "repeat-ab": "comparison",
-    "rule:oracle-equal-low": "elimination",
-}
-
-
-@dataclass(frozen=True)
-class Finding:
-    hypothesis: str
-    verdict: Verdict
-    evidence: str
-    # Share of the gap to the reference this experiment recovered (0..1), when it recovered
-    # any: ``root_cause`` is the confirmed hypothesis that explains most of the gap.
-    recovered: float | None = None
-    citations: tuple[dict[str, str], ...] = ()   # {"file", "sha256"} of engine code cited
-    # What kind of evidence decided it: "counterfactual" (a change that recovers was run and
-    # recovered), "replay" (token-level localisation on the engine's own steps), "comparison"
-    # (a measured number against a reference only this cause explains), "elimination" (every
-    # other candidate excluded); None where excluded by construction.
-    basis: Basis | None = None
-    # What this experiment could not check that bears on the hypothesis (a field no reference
-    # says the value of, a lead the oracle cannot try): an answer "not determined" lists them.
-    unchecked: tuple[str, ...] = ()
-    # The loss this finding accounts for, in accepted draft tokens per step, where the
-    # experiment can size it (``sizing``: a cause that explains too little is not the answer).
-    size: Size | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"hypothesis": self.hypothesis, "verdict": self.verdict.value,
-                               "evidence": self.evidence}
-        if self.recovered is not None:
-            out["recovered"] = round(self.recovered, 4)
-        if self.size is not None:
-            out["size"] = self.size.to_json()
-        if self.basis is not None:
-            out["basis"] = self.basis
-        if self.unchecked:
-            out["unchecked"] = list(self.unchecked)
-        if self.citations:
-            out["citations"] = list(self.citations)
-        return out
-
-
-@dataclass
-class ExperimentResult:
-    experiment: str
-    findings: list[Finding] = field(default_factory=list)
-    numbers: dict[str, Any] = field(default_factory=dict)
-    # Per-position curves to draw (e.g. "before", "after: rope_theta=10000").
-    curves: dict[str, AcceptanceProfile] = field(default_factory=dict)
-    commands: list[str] = field(default_factory=list)   # what to run where it could not
-    error: str | None = None
-    wall_s: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return {"experiment": self.experiment,
-                "findings": [f.to_json() for f in self.findings], "numbers": self.numbers,
-                "curves": {k: v.to_json() for k, v in self.curves.items()},
-                "commands": self.commands, "error": self.error, "wall_s": round(self.wall_s, 2)}
-
-
-@dataclass(frozen=True)
-class Lead:
-    """A change worth a counterfactual, found by an experiment that cannot confirm it (a static
-    reading of the engine's code, a probe of the live engine): the drafter config field to set
-    (``value``; ``remove``: take the field out) and why. Experiments add them to ``ctx.leads``;
-    the counterfactuals try them."""
-
-    hypothesis: str
-    field: str                 # dotted drafter config field: "rope_theta", "dflash_config.causal"
-    value: Any = None
-    why: str = ""
-    source: str = ""           # the experiment that found it
-    remove: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return {"hypothesis": self.hypothesis, "field": self.field, "value": self.value,
-                "remove": self.remove, "why": self.why, "source": self.source}
+# The shared vocabulary lives in ``verdict.findings``; named here too for the experiments that
+# take everything an experiment needs from this one module.
+__all__ = ["Basis", "Context", "Experiment", "ExperimentResult", "Finding",
+           "Gap", "Launcher", "Lead", "Server", "Verdict"]
 
 
 # -- launching ------------------------------------------------------------------------------------

@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 
 from specdoctor.experiments import common
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 from specdoctor.served_files import read_config
 
 HID = "target-basis"

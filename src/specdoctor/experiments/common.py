@@ -16,7 +16,7 @@ import numpy as np
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.bench import measure as proto
 from specdoctor.errors import SpecdoctorError
-from specdoctor.experiments import rules
+from specdoctor.verdict import rules
 from specdoctor.experiments.base import Context
 from specdoctor.experiments.launch_settings import (  # noqa: F401 - read here too
     MODEL_FLAGS, Settings, settings, settings_of,

@@ -57,9 +57,10 @@ from typing import Any
 
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments import common
-from specdoctor.experiments import rules
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
-from specdoctor.experiments.base import Lead as BaseLead
+from specdoctor.verdict import rules
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
+from specdoctor.verdict.findings import Lead as BaseLead
 from specdoctor.experiments.contract import compare as cmp
 from specdoctor.experiments.contract import contract as contract_mod
 from specdoctor.experiments.oracle_gap import (

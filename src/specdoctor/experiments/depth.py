@@ -14,7 +14,8 @@ from statistics import mean
 
 from specdoctor.acceptance.compare import conditional_from_unconditional
 from specdoctor.experiments import common
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 from specdoctor.served_files import read_config
 
 DEPTH_SHARE = 0.9

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 
 from specdoctor.experiments import common
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 
 # Lines that mean a request or the engine failed (not warnings about slowness).
 ERROR_PATTERNS = (

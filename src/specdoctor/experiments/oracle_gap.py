@@ -13,8 +13,9 @@ from typing import Any
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.experiments import common
-from specdoctor.experiments import rules
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.verdict import rules
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 
 
 # Drafters without a directory of their own: prompt lookup, and MTP layers that live in the

@@ -23,8 +23,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from specdoctor.experiments import common, rules
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.experiments import common
+
+from specdoctor.verdict import rules
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 from specdoctor.launch import LaunchSpec
 
 HID = "target-hidden-noise"

@@ -30,8 +30,9 @@ from specdoctor.bench import measure as proto
 from specdoctor.bench import probe
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments import common
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
-from specdoctor.experiments.rules import (
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
+from specdoctor.verdict.rules import (
     LOAD_IN_FLIGHT_SHARE,
     LOAD_SHARE,
     SLOWER_SHARE,

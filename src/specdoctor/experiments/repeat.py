@@ -13,8 +13,11 @@ pass ran on a fresh server, so the fall is what uptime costs and a restart gives
 
 from __future__ import annotations
 
-from specdoctor.experiments import common, rules
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.experiments import common
+
+from specdoctor.verdict import rules
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 
 FIRST, AGAIN = "greedy", "greedy again"
 

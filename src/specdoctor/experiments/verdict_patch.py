@@ -17,8 +17,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from specdoctor.experiments import common, rules, sizing
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.experiments import common
+
+from specdoctor.verdict import rules, sizing
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 from specdoctor.experiments.oracle_gap import expected_profile, gap
 from specdoctor.packs import verdicts
 

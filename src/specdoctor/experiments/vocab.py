@@ -36,8 +36,9 @@ from typing import Any
 import numpy as np
 
 from specdoctor.experiments import common
-from specdoctor.experiments import rules
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.verdict import rules
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 from specdoctor.served_files import read_config
 
 HID = "tokenizer-mismatch"

@@ -66,7 +66,7 @@ def test_an_answer_with_no_cause_is_the_right_part_only_for_a_case_of_part_none(
 
 
 def test_every_catalogue_hypothesis_has_a_part():
-    cat = json.loads((ROOT / "src" / "specdoctor" / "diagnose" / "data" /
+    cat = json.loads((ROOT / "src" / "specdoctor" / "verdict" / "data" /
                       "catalogue.json").read_text())
     ids = {h["id"] for h in (cat["hypotheses"] if isinstance(cat, dict) else cat)}
     assert ids <= set(patients.PART_OF), sorted(ids - set(patients.PART_OF))

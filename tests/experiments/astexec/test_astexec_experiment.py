@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from specdoctor.experiments.astexec import experiment as ax
-from specdoctor.experiments.base import Verdict
+from specdoctor.verdict.findings import Verdict
 
 PROBES = Path(__file__).parents[1] / "probes" / "fixtures"
 BOTH = ("attention-mask", "draft-config-mismatch")

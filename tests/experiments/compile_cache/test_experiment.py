@@ -11,7 +11,8 @@ from pathlib import Path
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.diagnose import catalogue
 from specdoctor.errors import SpecdoctorError
-from specdoctor.experiments.base import Context, Verdict
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.compile_cache import experiment as hook
 from specdoctor.launch import LaunchSpec
 

@@ -10,7 +10,8 @@ import shutil
 import pytest
 
 from specdoctor.diagnose import catalogue
-from specdoctor.experiments.base import Context, Verdict
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.config_audit import experiment as hook
 from specdoctor.experiments.config_audit import lints
 from specdoctor.lab import models as lab_models

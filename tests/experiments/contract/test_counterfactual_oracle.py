@@ -18,7 +18,8 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from specdoctor.bench.prompts import take  # noqa: E402
-from specdoctor.experiments.base import Context, Verdict  # noqa: E402
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.common import Settings  # noqa: E402
 from specdoctor.experiments.counterfactual import OracleCounterfactual  # noqa: E402
 from tests.experiments.contract import layered  # noqa: E402

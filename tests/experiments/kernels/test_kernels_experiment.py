@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from specdoctor.experiments.base import Context, Verdict
+from specdoctor.experiments.base import Context
+
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.kernels import experiment as kx
 from specdoctor.experiments.kernels.adapters import MODEL_MASK, Adapter, sdpa_paged
 from specdoctor.experiments.masks.served import Served, ServedLayer

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from specdoctor.experiments.base import Context, Verdict
+from specdoctor.experiments.base import Context
+
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.masks import experiment as mx
 from specdoctor.experiments.masks.cite import CodeRoot
 from specdoctor.experiments.masks.served import Served, ServedLayer, backend_from_logs, served

@@ -11,7 +11,9 @@ import json
 import sys
 from pathlib import Path
 
-from specdoctor.experiments.base import Context, Verdict
+from specdoctor.experiments.base import Context
+
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.probes import compare, view
 from specdoctor.experiments.probes import experiment as probes
 from specdoctor.launch import LaunchSpec

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from specdoctor.experiments.base import Verdict
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.replay import decide as D
 from specdoctor.oracle.engine_trace import Replay
 

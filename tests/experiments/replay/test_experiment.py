@@ -7,9 +7,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from specdoctor.experiments.base import Context, Verdict
+from specdoctor.experiments.base import Context
+
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.replay.experiment import Experiment, off_labels, traced_launch
-from specdoctor.experiments.rules import Gap
+from specdoctor.verdict.rules import Gap
 from specdoctor.launch import parse_command
 from specdoctor.oracle import engine_trace
 

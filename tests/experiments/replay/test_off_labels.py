@@ -6,7 +6,7 @@ accepted per draft, gap 95% [0.000, 0.142], which the comparison alone called eq
 from __future__ import annotations
 
 from specdoctor.bench.measure import Measurement, MeasureParams
-from specdoctor.experiments import rules
+from specdoctor.verdict import rules
 from specdoctor.experiments.base import Context
 from specdoctor.experiments.replay.experiment import off_labels
 

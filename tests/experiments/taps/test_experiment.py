@@ -15,7 +15,8 @@ import pytest
 
 from specdoctor.diagnose import catalogue
 from specdoctor.errors import SpecdoctorError
-from specdoctor.experiments.base import Context, Verdict
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.taps import experiment as hook
 from specdoctor.experiments.taps import heads
 from specdoctor.launch import LaunchSpec

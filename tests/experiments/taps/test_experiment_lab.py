@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from specdoctor.experiments.base import Context, Verdict
+from specdoctor.experiments.base import Context
+
+from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.taps import experiment as hook
 
 pytestmark = pytest.mark.lab

@@ -35,7 +35,8 @@ from typing import Any
 
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments import common
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Lead, Verdict
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import ExperimentResult, Finding, Lead, Verdict
 from specdoctor.served_files import fc_reads, rope_view
 
 MASK = "attention-mask"

@@ -25,10 +25,11 @@ import time
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.experiments import common
-from specdoctor.experiments import rules
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.verdict import rules
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 from specdoctor.experiments.compile_cache import ab
-from specdoctor.experiments.sizing import Size
+from specdoctor.verdict.sizing import Size
 
 HID = "compile-cache-pollution"
 TAIL_LINES = 12

@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from specdoctor.errors import SpecdoctorError
-from specdoctor.experiments import rules
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.verdict import rules
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 from specdoctor.experiments.config_audit import lints, models
 from specdoctor.launch import LaunchSpec
 

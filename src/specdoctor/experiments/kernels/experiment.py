@@ -27,7 +27,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.experiments.base import Context
+
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 from specdoctor.experiments.kernels.cases import DTYPES, TOLERANCES, Case
 from specdoctor.experiments.masks.served import Served, ServedLayer, served
 from specdoctor.methods import LOOKUP_METHODS

@@ -29,7 +29,8 @@ import time
 from typing import Any
 
 from specdoctor.experiments import common
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Lead, Verdict
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import ExperimentResult, Finding, Lead, Verdict
 from specdoctor.experiments.masks.backends import Resolved, resolve
 from specdoctor.experiments.masks.cite import CodeRoot
 from specdoctor.experiments.masks.model import Convention, MaskSpec

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specdoctor.experiments.base import Finding, Lead, Verdict
+from specdoctor.verdict.findings import Finding, Lead, Verdict
 from specdoctor.experiments.config_audit.models import HIDDEN_FED
 from specdoctor.experiments.probes.view import (
     CONTEXT_PARALLEL, INTERLEAVE, BuiltModel, EngineView, Layer,

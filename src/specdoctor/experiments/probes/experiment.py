@@ -24,7 +24,8 @@ import time
 from typing import Any
 
 from specdoctor.experiments import common
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 from specdoctor.experiments.probes import compare, view
 
 TAIL_LINES = 8

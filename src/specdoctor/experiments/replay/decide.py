@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
-from specdoctor.experiments.base import Finding, Verdict
-from specdoctor.experiments.sizing import GREEDY, SAMPLED, Size
+from specdoctor.verdict.findings import Finding, Verdict
+from specdoctor.verdict.sizing import GREEDY, SAMPLED, Size
 
 NEAR_TIE = 1e-3        # logit margin (top1 - top2) below which fp32 cannot separate two tokens
 MIN_CLEAR = 2          # clear differences needed (one alone is reported, not decided on)

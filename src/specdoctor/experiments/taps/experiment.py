@@ -40,7 +40,8 @@ from typing import Any
 from specdoctor.bench import measure as proto
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments import common
-from specdoctor.experiments.base import Context, ExperimentResult, Finding, Verdict
+from specdoctor.experiments.base import Context
+from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 from specdoctor.experiments.config_audit.experiment import parallel_layout
 from specdoctor.experiments.taps import heads
 from specdoctor.launch import LaunchSpec

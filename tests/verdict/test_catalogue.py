@@ -44,7 +44,10 @@ def _data():
 
 @pytest.mark.parametrize("breakage", ["unknown-experiment", "unknown-signature",
                                       "not-settled", "settles-unknown", "duplicate",
-                                      "bad-status", "planned-without-command", "module-elsewhere"])
+                                      "bad-status", "planned-without-command", "module-elsewhere",
+                                      "no-traits", "no-side", "unknown-side", "unknown-trait",
+                                      "unknown-rival", "no-basis", "unknown-basis",
+                                      "rule-without-text"])
 def test_inconsistent_catalogues_are_refused(breakage):
     data = copy.deepcopy(_data())
     h = data["hypotheses"][0]
@@ -63,6 +66,22 @@ def test_inconsistent_catalogues_are_refused(breakage):
         data["experiments"]["probes"].pop("by_hand", None)
     elif breakage == "module-elsewhere":
         data["experiments"]["logs-scan"]["module"] = "specdoctor.diagnose.logs:LogsScan"
+    elif breakage == "no-traits":
+        h.pop("traits")
+    elif breakage == "no-side":
+        h["traits"].pop("side")
+    elif breakage == "unknown-side":
+        h["traits"]["side"] = "elsewhere"
+    elif breakage == "unknown-trait":
+        h["traits"]["shiny"] = True
+    elif breakage == "unknown-rival":
+        h["traits"]["rivals"] = ["ghost"]
+    elif breakage == "no-basis":
+        data["experiments"]["logs-scan"].pop("confirms_by")
+    elif breakage == "unknown-basis":
+        data["experiments"]["logs-scan"]["confirms_by"] = "intuition"
+    elif breakage == "rule-without-text":
+        data["rules"] = [r for r in data["rules"] if r["id"] != "drafting-not-config"]
     else:
         data["hypotheses"].append(dict(h))
     with pytest.raises(C.CatalogueError):
@@ -119,3 +138,41 @@ def test_a_built_experiment_that_is_another_is_refused():
     wrong = C.ExperimentSpec(**{**spec.__dict__, "module": "specdoctor.experiments.depth:TrainedDepth"})
     with pytest.raises(C.CatalogueError, match="trained-depth"):
         C.experiment(wrong)
+
+
+def test_the_rules_groups_are_read_from_the_traits():
+    g = C.groups()
+    cat = C.load()
+    for hid in g.engine_side:
+        assert cat.hypotheses[hid].traits.oracle == "excludes"
+    assert "compile-cache-pollution" in g.engine_side and "draft-parallel-config" in g.engine_side
+    assert set(g.file_side) == {"draft-config-mismatch", "tokenizer-mismatch", "attention-mask"}
+    assert set(g.oracle_shared) == set(g.file_side) | {"k-beyond-training"}
+    assert g.replay_leads == ("rejection-sampler", "engine-drafting")
+    assert g.contract_causes == ("draft-config-mismatch", "attention-mask")
+    assert g.expected == ("sampling-confound",)
+    assert set(g.elimination_rivals["draft-quality"]) == (
+        set(g.engine_side) | set(g.oracle_shared) | {"metric-convention"})
+    assert g.elimination_rivals["sampling-confound"] == g.replay_leads
+
+
+def test_a_new_hypothesis_joins_its_groups_by_its_catalogue_entry_alone():
+    data = copy.deepcopy(_data())
+    data["hypotheses"].append({
+        "id": "draft-kv-stale", "mechanism": "draft KV reused where it should be recomputed",
+        "traits": {"side": "engine", "oracle": "excludes"}, "signatures": ["steep-decay"],
+        "experiment": "replay", "seen": "a test"})
+    data["experiments"]["replay"]["settles"].append("draft-kv-stale")
+    cat = C.parse(data)
+    assert "draft-kv-stale" in cat.where(oracle="excludes")
+    assert "draft-kv-stale" in cat.rivals("draft-quality")
+    assert "draft-kv-stale" not in cat.rivals("sampling-confound")
+
+
+def test_a_confirmation_rests_on_its_experiments_basis_or_its_rules():
+    cat = C.load()
+    assert cat.confirms_by("compile-cache-ab") == "counterfactual"
+    assert cat.confirms_by("replay") == "replay"
+    assert cat.confirms_by("oracle-greedy") == "comparison"
+    assert cat.confirms_by("rule:oracle-equal-low") == "elimination"
+    assert cat.confirms_by("rule:root-cause") is None and cat.confirms_by("nope") is None

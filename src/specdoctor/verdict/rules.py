@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 
 from specdoctor.acceptance import speedup as sp
 from specdoctor.acceptance.profile import AcceptanceProfile
-from specdoctor.experiments.base import Finding, Verdict
-from specdoctor.experiments import sizing
-from specdoctor.experiments.sizing import Size
+from specdoctor.verdict.findings import Finding, Verdict
+from specdoctor.verdict import catalogue, sizing
+from specdoctor.verdict.sizing import Size
 from specdoctor.oracle.compare import WEAK_DRAFTER_POS0
 from specdoctor.oracle.stats import binomial_tails
 
@@ -67,19 +67,21 @@ def trained_drafter(method: str | None) -> bool:
 # An oracle whose position 0 is under WEAK_DRAFTER_POS0 (oracle.compare's threshold, imported
 # above) is itself low: "the drafter is weak for this data", so matching it is not "healthy".
 
+# The hypothesis groups the rules decide by, read from the catalogue's traits (never listed
+# here): adding a hypothesis is a catalogue entry.
+_GROUPS = catalogue.groups()
 # Hypotheses the greedy oracle excludes when the engine reaches it: causes that live in engine
-# code, not in the served files (the oracle runs the files as they are).
-ENGINE_SIDE = ("compile-cache-pollution", "rope-sync", "kernel-numerics",
-               "draft-attention-partial", "draft-parallel-config", "target-hidden-noise")
+# code, not in the served files (the oracle runs the files as they are): ``oracle: excludes``.
+ENGINE_SIDE = _GROUPS.engine_side
 # What the engine replay (experiments/replay) localises an engine-side gap to: verification
-# or drafting.
-REPLAY_LEADS = ("rejection-sampler", "engine-drafting")
+# or drafting (``replay``).
+REPLAY_LEADS = _GROUPS.replay_leads
 # Causes that live in the served files themselves: the oracle shares them, so draft-quality
-# waits for their counterfactuals.
-FILE_SIDE = ("draft-config-mismatch", "tokenizer-mismatch", "attention-mask")
+# waits for their counterfactuals (``side: files``, ``oracle: shares``).
+FILE_SIDE = _GROUPS.file_side
 # Causes the oracle shares because it runs the served setup as configured: the files, and k.
 # Matching the oracle clears the engine, never these, so they stay candidates.
-ORACLE_SHARED = (*FILE_SIDE, "k-beyond-training")
+ORACLE_SHARED = _GROUPS.oracle_shared
 # A gap must also be this large (accepted per draft, relative to the oracle) to count, so that
 # numerics near-ties between an fp32 oracle and the engine do not count as a lost acceptance.
 MIN_REL_GAP = 0.05
@@ -87,18 +89,16 @@ MIN_REL_GAP = 0.05
 # share of what it was (0.44 → 1.29 for DFlash layer ids; 0.57 → 4.0 for a draft rope theta).
 RECOVER_GAIN = 0.25
 RECOVER_MIN_ABS = 0.05
-EXPECTED = ("sampling-confound",)   # confirmed = expected behaviour, not a bug
+EXPECTED = _GROUPS.expected   # confirmed = expected behaviour, not a bug (``expected``)
 # An answer by elimination (basis "elimination") stands only when each of its rivals that is a
 # candidate (the signature allows it) was excluded. draft-quality ("the drafter is weak") is
 # what remains when the engine reaches the oracle: its rivals are every file-side cause the
 # oracle shares, every engine-side cause, and the two readings of the same greedy numbers (k
 # past the drafter's training, a metric read in another convention). The replay's leads are not
 # among them: a greedy engine that meets the greedy oracle drafts the drafter's own chain.
-ELIMINATION_RIVALS = {"draft-quality": (*FILE_SIDE, *ENGINE_SIDE, "k-beyond-training",
-                                        "metric-convention"),
-                      # sampled equal to its oracle but not shown within 5% of it: what
-                      # sampling costs, once the replay clears verification and drafting
-                      "sampling-confound": REPLAY_LEADS}
+# (``rivals``). sampling-confound (sampled equal to its oracle but not shown within 5% of it:
+# what sampling costs) stands once the replay clears verification and drafting.
+ELIMINATION_RIVALS = _GROUPS.elimination_rivals
 # Verdicts that leave a candidate open.
 OPEN = (Verdict.PENDING, Verdict.INCONCLUSIVE, Verdict.NOT_REPRODUCIBLE)
 
@@ -810,8 +810,8 @@ def any_recovers(findings: Sequence[Finding]) -> bool:
 # -- drafting-not-config: a replay's drafting verdict waits for the drafter's contract leads -----
 
 # The causes a relaunch with a served field set to its reference decides (the relaunch
-# counterfactual's hypotheses).
-CONTRACT_CAUSES = ("draft-config-mismatch", "attention-mask")
+# counterfactual's hypotheses: ``contract``).
+CONTRACT_CAUSES = _GROUPS.contract_causes
 
 
 def held_by_contract(findings: Iterable[Finding], lead_causes: Iterable[str],
