@@ -126,19 +126,23 @@ def test_a_candidate_that_dies_or_does_not_speculate_exits_3(server, tmp_path: P
     assert "stopped answering" in " ".join(out["failed_cells"].values())
 
 
-def test_speedup_against_a_url_uses_the_baselines_spec_off(server, tmp_path: Path):
+def test_speedup_against_a_url_is_reported_over_the_baselines_spec_off_not_gated(server,
+                                                                                tmp_path: Path):
     # the sample baseline has a spec-off measurement in code/greedy/c1 (60 tok/s): a URL
-    # cannot be restarted with speculation off, so the candidate's speedup is over that
+    # cannot be restarted with speculation off, so the candidate's speedup is over that, from
+    # another session: tok/s between sessions moves beyond one session's interval
+    # (benchmarks/gate_paired.py), so it is reported in a note and never tested
     path = tmp_path / "b.json"
     bl.write_file(sample_baseline(), path)
     url = server("--k", "4", "--pattern", "2,1")
     proc = run_cli("gate", "--baseline", str(path), "--url", url, "--json", timeout=120)
     assert proc.returncode in (0, 1), proc.stderr
     res = json.loads(proc.stdout)
-    (speed,) = [t for t in res["comparison"]["tests"] if t["figure"] == "speedup"]
-    assert speed["cell"] == "code/greedy/c1" and speed["p"] is not None
-    assert speed["baseline"]["value"] == pytest.approx(101.5 / 60.0, rel=1e-3)
-    assert any("the baseline's own spec-off tok/s" in n for n in res["notes"])
+    assert not [t for t in res["comparison"]["tests"] if t["figure"] == "speedup"]
+    assert not [s for s in res["comparison"]["sensitivity"] if s["figure"] == "speedup"]
+    (note,) = [n for n in res["notes"] if "speedup over spec-off reported, not gated" in n]
+    assert "the baseline's own spec-off" in note and "--launch" in note
+    assert "code/greedy/c1" in note and f"(baseline {101.5 / 60.0:.2f}x)" in note
 
 
 def test_a_launch_that_never_serves_exits_3_with_its_reason(tmp_path: Path):

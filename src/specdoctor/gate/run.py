@@ -246,6 +246,26 @@ def gate(ref: str, candidate: Candidate, opts: GateOptions,
     return res
 
 
+def _speedups_reported(base: list[Any], cand: list[Any], measured_at: object) -> str:
+    """The note on a URL candidate's speedups: each cell's over the baseline's spec-off, not
+    gated, and why."""
+    from specdoctor.gate.compare import speedup_estimate
+
+    off = {s.cell: s.spec_off_tok_s for s in base}
+    was = {s.cell: speedup_estimate(s.tok_s, s.spec_off_tok_s) for s in base}
+    each = []
+    for s in cand:
+        now = speedup_estimate(s.tok_s, off.get(s.cell))
+        before = was.get(s.cell)
+        if now is not None and before is not None:
+            each.append(f"{s.cell} {now.value:.2f}x (baseline {before.value:.2f}x)")
+    return ("speedup over spec-off reported, not gated: the gate cannot restart a server it "
+            "only has the URL of, so the candidate's tok/s is over the baseline's own spec-off "
+            f"(measured {measured_at}), and tok/s between sessions moves far more than one "
+            "session's interval (gate with --launch to gate the speedup)"
+            + (": " + "; ".join(each) if each else ""))
+
+
 def _judge(b: bl.Baseline, ref: str, candidate: Candidate, run_id: int, params: MatrixParams,
            rows: list[summary.Row], plan: runner.Plan, opts: GateOptions,
            keyed: bl.KeyedUnits | None = None) -> GateResult:
@@ -254,15 +274,17 @@ def _judge(b: bl.Baseline, ref: str, candidate: Candidate, run_id: int, params: 
     base = [s for s in b.samples() if s.cell in wanted]
     notes: list[str] = []
     cand = [s for _, s in bl.cell_samples(rows, spec_label, keyed)]
-    if b.has_spec_off and candidate.spec is None:
-        ref_off = {s.cell: s.spec_off_tok_s for s in base}
-        cand = [replace(s, spec_off_tok_s=ref_off.get(s.cell)) for s in cand]
-        notes.append("speedups of the candidate are over the baseline's own spec-off tok/s "
-                     f"(measured {b.source.get('measured_at')}): the gate cannot restart a "
-                     "server it only has the URL of; the same machine and load are assumed")
+    # A URL candidate has no spec-off of its own: its speedup would be over the baseline's
+    # spec-off, from another session, and tok/s between sessions moves far more than one
+    # session's interval says (benchmarks/gate_paired.py: 58% of such self-tests at p <= 0.05,
+    # nominal 5%). It is reported, not gated.
+    speed = candidate.spec is not None
+    if b.has_spec_off and not speed:
+        notes.append(_speedups_reported(base, cand, b.source.get("measured_at")))
     failed = {r.cell: "; ".join(r.errors) or r.status for r in rows
               if r.cell in wanted and r.status == "failed"}
-    cmp = compare(base, cand, alpha=opts.alpha, max_drop=opts.max_drop, sensitivity=True)
+    cmp = compare(base, cand, alpha=opts.alpha, max_drop=opts.max_drop, speed=speed,
+                  sensitivity=True)
     for name in sorted(wanted - {s.cell for s in b.samples()}):
         notes.append(f"{name} is not in the baseline (it failed there): not compared")
     unmeasured = sorted({t.cell for t in cmp.tests if t.lacking == "candidate"})
