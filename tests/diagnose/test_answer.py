@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 from specdoctor.diagnose import catalogue as C
 from specdoctor.diagnose import ledger as L
-from specdoctor.diagnose.orchestrator import Diagnosis, _redecide_draft_quality
+from specdoctor.diagnose.orchestrator import Diagnosis
+from specdoctor.diagnose.settle import draft_quality
 from specdoctor.diagnose.references import Reference
 from specdoctor.diagnose.report import answer_words, html_page, markdown
 from specdoctor.diagnose.signature import Facts, classify
@@ -38,7 +39,7 @@ def _exclude(led: L.Ledger, hyps: tuple[str, ...], exp: str = "oracle-counterfac
 def _redecide(led: L.Ledger) -> None:
     ctx = SimpleNamespace(oracle_gap=rules.Gap(0.49, 0.49, -0.01, 0.01), oracle_pos0=0.30,
                           oracle_below_method=False, method=None)
-    _redecide_draft_quality(ctx, led)
+    draft_quality(ctx, led)
 
 
 def _rivals(led: L.Ledger) -> list[str]:

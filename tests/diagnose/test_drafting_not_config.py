@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 from specdoctor.diagnose import catalogue as C
-from specdoctor.diagnose import orchestrator
+from specdoctor.diagnose import orchestrator, settle
 from specdoctor.diagnose.ledger import build
 from specdoctor.diagnose.references import reference_from_profile
 from specdoctor.diagnose.signature import Facts, classify
@@ -107,7 +107,7 @@ def _plan(tmp_path: Path, tokenizer: Path, mask: int, monkeypatch) -> tuple[obje
     facts = Facts(MEASURED, reference_from_profile(ORACLE, "oracle", "oracle"), method="dflash")
     sig = classify(facts)
     cat = C.load()
-    ledger = build(sig, cat, 2.0, also=orchestrator.kept_candidates(ctx, facts))
+    ledger = build(sig, cat, 2.0, also=settle.kept_candidates(ctx, facts))
     assert ledger.entry("engine-drafting") and ledger.entry("draft-config-mismatch")
     relaunch = Relaunch()
     real = {"replay": Replay(), "relaunch-counterfactual": relaunch}
@@ -115,7 +115,7 @@ def _plan(tmp_path: Path, tokenizer: Path, mask: int, monkeypatch) -> tuple[obje
     orchestrator._run_plan(ctx, ledger, cat, orchestrator.Options(workdir=tmp_path,
                                                                   budget_min=60.0),
                            time.monotonic(), None, orchestrator.Saver(None, orchestrator.Target()))
-    orchestrator._restate_drafting(ctx, ledger)
+    settle.restate_drafting(ctx, ledger)
     return ledger, relaunch
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import sys
 
 from specdoctor.diagnose import orchestrator
+from specdoctor.diagnose import evidence, settle
+from specdoctor.diagnose import catalogue as C
 from specdoctor.diagnose.references import reference_from_profile
 from specdoctor.diagnose.signature import Facts, classify
 from specdoctor.experiments.base import Context
@@ -70,13 +72,13 @@ def test_slower_than_spec_off_is_a_signature_once_the_baseline_is_known():
 def test_file_side_causes_stay_candidates_with_the_oracle_or_no_reference(tmp_path):
     with_draft = _ctx(tmp_path, draft=tmp_path)
     oracle = Facts(HEALTHY, reference_from_profile(HEALTHY, "oracle", "oracle"))
-    assert "tokenizer-mismatch" in orchestrator.kept_candidates(with_draft, oracle)
-    assert "draft-config-mismatch" in orchestrator.kept_candidates(with_draft, Facts(ROPE))
+    assert "tokenizer-mismatch" in settle.kept_candidates(with_draft, oracle)
+    assert "draft-config-mismatch" in settle.kept_candidates(with_draft, Facts(ROPE))
     published = Facts(HEALTHY, reference_from_profile(HEALTHY, "paper", "published"))
-    assert orchestrator.kept_candidates(with_draft, published) == ()
-    assert orchestrator.kept_candidates(_ctx(tmp_path), Facts(ROPE)) == ()  # ngram, mtp: no files
+    assert settle.kept_candidates(with_draft, published) == ()
+    assert settle.kept_candidates(_ctx(tmp_path), Facts(ROPE)) == ()  # ngram, mtp: no files
     # the oracle runs the same k: k past the trained depth stays a candidate, files or not
-    assert orchestrator.kept_candidates(_ctx(tmp_path), oracle) == ("k-beyond-training",)
+    assert settle.kept_candidates(_ctx(tmp_path), oracle) == ("k-beyond-training",)
 
 
 def test_the_oracle_counterfactual_stands_aside_when_the_engine_is_below_the_oracle(tmp_path):
@@ -262,15 +264,15 @@ def test_the_method_reference_is_the_published_or_the_users_higher(tmp_path):
 
     from specdoctor.diagnose.references import Served
 
-    assert orchestrator.method_reference("eagle3", 3, None) is None   # the model not known
-    pub = orchestrator.method_reference("eagle3", 3, None, Served("llama-3.1-8b"))
+    assert evidence.method_reference("eagle3", 3, None) is None   # the model not known
+    pub = evidence.method_reference("eagle3", 3, None, Served("llama-3.1-8b"))
     assert pub is not None and pub.source == "published"
     user = tmp_path / "ref.json"
     user.write_text(json.dumps({"per_position": [0.9, 0.8, 0.7, 0.6]}))
-    got = orchestrator.method_reference("eagle3", 3, user)
+    got = evidence.method_reference("eagle3", 3, user)
     assert got.source == "user" and got.per_position == (0.9, 0.8, 0.7)
-    assert orchestrator.method_reference("draft_model", 4, None) is None
-    assert orchestrator.method_reference("eagle3", None, user) is None
+    assert evidence.method_reference("draft_model", 4, None) is None
+    assert evidence.method_reference("eagle3", None, user) is None
 
 
 def test_the_sampled_oracle_is_computed_whenever_a_sampled_pass_was_measured(tmp_path):
@@ -278,12 +280,13 @@ def test_the_sampled_oracle_is_computed_whenever_a_sampled_pass_was_measured(tmp
     every draft leaves sampled equal to greedy, and only the sampled oracle shows it."""
     notes: list[str] = []
     ctx = _ctx(tmp_path)
-    assert orchestrator._sampled_oracle_first(ctx, notes) is None and notes == []
     ctx.measured["sampled"] = object()
     ctx.sampling = (1.0, 0.95)
-    assert orchestrator._sampled_oracle_first(ctx, notes) is None   # no greedy oracle here
+    assert orchestrator._early(ctx, "oracle-sampled", notes) is None   # no greedy oracle here
     assert len(notes) == 1 and "compared with greedy only" in notes[0]
-    assert "oracle-sampled" in orchestrator.RUN_EARLY   # not run a second time by the plan
+    # its phase is the catalogue's: before the signature, so the plan does not run it again
+    assert C.load().experiments["oracle-sampled"].phase == "before-signature"
+    assert "oracle-sampled" in orchestrator.RUN_EARLY
 
 
 def test_the_signature_reads_the_sampled_oracle_gap_the_early_run_left(tmp_path):
@@ -294,6 +297,6 @@ def test_the_signature_reads_the_sampled_oracle_gap_the_early_run_left(tmp_path)
     ctx.measured["sampled"] = SimpleNamespace(total=HEALTHY, output_tok_s=None)
     ctx.oracle_sampled_gap = Gap(measured=4.0, oracle=3.1, low=-1.1, high=-0.7)
     opts = orchestrator.Options(workdir=tmp_path, sampled=(1.0, 0.95))
-    facts = orchestrator._facts(ctx, opts, None)
+    facts = evidence.facts(ctx, opts, None)
     assert facts.sampled_gap is ctx.oracle_sampled_gap
     assert "sampling-bound" in classify(facts).classes

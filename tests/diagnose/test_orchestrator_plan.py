@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from specdoctor.diagnose import catalogue as C
-from specdoctor.diagnose import orchestrator
+from specdoctor.diagnose import orchestrator, settle
 from specdoctor.diagnose.ledger import build
 from specdoctor.diagnose import references as R
 from specdoctor.diagnose.references import published_for
@@ -120,11 +120,11 @@ def test_after_a_recovery_the_signature_is_stated_against_the_recovered_curve():
         Finding("draft-config-mismatch", Verdict.CONFIRMED, "rope", recovered=1.0)],
         curves={"before": measured, "after rope_theta → 10000": counts([1.0] * 4)}))
     notes: list[str] = []
-    final = orchestrator._against_recovery(sig, facts, ledger, "draft-config-mismatch", notes)
+    final = settle.against_recovery(sig, facts, ledger, "draft-config-mismatch", notes)
     assert final.cls in ("uniform-low", "steep-decay")
     assert "counterfactual rope_theta → 10000" in final.evidence
     assert notes and "healthy" in notes[0]
-    assert orchestrator._against_recovery(sig, facts, ledger, None, []) is sig
+    assert settle.against_recovery(sig, facts, ledger, None, []) is sig
 
 
 def test_matching_the_oracle_keeps_the_causes_the_oracle_shares():
@@ -137,11 +137,11 @@ def test_matching_the_oracle_keeps_the_causes_the_oracle_shares():
     sig = classify(oracle_facts)
     assert sig.cls == "healthy"
     ctx = Context(workdir=Path("."))   # MTP: no drafter directory of its own
-    ledger = build(sig, C.load(), 2.0, also=orchestrator.kept_candidates(ctx, oracle_facts))
+    ledger = build(sig, C.load(), 2.0, also=settle.kept_candidates(ctx, oracle_facts))
     kept = {e.hypothesis: e.experiment for e in ledger.entries}
     assert kept["k-beyond-training"] == "trained-depth"
     published = Facts(measured, reference_from_profile(measured, "paper", "published"))
-    assert orchestrator.kept_candidates(ctx, published) == ()
+    assert settle.kept_candidates(ctx, published) == ()
 
 
 def test_a_cause_the_oracle_shares_is_not_stated_against_another_drafters_figure():
@@ -154,11 +154,11 @@ def test_a_cause_the_oracle_shares_is_not_stated_against_another_drafters_figure
     sig = classify(facts)
     assert sig.cls == "healthy"
     ledger = build(sig, C.load(), 2.0,
-                   also=orchestrator.kept_candidates(Context(workdir=Path(".")), facts))
+                   also=settle.kept_candidates(Context(workdir=Path(".")), facts))
     ledger.apply(ExperimentResult("trained-depth", [
         Finding("k-beyond-training", Verdict.CONFIRMED, "decay past depth", recovered=0.35)]))
     notes: list[str] = []
-    final = orchestrator._against_recovery(sig, facts, ledger, "k-beyond-training", notes)
+    final = settle.against_recovery(sig, facts, ledger, "k-beyond-training", notes)
     # the only published MTP figure is an 8-layer head's on GSM8K: not this drafter's, so the
     # symptom is not restated against it
     assert final.cls == "healthy" and notes == []
@@ -178,8 +178,8 @@ def test_an_oracle_gap_not_shown_within_the_margin_keeps_the_replay_planned():
     sig = classify(oracle_facts)
     ctx = Context(workdir=Path("."))
     ctx.oracle_gap = Gap(1.093, 1.176, 0.000, 0.203)
-    ledger = build(sig, C.load(), 2.0, also=orchestrator.kept_candidates(ctx, oracle_facts))
+    ledger = build(sig, C.load(), 2.0, also=settle.kept_candidates(ctx, oracle_facts))
     kept = {e.hypothesis: e.experiment for e in ledger.entries}
     assert kept["engine-drafting"] == "replay" and "rejection-sampler" in kept
     ctx.oracle_gap = Gap(1.176, 1.176, 0.0, 0.0)
-    assert not set(REPLAY_LEADS) & set(orchestrator.kept_candidates(ctx, oracle_facts))
+    assert not set(REPLAY_LEADS) & set(settle.kept_candidates(ctx, oracle_facts))

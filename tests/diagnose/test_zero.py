@@ -62,7 +62,7 @@ def test_without_the_method_the_rule_is_not_applied():
 
 
 def test_prompt_lookup_that_accepts_nothing_may_be_weak():
-    from specdoctor.diagnose.orchestrator import weak_lookup
+    from specdoctor.diagnose.settle import weak_lookup
 
     nothing = counts([0.0, 0.0, 0.0])
     lookup = Facts(nothing, None, method="ngram", k=3)

@@ -67,7 +67,7 @@ from specdoctor.sources.registry import ENGINES
 
 def parse_sampling(values: tuple[str, ...]) -> tuple[bool, tuple[float, float] | None]:
     """``greedy``, ``official`` (T=1.0, top_p=0.95) or ``T,top_p``; at most one sampled."""
-    from specdoctor.diagnose.orchestrator import OFFICIAL
+    from specdoctor.diagnose.target import OFFICIAL
 
     greedy, sampled = False, None
     for v in sampling_items(values) or ("greedy", "official"):

@@ -2,7 +2,7 @@
 acceptance?
 
 The diagnosis measures greedy twice on the same prompts, one pass after the other, on one
-server (``orchestrator._measure``: ``greedy`` then ``greedy again``). A correct engine drafts
+server (``diagnose.evidence.measure``: ``greedy`` then ``greedy again``). A correct engine drafts
 and verifies each request the same whatever it served before (greedy is deterministic, up to
 batching noise), so the second pass accepts what the first did. A significant fall
 (``rules.repeat_fell``: over drafts, on several prompts, by at least 5%) means requests see state that

@@ -28,6 +28,9 @@ RESTART_MIN = 2.0
 # Weight of a GPU minute against a CPU minute when ordering the ledger: a lent GPU is scarcer.
 GPU_WEIGHT = 3.0
 STATUSES = ("built", "planned")
+# When an experiment runs: in the plan, cheapest first (most); before the signature, as its
+# reference (the oracles); after the plan, when its question is still open (speed).
+PHASES = ("plan", "before-signature", "after-plan")
 SIDES = ("engine", "files", "target", "workload")
 ORACLE = ("excludes", "shares")
 # Rules the code applies by id (findings it files under ``rule:<id>``, or names in evidence):
@@ -66,6 +69,9 @@ class ExperimentSpec:
     status: str = "built"
     by_hand: str = ""    # planned: the command that does it by hand
     confirms_by: str = ""  # what a confirmation from it rests on (findings.BASES)
+    phase: str = "plan"    # PHASES
+    asks: tuple[str, ...] = ()   # outside the plan: what it is asked about (else its settles)
+    beside_crash: bool = False   # still runs, on the files and flags, beside a crashed server
 
     @property
     def planned(self) -> bool:
@@ -74,6 +80,11 @@ class ExperimentSpec:
     def planned_text(self) -> str:
         """What the ledger says of a planned experiment: what it would do, how to do it now."""
         return f"planned: {self.does}; run by hand: {self.by_hand}"
+
+    @property
+    def asked(self) -> tuple[str, ...]:
+        """What the experiment is asked about when it runs outside the plan."""
+        return self.asks or self.settles
 
 
 @dataclass(frozen=True)
@@ -111,6 +122,10 @@ class Catalogue:
     hypotheses: dict[str, Hypothesis]
     experiments: dict[str, ExperimentSpec]
     rules: dict[str, Rule]
+
+    def in_phase(self, phase: str) -> tuple[str, ...]:
+        """Experiment ids of one phase, in catalogue order."""
+        return tuple(e.id for e in self.experiments.values() if e.phase == phase)
 
     def deciders(self, hid: str) -> list[str]:
         """Experiments that can give a verdict on ``hid``: its own first, then the others."""
@@ -168,7 +183,8 @@ def parse(data: dict[str, Any]) -> Catalogue:
                                         int(e["restarts"])),
                                    e["launch_group"], tuple(e["settles"]), e["does"],
                                    e["module"], e["status"], e.get("by_hand", ""),
-                                   e.get("confirms_by", ""))
+                                   e.get("confirms_by", ""), e.get("phase", "plan"),
+                                   tuple(e.get("asks", ())), bool(e.get("beside_crash", False)))
     hyps = {}
     for h in data["hypotheses"]:
         if h["id"] in hyps:
@@ -226,6 +242,14 @@ def check(cat: Catalogue) -> None:
         if e.confirms_by not in BASES:
             raise CatalogueError(f"experiment {e.id}: confirms_by {e.confirms_by!r} is not one of "
                                  f"{BASES}")
+        if e.phase not in PHASES:
+            raise CatalogueError(f"experiment {e.id}: phase {e.phase!r} is not one of {PHASES}")
+        if e.asks and e.phase == "plan":
+            raise CatalogueError(f"experiment {e.id}: asks is for an experiment outside the plan "
+                                 f"(the plan asks each about what it settles)")
+        for hid in e.asks:
+            if hid not in cat.hypotheses:
+                raise CatalogueError(f"experiment {e.id} asks about unknown hypothesis {hid!r}")
         if e.planned and not e.by_hand:
             raise CatalogueError(f"experiment {e.id} is planned but says no command to run by hand")
         for hid in e.settles:

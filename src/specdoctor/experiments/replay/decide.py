@@ -387,6 +387,14 @@ class Localisation:
         return None
 
 
+def drafting_losses(numbers: dict[str, Any]) -> list[float]:
+    """The drafting loss (``DraftingCheck.loss``) of every replayed measurement whose drafts
+    differ, read back from the numbers the experiment recorded (``Localisation.to_json``)."""
+    drafting = (numbers.get("localisation") or {}).get("drafting") or {}
+    return [float(d["expected_chain"]) - float(d["expected_engine"])
+            for d in drafting.values() if d.get("differs")]
+
+
 def localise(replays: dict[str, Any]) -> Localisation:
     out = Localisation()
     for label, r in replays.items():

@@ -1,0 +1,258 @@
+"""What a diagnosis knows before it decides anything: the context, the server it started, the
+measurements, the logs, the served setup, and the facts the signature reads.
+
+Each step fills the experiments' ``Context`` and says in the notes where a value came from or
+why it is missing; none decides a verdict (``diagnose.settle`` and the verdict core do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from specdoctor.bench.prompts import take
+from specdoctor.diagnose import references
+from specdoctor.diagnose.signature import Facts
+from specdoctor.diagnose.target import Options, Target
+from specdoctor.errors import SpecdoctorError
+from specdoctor.experiments import common
+from specdoctor.experiments.base import Context, Launcher
+from specdoctor.experiments.logs_scan import error_lines
+from specdoctor.experiments.oracle_gap import expected_profile
+from specdoctor.experiments.repeat import fall as repeat_fall
+from specdoctor.launch import LaunchSpec, free_port
+from specdoctor.verdict.findings import ExperimentResult
+
+
+def context(target: Target, opts: Options, launcher: Launcher | None,
+             progress: Callable[[str], None]) -> Context:
+    prompts: list[str] = []
+    for s in opts.suites:
+        prompts += take(s, opts.prompts_per_suite)
+    ctx = Context(workdir=opts.workdir, url=target.url, launch=target.launch, launcher=launcher,
+                  logs=target.logs, prompts=tuple(prompts), max_tokens=opts.max_tokens,
+                  sampling=opts.sampled, progress=progress)
+    if target.launch is not None:
+        s = common.settings(target.launch)
+        ctx.settings = s
+        ctx.method, ctx.k = s.method, s.k
+        ctx.target_dir, ctx.draft_dir, ctx.tokenizer_dir = s.target, s.draft, s.tokenizer
+    ctx.suite = ",".join(opts.suites)
+    return ctx
+
+
+def user_setup(ctx: Context, opts: Options, notes: list[str]) -> None:
+    """--method/--k where the target does not say (a stated value wins, with a note when the
+    target said otherwise)."""
+    for attr, given in (("method", opts.method), ("k", opts.k)):
+        if given is None:
+            continue
+        found = getattr(ctx, attr)
+        if found is not None and found != given:
+            notes.append(f"the target says {attr} {found}; using the {given} you gave")
+        setattr(ctx, attr, given)
+
+
+def start(ctx: Context, launch: LaunchSpec, notes: list[str]) -> Any:
+    assert ctx.launcher is not None   # diagnose() gives every launch target one
+    launch = launch.with_port(free_port())
+    ctx.launch = launch
+    ctx.progress(f"starting the server: {launch.shell_command()[:160]}")
+    try:
+        server = ctx.launcher.start(launch, ctx.workdir / "server-baseline.log")
+    except SpecdoctorError as exc:
+        notes.append(f"the server did not start: {exc.problem}"
+                     + (f" ({exc.fix})" if exc.fix else ""))
+        ctx.server_logs["baseline"] = common.read_text(
+            ctx.workdir / "server-baseline.log")
+        ctx.errors = [exc.problem.splitlines()[0]]
+        return None
+    ctx.url = server.url
+    ctx.baseline_server = server
+    ctx.started_fresh = True
+    return server
+
+
+def measure(ctx: Context, opts: Options, notes: list[str]) -> None:
+    runs = []
+    if opts.greedy:
+        # twice on the same prompts: a correct engine keeps nothing from one request to the
+        # next that changes its acceptance (experiments/repeat.py)
+        runs += [("greedy", 0.0, 1.0, 1), ("greedy again", 0.0, 1.0, 1)]
+    if opts.sampled is not None:
+        runs.append(("sampled", opts.sampled[0], opts.sampled[1], 1))
+    if opts.concurrency8:
+        runs.append(("greedy c=8", 0.0, 1.0, 8))
+    for label, t, p, c in runs:
+        ctx.progress(f"measuring {label} ({len(ctx.prompts)} prompts x {ctx.max_tokens} tokens)")
+        try:
+            if c > 1:
+                loaded = common.measure_loaded(ctx, ctx.url or "", common.params(ctx, t, p, c))
+                m = loaded.measurement
+                if loaded.reference is not None:
+                    ctx.measured[common.LOAD_REFERENCE] = loaded.reference
+                if len(loaded.seen) > 1 or not loaded.reached:
+                    notes.append(f"{label}: {loaded.words()}"
+                                 + ("" if loaded.reached else ": the load was not reached, so "
+                                    "this pass says nothing about load"))
+            else:
+                m = common.measure_url(ctx, ctx.url or "", common.params(ctx, t, p, c))
+        except SpecdoctorError as exc:
+            notes.append(f"{label}: {exc}")
+            ctx.errors.append(str(exc))
+            continue
+        ctx.measured[label] = m
+        if m.error:
+            notes.append(f"{label}: {m.error}")
+            ctx.errors.append(m.error)
+
+
+def read_logs(ctx: Context, paths: tuple[Path, ...], opts: Options, notes: list[str]) -> None:
+    """The logs' evidence (diagnose.log_evidence): profile, windows, method, k, spec-off."""
+    from specdoctor.diagnose.log_evidence import read_for_diagnosis
+
+    ev = read_for_diagnosis(paths, opts.engine, method=opts.method, k=opts.k)
+    notes += ev.notes
+    for p in paths:
+        ctx.server_logs[str(p)] = common.read_text(p)
+    if ev.speculation_off:
+        ctx.speculation_off = ev.speculation_off
+    if ev.profile is None:
+        return
+    ctx.windows = tuple(ev.windows)
+    ctx.log_total = ev.profile
+    ctx.method = ctx.method or ev.method
+    ctx.k = ctx.k if ctx.k is not None else ev.k
+
+
+def served_setup(ctx: Context, target: Target, opts: Options, notes: list[str]
+                  ) -> dict[str, Any]:
+    """A target that cannot be restarted: the setup the oracle and the static experiments need,
+    from the user's flags, the start-up log, /v1/models and what was measured
+    (diagnose.served); each value's origin and what stays unknown go to the notes."""
+    from specdoctor.bench.measure import served_models
+    from specdoctor.diagnose import served
+    from specdoctor.sources.vllm_startup import startup_config
+
+    cards = None
+    if ctx.url is not None:
+        try:
+            cards = served_models(ctx.url)
+        except SpecdoctorError as exc:
+            notes.append(f"/v1/models: {exc.problem}")
+    startup = None
+    for p in target.logs:
+        try:
+            startup = startup_config(str(p)) or startup
+        except OSError as exc:
+            notes.append(f"{p}: start-up lines not read ({exc})")
+    greedy = ctx.measured.get("greedy")
+    setup = served.decide(
+        served.Given(opts.target_dir, opts.draft_dir, opts.tokenizer_dir, opts.method, opts.k),
+        cards, startup, log_method=ctx.method, log_k=ctx.k,
+        measured_k=greedy.total.k if greedy is not None and greedy.total is not None else None,
+        url=ctx.url or "the server")
+    s = ctx.settings = setup.settings
+    ctx.target_dir, ctx.draft_dir, ctx.tokenizer_dir = s.target, s.draft, s.tokenizer
+    ctx.method, ctx.k = s.method, s.k
+    notes += setup.notes
+    if setup.origins or ctx.url is not None:
+        notes.append(setup.summary())
+    if setup.missing and ctx.url is not None:
+        notes.append("the oracle still needs: " + "; ".join(setup.missing))
+    return setup.to_json()
+
+
+def k_from_measurement(ctx: Context, notes: list[str]) -> None:
+    """A command that does not say k (a default the engine fills in): the greedy measurement's
+    per-position counts do."""
+    greedy = ctx.measured.get("greedy")
+    if ctx.k is None and greedy is not None and greedy.total is not None and greedy.total.k:
+        ctx.k = greedy.total.k
+        notes.append(f"k {ctx.k}: from the greedy measurement's per-position counts")
+
+
+def as_served_vocabulary(ctx: Context, notes: list[str]) -> None:
+    """A drafter whose tokenizer is not the target's is run by the engine on the target's ids as
+    they are; the oracle must read them the same way to reproduce what the engine does."""
+    from specdoctor.experiments.vocab import as_served_map
+
+    try:
+        path = as_served_map(ctx)
+    except (OSError, ValueError) as exc:
+        notes.append(f"vocabulary: could not compare the tokenizers ({exc})")
+        return
+    if path is not None:
+        ctx.oracle_vocab_map = path
+        notes.append("the drafter's tokenizer gives some ids other tokens than the target's; "
+                     "the oracle reads its ids the way the engine does")
+
+
+def facts(ctx: Context, opts: Options, oracle_result: ExperimentResult | None) -> Facts:
+    greedy = ctx.measured.get("greedy")
+    profile = greedy.total if greedy is not None else ctx.log_total
+    oracle_ref = None
+    if oracle_result is not None and ctx.oracle_greedy is not None:
+        oracle_ref = references.reference_from_profile(
+            expected_profile(ctx.oracle_greedy), "oracle (greedy, same prompts)", "oracle",
+            "computed from the served weights", tolerance=0.05)
+    user = references.load_user_reference(opts.reference_file) if opts.reference_file else None
+    published = references.published_for(ctx.method, ctx.k, references.served_of(ctx))
+    sampled = ctx.measured.get("sampled")
+    errors = list(ctx.errors)
+    for text in ctx.server_logs.values():
+        errors += error_lines(text, 5)
+    return Facts(
+        greedy=profile,
+        reference=references.choose(oracle_ref, user, published),
+        sampled=sampled.total if sampled is not None else None,
+        sampled_gap=ctx.oracle_sampled_gap,
+        sampled_label="T={:g}, top_p={:g}".format(*opts.sampled) if opts.sampled else "",
+        concurrent=(ctx.measured["greedy c=8"].total
+                    if "greedy c=8" in ctx.measured
+                    and common.load_reached(ctx.measured["greedy c=8"]) else None),
+        repeat=repeat_fall(ctx),
+        greedy_again=(ctx.measured["greedy again"].total if "greedy again" in ctx.measured
+                      else None),
+        concurrent_reference=(ctx.measured[common.LOAD_REFERENCE].total
+                              if common.LOAD_REFERENCE in ctx.measured else None),
+        windows=tuple(ctx.windows),
+        errors=tuple(errors),
+        tok_s=greedy.output_tok_s if greedy is not None else None,
+        tok_s_spec_off=ctx.tok_s_spec_off,
+        method=ctx.method, k=ctx.k, speculation_off=ctx.speculation_off)
+
+
+def no_reference(method: str | None, k: int | None = None,
+                 served: references.Served | None = None) -> str:
+    """What to give so that a symptom can be called low (pure)."""
+    why = references.why_no_published(method, k, served)
+    first = ("pass --method (and --k) to compare with the published figures for that drafter, "
+             if method is None else
+             f"{why}: pass --k to compare with the published figures at that k, "
+             if k is None and why else f"{why}: " if why else "")
+    return ("no reference to compare with, so nothing can be called low: " + first
+            + "--reference FILE with your own, or the served model's directories (diagnose --url "
+              "with --target DIR --draft DIR, or with the server's start-up log in --logs) or "
+              "diagnose --launch '<the server command>' so that the oracle computes what these "
+              "weights allow")
+
+
+def method_reference(method: str | None, k: int | None, user_file: Path | None,
+                     served: references.Served | None = None) -> references.Reference | None:
+    """What the method reaches at this k, to split slower-than-spec-off by: the published
+    figure and the user's reference (at this k: cut to its first k positions when it states
+    more per-position rates; a mean-only one only at its own k), the higher of the two — the
+    acceptance a healthy drafter of this method is known to reach. Not the oracle: it runs these
+    weights, so it shares whatever made them weak."""
+    if k is None:
+        return None
+    refs = [r for r in (references.published_for(method, k, served),) if r is not None]
+    if user_file is not None:
+        user = references.load_user_reference(user_file)
+        if user.k == k or (user.shape_stated and user.k > k):
+            refs.append(replace(user, per_position=user.per_position[:k]))
+    return max(refs, key=lambda r: r.accepted_per_draft) if refs else None
+
