@@ -103,7 +103,7 @@ def _plan(tmp_path: Path, tokenizer: Path, mask: int, monkeypatch) -> tuple[obje
                                              "The river ran past the old mill."))
     ctx.method, ctx.k = "dflash", 3
     ctx.draft_dir, ctx.target_dir, ctx.tokenizer_dir = d, t, tokenizer
-    ctx.measured["greedy"] = SimpleNamespace(total=MEASURED)
+    ctx.measured.greedy = SimpleNamespace(total=MEASURED)
     facts = Facts(MEASURED, reference_from_profile(ORACLE, "oracle", "oracle"), method="dflash")
     sig = classify(facts)
     cat = C.load()

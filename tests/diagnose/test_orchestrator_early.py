@@ -37,7 +37,7 @@ NO_LAUNCHER = NoLauncher()
 
 def _ctx(tmp_path, launch=LAUNCH, launcher=NO_LAUNCHER, draft=None):
     ctx = Context(workdir=tmp_path, launch=launch, launcher=launcher, draft_dir=draft)
-    ctx.measured["greedy"] = object()
+    ctx.measured.greedy = object()
     return ctx
 
 
@@ -280,7 +280,7 @@ def test_the_sampled_oracle_is_computed_whenever_a_sampled_pass_was_measured(tmp
     every draft leaves sampled equal to greedy, and only the sampled oracle shows it."""
     notes: list[str] = []
     ctx = _ctx(tmp_path)
-    ctx.measured["sampled"] = object()
+    ctx.measured.sampled = object()
     ctx.sampling = (1.0, 0.95)
     assert orchestrator._early(ctx, "oracle-sampled", notes) is None   # no greedy oracle here
     assert len(notes) == 1 and "compared with greedy only" in notes[0]
@@ -293,8 +293,8 @@ def test_the_signature_reads_the_sampled_oracle_gap_the_early_run_left(tmp_path)
     from types import SimpleNamespace
 
     ctx = Context(workdir=tmp_path)   # a pass as _facts reads it: its profile and its tok/s
-    ctx.measured["greedy"] = SimpleNamespace(total=HEALTHY, output_tok_s=None)
-    ctx.measured["sampled"] = SimpleNamespace(total=HEALTHY, output_tok_s=None)
+    ctx.measured.greedy = SimpleNamespace(total=HEALTHY, output_tok_s=None)
+    ctx.measured.sampled = SimpleNamespace(total=HEALTHY, output_tok_s=None)
     ctx.oracle_sampled_gap = Gap(measured=4.0, oracle=3.1, low=-1.1, high=-0.7)
     opts = orchestrator.Options(workdir=tmp_path, sampled=(1.0, 0.95))
     facts = evidence.facts(ctx, opts, None)

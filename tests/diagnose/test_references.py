@@ -124,6 +124,7 @@ def test_a_figure_is_matched_on_the_model_the_drafter_size_and_the_dataset_it_st
 def test_what_a_diagnosis_knows_of_the_server_comes_from_its_logs_and_files(tmp_path):
     from types import SimpleNamespace
 
+    from specdoctor.experiments.base import Measured
     from tests.diagnose.recorded import VLLM_FIXTURES
 
     log = tmp_path / "server.log"
@@ -132,8 +133,8 @@ def test_what_a_diagnosis_knows_of_the_server_comes_from_its_logs_and_files(tmp_
     assert lab_model in real
     log.write_text(real.replace(lab_model, "/models/Meta-Llama-3.1-8B-Instruct"))
     ctx = SimpleNamespace(settings=None, target_dir=None, draft_dir=None, logs=(log,),
-                          measured={}, suite="code")
+                          measured=Measured(), suite="code")
     assert R.served_of(ctx) == R.Served("llama-3.1-8b")
     ctx.logs = (VLLM_FIXTURES / "lab-ngram-k3" / "server.log",)   # the lab's tiny model
-    ctx.measured = {"greedy": object()}
+    ctx.measured.greedy = object()
     assert R.served_of(ctx) == R.Served(None, None, "specdoctor's code prompts")

@@ -17,7 +17,7 @@ from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.bench import measure as proto
 from specdoctor.experiments import common
 from specdoctor.verdict import rules
-from specdoctor.experiments.base import Context
+from specdoctor.experiments.base import Context, Measured
 from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.relaunch import ConcurrencyAB
 from specdoctor.sources import prometheus
@@ -59,10 +59,8 @@ def test_the_servers_steps_say_how_many_requests_ran_together(case):
 
 
 def _ctx(tmp_path, p, c8: proto.Measurement) -> Context:
-    ctx = Context(workdir=tmp_path)
-    ctx.measured.update({"greedy": p["c=1"][0], "greedy again": p["c=1 again"][0],
-                         "greedy c=8": c8})
-    return ctx
+    return Context(workdir=tmp_path, measured=Measured(
+        greedy=p["c=1"][0], greedy_again=p["c=1 again"][0], loaded=c8))
 
 
 def test_the_fault_is_confirmed_at_load(tmp_path):

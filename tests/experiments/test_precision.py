@@ -71,7 +71,7 @@ def test_a_relaunch_that_never_serves_is_inconclusive(tmp_path):
     argv = (sys.executable, "-c", "print('float32 does not fit'); raise SystemExit(2)")
     launcher = NeverServes()
     ctx = _ctx(tmp_path, (*argv, "--dtype", "bfloat16"), launcher=launcher, prompts=("x",))
-    ctx.measured["greedy"] = Served(_p((60, 30, 10, 5)))
+    ctx.measured.greedy = Served(_p((60, 30, 10, 5)))
     res = px.Experiment().run(ctx, (px.HID,))
     f = res.findings[0]
     assert f.verdict is Verdict.INCONCLUSIVE and "exited with code 2" in f.evidence

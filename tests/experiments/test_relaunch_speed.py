@@ -111,7 +111,7 @@ def test_the_baseline_compares_as_many_passes_on_each_side(tmp_path, monkeypatch
             for i, (t, s) in enumerate(_at(392.1))]
     # prompt lookup at k=3 accepting 0.2 per draft
     total = AcceptanceProfile(1000, 3000, 200, (150, 40, 10), 3)
-    ctx.measured["greedy"] = SimpleNamespace(requests=reqs, total=total)
+    ctx.measured.greedy = SimpleNamespace(requests=reqs, total=total)
     ctx.k = 3
     # the server with speculation was stopped before: one pass on its side, so one on the other
     res = relaunch.SpecOffBaseline().run(ctx, ("draft-overhead",))
@@ -130,7 +130,7 @@ def test_the_baseline_compares_as_many_passes_on_each_side(tmp_path, monkeypatch
     (f,) = relaunch.SpecOffBaseline().run(ctx, ("draft-overhead",)).findings
     assert f.verdict is Verdict.EXCLUDED and "acceptance is what lost" in f.evidence
     # with the acceptance unknown, slower says nothing of which
-    ctx.measured["greedy"] = SimpleNamespace(requests=reqs, total=None)
+    ctx.measured.greedy = SimpleNamespace(requests=reqs, total=None)
     (f,) = relaunch.SpecOffBaseline().run(ctx, ("draft-overhead",)).findings
     assert f.verdict is Verdict.INCONCLUSIVE and "cannot be told apart" in f.evidence
 

@@ -19,9 +19,9 @@ from specdoctor.diagnose import ledger as L
 from specdoctor.diagnose.references import Reference
 from specdoctor.diagnose.signature import Facts, classify
 from specdoctor.verdict import rules
-from specdoctor.experiments.base import Context
+from specdoctor.experiments.base import Context, Measured
 from specdoctor.verdict.findings import Verdict
-from specdoctor.experiments.repeat import AGAIN, FIRST, RepeatAB, fall
+from specdoctor.experiments.repeat import RepeatAB, fall
 
 FIXTURE = Path(__file__).with_name("fixtures") / "repeat_passes.json"
 N = 8   # the prompts a diagnosis measures by default
@@ -76,12 +76,12 @@ def test_one_prompt_alone_is_not_a_fall_however_large():
 
 def test_the_fall_makes_the_signature_drifting_and_repeat_ab_confirms_uptime_drift(tmp_path):
     first, again = passes("fault")
-    ctx = Context(tmp_path, measured={FIRST: measurement(first), AGAIN: measurement(again)})
+    ctx = Context(tmp_path, measured=Measured(greedy=measurement(first), greedy_again=measurement(again)))
     ctx.started_fresh = True
     r = fall(ctx)
     assert r is not None and rules.repeat_fell(r)
     oracle = Reference("oracle", "oracle", (1.0, 1.0, 1.0, 1.0), tolerance=0.05)
-    sig = classify(Facts(ctx.measured[FIRST].total, oracle, method="draft_model", k=4,
+    sig = classify(Facts(ctx.measured.greedy.total, oracle, method="draft_model", k=4,
                          repeat=r))
     assert sig.cls == "drifting", sig
     led = L.build(sig, C.load(), 2.0)
@@ -93,8 +93,8 @@ def test_the_fall_makes_the_signature_drifting_and_repeat_ab_confirms_uptime_dri
     assert "restart gives it back" in f.evidence
     # the same measurement on the healthy server: healthy, and repeat-ab confirms nothing
     first, again = passes("healthy")
-    ctx = Context(tmp_path, measured={FIRST: measurement(first), AGAIN: measurement(again)})
-    sig = classify(Facts(ctx.measured[FIRST].total, oracle, method="draft_model", k=4,
+    ctx = Context(tmp_path, measured=Measured(greedy=measurement(first), greedy_again=measurement(again)))
+    sig = classify(Facts(ctx.measured.greedy.total, oracle, method="draft_model", k=4,
                          repeat=fall(ctx)))
     assert "drifting" not in (sig.cls, *sig.also), sig
     (f,) = RepeatAB().run(ctx, ("uptime-drift",)).findings
@@ -103,6 +103,6 @@ def test_the_fall_makes_the_signature_drifting_and_repeat_ab_confirms_uptime_dri
 
 def test_without_a_second_pass_repeat_ab_says_why(tmp_path):
     first, _ = passes("fault")
-    ctx = Context(tmp_path, measured={FIRST: measurement(first)})
+    ctx = Context(tmp_path, measured=Measured(greedy=measurement(first)))
     assert fall(ctx) is None
     assert "twice" in (RepeatAB().unavailable(ctx) or "")

@@ -8,7 +8,7 @@ where a correct verifier gives 0.002; issue 20), and the clinic's sampled runs w
 
 from __future__ import annotations
 
-from specdoctor.experiments.base import Context
+from specdoctor.experiments.base import Context, Measured
 
 from specdoctor.verdict.findings import Verdict
 from specdoctor.verdict.rules import Gap
@@ -86,7 +86,7 @@ def test_each_patch_is_relaunched_for_the_measurements_it_changes(tmp_path):
     greedy = Measurement("u", "m", MeasureParams(num_prompts=8, temperature=0.0))
     sampled = Measurement("u", "m", MeasureParams(num_prompts=8, temperature=1.0, top_p=0.95))
     oracle_greedy, oracle_sampled = "the greedy oracle's result", "the sampled oracle's result"
-    ctx = Context(tmp_path, measured={"greedy": greedy, "sampled": sampled},
+    ctx = Context(tmp_path, measured=Measured(greedy=greedy, sampled=sampled),
                   sampling=(1.0, 0.95), oracle_greedy=oracle_greedy, oracle_gap=DFLASH_SERVED,
                   oracle_sampled=oracle_sampled, oracle_sampled_gap=ABOVE)
     assert Experiment._gaps(ctx, norm) == {

@@ -80,19 +80,19 @@ def measure(ctx: Context, opts: Options, notes: list[str]) -> None:
     if opts.greedy:
         # twice on the same prompts: a correct engine keeps nothing from one request to the
         # next that changes its acceptance (experiments/repeat.py)
-        runs += [("greedy", 0.0, 1.0, 1), ("greedy again", 0.0, 1.0, 1)]
+        runs += [("greedy", "greedy", 0.0, 1.0, 1), ("greedy again", "greedy_again", 0.0, 1.0, 1)]
     if opts.sampled is not None:
-        runs.append(("sampled", opts.sampled[0], opts.sampled[1], 1))
+        runs.append(("sampled", "sampled", opts.sampled[0], opts.sampled[1], 1))
     if opts.concurrency8:
-        runs.append(("greedy c=8", 0.0, 1.0, 8))
-    for label, t, p, c in runs:
+        runs.append(("greedy c=8", "loaded", 0.0, 1.0, 8))
+    for label, pass_, t, p, c in runs:
         ctx.progress(f"measuring {label} ({len(ctx.prompts)} prompts x {ctx.max_tokens} tokens)")
         try:
             if c > 1:
                 loaded = common.measure_loaded(ctx, ctx.url or "", common.params(ctx, t, p, c))
                 m = loaded.measurement
                 if loaded.reference is not None:
-                    ctx.measured[common.LOAD_REFERENCE] = loaded.reference
+                    ctx.measured.load_reference = loaded.reference
                 if len(loaded.seen) > 1 or not loaded.reached:
                     notes.append(f"{label}: {loaded.words()}"
                                  + ("" if loaded.reached else ": the load was not reached, so "
@@ -103,7 +103,7 @@ def measure(ctx: Context, opts: Options, notes: list[str]) -> None:
             notes.append(f"{label}: {exc}")
             ctx.errors.append(str(exc))
             continue
-        ctx.measured[label] = m
+        setattr(ctx.measured, pass_, m)
         if m.error:
             notes.append(f"{label}: {m.error}")
             ctx.errors.append(m.error)
@@ -148,7 +148,7 @@ def served_setup(ctx: Context, target: Target, opts: Options, notes: list[str]
             startup = startup_config(str(p)) or startup
         except OSError as exc:
             notes.append(f"{p}: start-up lines not read ({exc})")
-    greedy = ctx.measured.get("greedy")
+    greedy = ctx.measured.greedy
     setup = served.decide(
         served.Given(opts.target_dir, opts.draft_dir, opts.tokenizer_dir, opts.method, opts.k),
         cards, startup, log_method=ctx.method, log_k=ctx.k,
@@ -168,7 +168,7 @@ def served_setup(ctx: Context, target: Target, opts: Options, notes: list[str]
 def k_from_measurement(ctx: Context, notes: list[str]) -> None:
     """A command that does not say k (a default the engine fills in): the greedy measurement's
     per-position counts do."""
-    greedy = ctx.measured.get("greedy")
+    greedy = ctx.measured.greedy
     if ctx.k is None and greedy is not None and greedy.total is not None and greedy.total.k:
         ctx.k = greedy.total.k
         notes.append(f"k {ctx.k}: from the greedy measurement's per-position counts")
@@ -191,7 +191,7 @@ def as_served_vocabulary(ctx: Context, notes: list[str]) -> None:
 
 
 def facts(ctx: Context, opts: Options, oracle_result: ExperimentResult | None) -> Facts:
-    greedy = ctx.measured.get("greedy")
+    greedy = ctx.measured.greedy
     profile = greedy.total if greedy is not None else ctx.log_total
     oracle_ref = None
     if oracle_result is not None and ctx.oracle_greedy is not None:
@@ -200,7 +200,7 @@ def facts(ctx: Context, opts: Options, oracle_result: ExperimentResult | None) -
             "computed from the served weights", tolerance=0.05)
     user = references.load_user_reference(opts.reference_file) if opts.reference_file else None
     published = references.published_for(ctx.method, ctx.k, references.served_of(ctx))
-    sampled = ctx.measured.get("sampled")
+    sampled = ctx.measured.sampled
     errors = list(ctx.errors)
     for text in ctx.server_logs.values():
         errors += error_lines(text, 5)
@@ -210,14 +210,14 @@ def facts(ctx: Context, opts: Options, oracle_result: ExperimentResult | None) -
         sampled=sampled.total if sampled is not None else None,
         sampled_gap=ctx.oracle_sampled_gap,
         sampled_label="T={:g}, top_p={:g}".format(*opts.sampled) if opts.sampled else "",
-        concurrent=(ctx.measured["greedy c=8"].total
-                    if "greedy c=8" in ctx.measured
-                    and common.load_reached(ctx.measured["greedy c=8"]) else None),
+        concurrent=(ctx.measured.loaded.total
+                    if ctx.measured.loaded is not None
+                    and common.load_reached(ctx.measured.loaded) else None),
         repeat=repeat_fall(ctx),
-        greedy_again=(ctx.measured["greedy again"].total if "greedy again" in ctx.measured
+        greedy_again=(ctx.measured.greedy_again.total if ctx.measured.greedy_again is not None
                       else None),
-        concurrent_reference=(ctx.measured[common.LOAD_REFERENCE].total
-                              if common.LOAD_REFERENCE in ctx.measured else None),
+        concurrent_reference=(ctx.measured.load_reference.total
+                              if ctx.measured.load_reference is not None else None),
         windows=tuple(ctx.windows),
         errors=tuple(errors),
         tok_s=greedy.output_tok_s if greedy is not None else None,

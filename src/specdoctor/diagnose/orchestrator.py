@@ -212,7 +212,7 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
     # below greedy, only above its oracle)
     oracle_result = _early(ctx, "oracle-greedy", notes)
     sampled_result = (_early(ctx, "oracle-sampled", notes)
-                      if oracle_result is not None and "sampled" in ctx.measured else None)
+                      if oracle_result is not None and ctx.measured.sampled is not None else None)
     part.step = "classifying the symptom"
     part.facts = facts = evidence.facts(ctx, opts, oracle_result)
     part.sig = sig = classify(facts)
@@ -394,7 +394,7 @@ def _speed_check_wanted(ctx: Context, opts: Options, sig: Signature) -> bool:
     """Speed can be asked about when acceptance looks healthy (or has nothing to compare
     with) and the command can be relaunched."""
     return (opts.spec_off and ctx.launch is not None and ctx.launcher is not None
-            and "greedy" in ctx.measured and sig.shape in ("healthy", "unreferenced"))
+            and ctx.measured.greedy is not None and sig.shape in ("healthy", "unreferenced"))
 
 
 def _spec_off_first(ctx: Context, notes: list[str]) -> ExperimentResult | None:

@@ -129,7 +129,7 @@ def restate_drafting(ctx: Context, ledger: Ledger) -> None:
         return
     cfs = [x for x in ledger.entries if x.verdict is Verdict.CONFIRMED
            and x.basis == "counterfactual" and x.hypothesis != e.hypothesis]
-    greedy = ctx.measured.get("greedy")
+    greedy = ctx.measured.greedy
     replay = next((r for r in reversed(ledger.results) if r.experiment == "replay"), None)
     if not cfs or greedy is None or greedy.total is None or replay is None or not ctx.k:
         return

@@ -22,13 +22,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.experiments.launch_settings import Settings
 from specdoctor.launch.spec import LaunchSpec
 from specdoctor.verdict.findings import Basis, ExperimentResult, Finding, Lead, Verdict
 from specdoctor.verdict.rules import Gap
+
+if TYPE_CHECKING:
+    from specdoctor.bench.measure import Measurement
 
 # The shared vocabulary lives in ``verdict.findings``; named here too for the experiments that
 # take everything an experiment needs from this one module.
@@ -61,6 +64,23 @@ class Launcher(Protocol):
 # -- what an experiment is given ------------------------------------------------------------------
 
 @dataclass
+class Measured:
+    """The server as found, measured by the diagnosis (``diagnose.evidence.measure``): one field
+    per pass, None where it was not measured."""
+
+    greedy: Measurement | None = None
+    greedy_again: Measurement | None = None   # the same prompts again, same server (repeat)
+    sampled: Measurement | None = None        # at the diagnosis' sampling (``ctx.sampling``)
+    loaded: Measurement | None = None         # greedy at concurrency 8
+    # greedy at concurrency 1 at the loaded pass's length, where that pass's requests were made
+    # longer to run together (``common.measure_loaded``)
+    load_reference: Measurement | None = None
+
+    def __bool__(self) -> bool:
+        return any(getattr(self, f) is not None for f in self.__dataclass_fields__)
+
+
+@dataclass
 class Context:
     """Everything the diagnosis knows when it calls an experiment, and what experiments leave
     for each other. One named field per fact; None (or empty) until someone knows it."""
@@ -84,7 +104,7 @@ class Context:
     suite: str = "code"                    # the prompt suites, comma-separated
     max_tokens: int = 64
     sampling: tuple[float, float] | None = None   # the sampled measurement's (T, top_p)
-    measured: dict[str, Any] = field(default_factory=dict)   # label -> Measurement-like
+    measured: Measured = field(default_factory=Measured)
     server_logs: dict[str, str] = field(default_factory=dict)   # label or path -> log text
     errors: list[str] = field(default_factory=list)    # the server's and the measurements'
     windows: tuple[AcceptanceProfile, ...] = ()         # log windows over uptime

@@ -87,11 +87,6 @@ def measure_url(ctx: Context, url: str, p: proto.MeasureParams) -> proto.Measure
     return proto.run(url, list(ctx.prompts), p)
 
 
-# ctx.measured's key of the concurrency-1 pass taken beside the c=8 pass when that pass's
-# requests were made longer to run together (measure_loaded)
-LOAD_REFERENCE = "greedy c=1 at the c=8 pass's length"
-
-
 @dataclass(frozen=True)
 class LoadedPass:
     """A pass at concurrency above 1 whose requests ran together, or the closest to it: the

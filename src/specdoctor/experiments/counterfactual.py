@@ -664,7 +664,7 @@ class RelaunchCounterfactual:
             return "needs a launch command (diagnose --launch '...', or the lab)"
         if ctx.draft_dir is None:
             return "the drafter has no directory of its own (ngram, mtp)"
-        if "greedy" not in ctx.measured:
+        if ctx.measured.greedy is None:
             return "no greedy measurement to compare with"
         return None
 
@@ -692,7 +692,7 @@ class RelaunchCounterfactual:
                                        f"{lead.field}: not checked — {lead.why}; the search "
                                        "over layer sets runs through the oracle",
                                        unchecked=(f"{lead.field} (the other layer sets)",)))
-        before_p = ctx.measured["greedy"].total
+        before_p = ctx.measured.greedy.total
         before = common.apd(before_p)
         cmds: list[str] = []
         errors: list[str] = []
@@ -709,7 +709,7 @@ class RelaunchCounterfactual:
                 return (Finding(lead.hypothesis, Verdict.INCONCLUSIVE,
                                 f"{lead.change()}: relaunch failed: {err}"), None, {})
             a = common.apd(m.total)
-            after_u, before_u = common.units(m), common.units(ctx.measured["greedy"])
+            after_u, before_u = common.units(m), common.units(ctx.measured.greedy)
             if lead.source == SEARCHED and after_u is not None and before_u is not None \
                     and after_u.shape[0] == before_u.shape[0]:
                 # the oracle search's best, not decided on its held-out half: three ways

@@ -59,7 +59,7 @@ class TrainedDepth:
     id = "trained-depth"
 
     def unavailable(self, ctx: Context) -> str | None:
-        if "greedy" not in ctx.measured or ctx.measured["greedy"].total is None:
+        if ctx.measured.greedy is None or ctx.measured.greedy.total is None:
             return "no greedy measurement"
         if ctx.k is None:
             return common.UNKNOWN_K
@@ -76,6 +76,6 @@ class TrainedDepth:
                 HID, Verdict.EXCLUDED,
                 f"{ctx.method} drafts with a model of its own (or by lookup): no trained "
                 f"block or head depth bounds k")])
-        pp = ctx.measured["greedy"].total.per_position or []
+        pp = ctx.measured.greedy.total.per_position or []
         return ExperimentResult(self.id, [decide(ctx.k or 0, bound[0], bound[1], pp)],
                                 {"trained_depth": bound[0], "reasonable_k": bound[1], "k": ctx.k})

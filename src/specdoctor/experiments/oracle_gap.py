@@ -127,19 +127,19 @@ class OracleGreedy:
     id = "oracle-greedy"
 
     def unavailable(self, ctx: Context) -> str | None:
-        if "greedy" not in ctx.measured:
+        if ctx.measured.greedy is None:
             return "no greedy measurement to compare with"
         return oracle_unavailable(ctx)
 
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
         t0 = time.perf_counter()
         res = served_oracle(ctx)
-        g, c = gap(res, ctx.measured["greedy"])
+        g, c = gap(res, ctx.measured.greedy)
         pos0 = c.positions[0].oracle.value if c.positions else None
         ctx.oracle_gap, ctx.oracle_pos0 = g, pos0
         found = rules.decide_oracle(g, pos0, file_side_excluded=False,
                                     trained=rules.trained_drafter(ctx.method))
-        if g.bounded and "sampled" not in ctx.measured:
+        if g.bounded and ctx.measured.sampled is None:
             # Greedy is the whole measurement and the engine reaches the oracle, within 5%
             # either way: its drafts are the drafter's (a sampled measurement, when there is
             # one, decides for itself).
@@ -155,7 +155,7 @@ class OracleGreedy:
                                  f"drafter's, step by step"))
         return ExperimentResult(self.id, found, {"comparison": c.to_json()},
                                 {"oracle (greedy)": expected_profile(res),
-                                 "measured (greedy)": ctx.measured["greedy"].total},
+                                 "measured (greedy)": ctx.measured.greedy.total},
                                 wall_s=time.perf_counter() - t0)
 
 
@@ -163,7 +163,7 @@ class OracleSampled:
     id = "oracle-sampled"
 
     def unavailable(self, ctx: Context) -> str | None:
-        if "sampled" not in ctx.measured or ctx.sampling is None:
+        if ctx.measured.sampled is None or ctx.sampling is None:
             return "no sampled measurement (diagnose --sampling official, or T,top_p)"
         if ctx.oracle_gap is None:
             return "the greedy oracle comparison did not run"
@@ -173,14 +173,14 @@ class OracleSampled:
         t0 = time.perf_counter()
         temperature, top_p = ctx.sampling or (1.0, 1.0)
         res = run_oracle(ctx, temperature, top_p)
-        sampled = ctx.measured["sampled"]
+        sampled = ctx.measured.sampled
         try:
             g, c = gap(res, sampled)
         except ValueError as exc:
             return ExperimentResult(self.id, [Finding(h, Verdict.INCONCLUSIVE, str(exc))
                                               for h in hypotheses], error=str(exc))
         ctx.oracle_sampled, ctx.oracle_sampled_gap = res, g
-        greedy_apd = common.apd(ctx.measured["greedy"].total)
+        greedy_apd = common.apd(ctx.measured.greedy.total)
         found = rules.decide_sampling(ctx.oracle_gap, g, greedy_apd)
         return ExperimentResult(self.id, found, {"comparison": c.to_json(),
                                                  "temperature": temperature, "top_p": top_p},

@@ -98,7 +98,7 @@ class Experiment:
         if early is not None:
             return ExperimentResult(self.id, [early], nums, wall_s=time.perf_counter() - t0)
         p = common.params(ctx)
-        before_m = ctx.measured.get("greedy")
+        before_m = ctx.measured.greedy
         error = None
         if before_m is None or before_m.total is None:
             before_m, _, error = common.measure_launch(ctx, ctx.launch, p, "precision-as-served")

@@ -110,21 +110,21 @@ class ConcurrencyAB:
     id = "concurrency-ab"
 
     def unavailable(self, ctx: Context) -> str | None:
-        if "greedy" not in ctx.measured:
+        if ctx.measured.greedy is None:
             return "no greedy measurement at c=1"
-        if ctx.url is None and "greedy c=8" not in ctx.measured:
+        if ctx.url is None and ctx.measured.loaded is None:
             return "no live server"
         return None
 
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
         # the measurement's own c=8 pass where it was taken, against the second c=1 pass (both
         # after the first: the same prompts seen before)
-        m = ctx.measured.get("greedy c=8")
-        ref = ctx.measured.get(common.LOAD_REFERENCE)
+        m = ctx.measured.loaded
+        ref = ctx.measured.load_reference
         if m is None:   # no c=8 pass yet (a pass taken without its load was retried there)
             loaded = common.measure_loaded(ctx, ctx.url or "", common.params(ctx, concurrency=8))
             m, ref = loaded.measurement, loaded.reference
-        one = (ref or ctx.measured.get("greedy again") or ctx.measured["greedy"]).total
+        one = (ref or ctx.measured.greedy_again or ctx.measured.greedy).total
         if m.total is None or one is None:
             return ExperimentResult(self.id, [Finding("load-dependent", Verdict.INCONCLUSIVE,
                                                       f"c=8 measurement failed: {m.error}")],
@@ -191,7 +191,7 @@ class SpecOffBaseline:
     def unavailable(self, ctx: Context) -> str | None:
         if ctx.launch is None or ctx.launcher is None:
             return "needs a launch command"
-        return None if "greedy" in ctx.measured else "no greedy measurement"
+        return None if ctx.measured.greedy is not None else "no greedy measurement"
 
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
         assert ctx.launch is not None and ctx.launcher is not None
@@ -212,7 +212,7 @@ class SpecOffBaseline:
             probes.append(probe.cpu_speed())
         finally:
             ctx.launcher.stop(server)
-        on_passes = [measured_timing(ctx.measured["greedy"]), *ctx.spec_on_passes]
+        on_passes = [measured_timing(ctx.measured.greedy), *ctx.spec_on_passes]
         # as many passes on each side: a best of three against a best of one would favour it
         n = min(len(on_passes), len(off_passes))
         moved = probe.drift([*ctx.speed_probes, *probes]) if ctx.speed_probes else 0.0
@@ -232,7 +232,7 @@ class SpecOffBaseline:
         numbers: dict[str, object] = {"tok_s_on": c.tok_s_on, "tok_s_off": c.tok_s_off,
                                       "paired_median": c.paired_median, "drift": c.drift,
                                       "probes_on": list(ctx.speed_probes), "probes_off": probes}
-        total = ctx.measured["greedy"].total
+        total = ctx.measured.greedy.total
         k = ctx.k or (total.k if total is not None else None)
         if v is Verdict.EXCLUDED:
             finding = Finding("draft-overhead", v, ev, basis="comparison")

@@ -19,15 +19,13 @@ from specdoctor.verdict import rules
 from specdoctor.experiments.base import Context
 from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 
-FIRST, AGAIN = "greedy", "greedy again"
-
-
 def fall(ctx: Context) -> rules.RepeatFall | None:
     """The first greedy pass against the second, paired by prompt (None: not both measured
     with per-request counts)."""
-    if FIRST not in ctx.measured or AGAIN not in ctx.measured:
+    m = ctx.measured
+    if m.greedy is None or m.greedy_again is None:
         return None
-    first, again = common.units(ctx.measured[FIRST]), common.units(ctx.measured[AGAIN])
+    first, again = common.units(m.greedy), common.units(m.greedy_again)
     if first is None or again is None or first.shape[0] != again.shape[0]:
         return None
     return rules.repeat_fall(first, again)
@@ -37,7 +35,7 @@ class RepeatAB:
     id = "repeat-ab"
 
     def unavailable(self, ctx: Context) -> str | None:
-        if FIRST not in ctx.measured or AGAIN not in ctx.measured:
+        if ctx.measured.greedy is None or ctx.measured.greedy_again is None:
             return "greedy was not measured twice on the same server"
         return None if fall(ctx) is not None else "no per-request counts to pair the passes"
 
@@ -63,6 +61,7 @@ class RepeatAB:
         return ExperimentResult(self.id, [Finding(h, v, ev, basis="comparison"
                                                   if v is Verdict.CONFIRMED else None)
                                           for h in hypotheses if h == "uptime-drift"],
-                                curves={k: p for k, p in (
-                                    ("first", ctx.measured[FIRST].total),
-                                    ("again", ctx.measured[AGAIN].total)) if p is not None})
+                                curves={k: m.total for k, m in (
+                                    ("first", ctx.measured.greedy),
+                                    ("again", ctx.measured.greedy_again))
+                                        if m is not None and m.total is not None})

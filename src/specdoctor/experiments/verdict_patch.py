@@ -176,11 +176,11 @@ class Experiment:
               ) -> dict[str, tuple[rules.Gap, Any, Any, float, float]]:
         out = {}
         if "sampled" in p.measurements and ctx.oracle_sampled_gap is not None \
-                and ctx.sampling is not None and "sampled" in ctx.measured:
+                and ctx.sampling is not None and ctx.measured.sampled is not None:
             out["sampled"] = (ctx.oracle_sampled_gap, ctx.oracle_sampled,
-                              ctx.measured["sampled"], *ctx.sampling)
+                              ctx.measured.sampled, *ctx.sampling)
         if "greedy" in p.measurements and ctx.oracle_gap is not None \
-                and "greedy" in ctx.measured:
-            out["greedy"] = (ctx.oracle_gap, ctx.oracle_greedy, ctx.measured["greedy"], 0.0, 1.0)
+                and ctx.measured.greedy is not None:
+            out["greedy"] = (ctx.oracle_gap, ctx.oracle_greedy, ctx.measured.greedy, 0.0, 1.0)
         return out
 

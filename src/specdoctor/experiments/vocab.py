@@ -457,7 +457,7 @@ class VocabMapCheck:
                            f"oracle: {why}"), {}
         served = ctx.oracle_greedy
         before_p = expected_profile(served) if served is not None else (
-            ctx.measured["greedy"].total if "greedy" in ctx.measured else None)
+            ctx.measured.greedy.total if ctx.measured.greedy is not None else None)
         if before_p is None:
             return Finding(HID, Verdict.INCONCLUSIVE, f"{lead}; nothing measured to compare "
                            f"the translated drafter with"), {}

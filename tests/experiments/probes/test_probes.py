@@ -158,7 +158,7 @@ def test_a_relaunch_that_never_serves_is_inconclusive_and_shared_with_the_cache_
     assert env["PYTHONPATH"].split(":")[0] == "/user/patch" and env["SPECDOCTOR_PROBES"] == "1"
     assert "isolated-cache" in env["VLLM_CACHE_ROOT"]
     # the compile-cache A/B of the same diagnosis takes the same relaunch: no second start
-    ctx.measured["greedy"] = None
+    ctx.measured.greedy = None
     out = cache.Experiment().run(ctx, ("compile-cache-pollution",))
     assert len(launcher.started) == 2                    # the as-found arm (no baseline) only
     assert launcher.started[1].env.get("SPECDOCTOR_PROBES") is None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from specdoctor.experiments.base import Context
+from specdoctor.experiments.base import Context, Measured
 
 from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.replay.experiment import Experiment, off_labels, traced_launch
@@ -29,7 +29,7 @@ def test_the_trace_goes_after_the_launchs_own_pythonpath(tmp_path):
 
 
 def test_only_the_measurements_off_their_oracle_are_taken_again(tmp_path):
-    ctx = Context(tmp_path, measured={"greedy": object(), "sampled": object()},
+    ctx = Context(tmp_path, measured=Measured(greedy=object(), sampled=object()),
                   sampling=(1.0, 0.95), oracle_gap=EQUAL, oracle_sampled_gap=ABOVE)
     assert off_labels(ctx) == {"sampled": (1.0, 0.95)}
     ctx.oracle_gap = Gap(3.6, 4.0, 0.21, 0.58)
@@ -43,7 +43,7 @@ def test_only_the_measurements_off_their_oracle_are_taken_again(tmp_path):
 
 
 def test_nothing_off_its_oracle_excludes_both_without_a_relaunch(tmp_path):
-    ctx = Context(tmp_path, measured={"greedy": object()}, oracle_gap=EQUAL)
+    ctx = Context(tmp_path, measured=Measured(greedy=object()), oracle_gap=EQUAL)
     r = Experiment().run(ctx, ("rejection-sampler", "engine-drafting"))
     assert {f.hypothesis: f.verdict for f in r.findings} == {
         "rejection-sampler": Verdict.EXCLUDED, "engine-drafting": Verdict.EXCLUDED}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from specdoctor.bench.measure import Measurement, MeasureParams
 from specdoctor.verdict import rules
-from specdoctor.experiments.base import Context
+from specdoctor.experiments.base import Context, Measured
 from specdoctor.experiments.replay.experiment import off_labels
 
 LOOKUP_MAX_IGNORED = rules.Gap(1.755, 1.817, 0.000, 0.142)
@@ -16,7 +16,7 @@ BELOW = rules.Gap(3.600, 4.000, 0.210, 0.590)             # up-draft-positions-a
 
 
 def _ctx(tmp_path, g: rules.Gap) -> Context:
-    ctx = Context(tmp_path, measured={"greedy": Measurement("u", "m", MeasureParams())})
+    ctx = Context(tmp_path, measured=Measured(greedy=Measurement("u", "m", MeasureParams())))
     ctx.oracle_gap = g
     return ctx
 

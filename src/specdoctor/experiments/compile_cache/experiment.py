@@ -69,7 +69,7 @@ class Experiment:
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
         assert ctx.launch is not None
         t0 = time.perf_counter()
-        baseline = ctx.measured.get("greedy")
+        baseline = ctx.measured.greedy
         if baseline is not None and baseline.total is not None:
             found, found_err = baseline.total, None
         else:

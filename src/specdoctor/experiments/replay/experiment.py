@@ -44,9 +44,9 @@ def off_labels(ctx: Context) -> dict[str, tuple[float, float]]:
     top_p): greedy and sampled alike."""
     out: dict[str, tuple[float, float]] = {}
     g, s = ctx.oracle_gap, ctx.oracle_sampled_gap
-    if "greedy" in ctx.measured and g is not None and not g.bounded:
+    if ctx.measured.greedy is not None and g is not None and not g.bounded:
         out["greedy"] = (0.0, 1.0)
-    if "sampled" in ctx.measured and ctx.sampling is not None and s is not None \
+    if ctx.measured.sampled is not None and ctx.sampling is not None and s is not None \
             and not s.bounded:
         out["sampled"] = ctx.sampling
     return out
