@@ -85,7 +85,7 @@ def run_case(c: dict[str, Any], budget: str, n: int, max_tokens: int,
              run: dict[str, Any]) -> dict[str, Any]:
     from specdoctor.bench import measure as proto
     from specdoctor.bench.prompts import take
-    from specdoctor.lab import drafters, lab
+    from specdoctor.lab import drafters, faults, lab
     from specdoctor.lab.drafters import offline
     from specdoctor.launch import free_port
 
@@ -93,7 +93,7 @@ def run_case(c: dict[str, Any], budget: str, n: int, max_tokens: int,
     k = lab.default_k(method, c["control"], c["fault"])
     if c["control"]:
         k = drafters.TRAINED_K[method] + 1  # past the designed run, so the design shows
-    served = drafters.serve(method, control=c["control"], fault=c["fault"], budget=budget)
+    served = faults.serve(method, control=c["control"], fault=c["fault"], budget=budget)
     prompts = take("code", n)
     row: dict[str, Any] = {**c, "k": k, "run": {x: run[x] for x in ("id", "commit", "date")},
                            "target": served.target.name,

@@ -60,7 +60,7 @@ def main() -> None:
         if f.method not in lab.DRAFTER_METHODS:
             continue  # a runtime patch of the engine: nothing for the offline oracle to predict
         k = lab.default_k(f.method, None, f.id)
-        served = drafters.serve(f.method, fault=f.id, budget=a.budget)
+        served = faults.serve(f.method, fault=f.id, budget=a.budget)
         healthy = drafters.serve(f.method, budget=a.budget)
         t0 = time.perf_counter()
         faulty = oracle.predict(served.target, served.draft, f.method, k, prompts,

@@ -44,12 +44,7 @@ FORBIDDEN = {("experiments", "diagnose"), ("oracle", "store"), ("lab", "experime
 PENDING: set[tuple[str, str]] = set()
 # Module cycles known and waiting for their fix, with the fix; an entry that no longer occurs
 # fails, so none outstays its reason.
-PENDING_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"lab.drafters", "lab.faults"}):
-        "faults builds on drafters' Served and cache; drafters.serve checks a fault by name",
-    frozenset({"lab.lab", "lab.llamacpp"}):
-        "llamacpp finds its models through lab.lab._model_dirs; lab.up starts llamacpp's server",
-}
+PENDING_CYCLES: dict[frozenset[str], str] = {}
 
 
 def _package(path: Path, root: Path = SRC) -> str:

@@ -227,7 +227,7 @@ def lab_drafter(method: str, fault: str | None = None, k: int | None = None, *,
 
         budget = DRAFTER_BUDGET[0]
         draft = drafters.module(method).trained(budget, **trained) if trained else None
-        served = drafters.serve(method, fault=fault, budget=budget, draft=draft)
+        served = faults.serve(method, fault=fault, budget=budget, draft=draft)
         t = publish(served.target, tmp / "m1")
         if edit_target is not None:
             edit_target(t)

@@ -100,7 +100,7 @@ def test_a_fault_leaves_no_trace_in_the_served_k_beyond_training_setup():
     healthy = labmod.lab_spec("mtp", 6, 18765, control="pos0")
     sick = labmod.lab_spec("mtp", None, 18765, control="pos0", fault="mtp-k-beyond-training")
     assert sick.argv == healthy.argv and sick.label == healthy.label
-    assert drafters.serve("mtp", control="pos0", fault="mtp-k-beyond-training").fault == \
+    assert faults.serve("mtp", control="pos0", fault="mtp-k-beyond-training").fault == \
         "mtp-k-beyond-training"  # the lab itself still knows
 
 

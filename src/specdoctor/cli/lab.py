@@ -9,6 +9,7 @@ import click
 from specdoctor.cli.options import example, json_option, list_option, ready_timeout_option
 from specdoctor.lab import faults as labfaults
 from specdoctor.lab import lab as labmod
+from specdoctor.lab import pairs
 from specdoctor.report.console import build_progress, progress_waiter
 
 
@@ -37,11 +38,11 @@ D = labmod.LabRequest()  # the defaults shown here are the library's
                    "for eagle3, dflash and mtp the k the drafter was trained for (a --fault may "
                    "set its own).")
 @click.option("--port", type=click.IntRange(1, 65535), default=D.port, show_default=True)
-@click.option("--target", "target_kind", type=click.Choice(labmod.TARGET_KINDS), default=D.target,
+@click.option("--target", "target_kind", type=click.Choice(pairs.TARGET_KINDS), default=D.target,
               show_default=True,
               help="random: the tiny random-weight target; trained: the same shape trained on the "
                    "stdlib's source (once, cached; minutes on 2 cores), which reacts to faults.")
-@click.option("--draft", "draft_kind", type=click.Choice(labmod.DRAFT_KINDS), default=D.draft,
+@click.option("--draft", "draft_kind", type=click.Choice(pairs.DRAFT_KINDS), default=D.draft,
               show_default=True,
               help="draft_model only. copy: the target itself (acceptance 1.0 when greedy); "
                    "small: a weaker trained 1-layer drafter (same tokenizer).")

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from specdoctor.errors import LabError
+from specdoctor.lab import drafters
 from specdoctor.lab.drafters import Served, cache
 
 ROOT_CAUSES = ("attention-mask", "draft-config-mismatch", "tokenizer-mismatch",
@@ -160,6 +161,22 @@ def get(fault_id: str) -> Fault:
         return FAULTS[fault_id]
     except KeyError:
         raise LabError(f"no lab fault {fault_id!r}", f"choose one of: {', '.join(FAULTS)}") from None
+
+
+def of(fault_id: str, method: str) -> Fault:
+    """The fault, refused (naming the method's own) where it is another method's."""
+    f = get(fault_id)
+    if f.method != method:
+        raise LabError(f"fault {fault_id} is a {f.method} fault, not {method}",
+                       f"faults of {method}: {', '.join(ids(method)) or 'none'}")
+    return f
+
+
+def serve(method: str, fault: str | None = None, **kw: Any) -> Served:
+    """``drafters.serve`` with ``fault`` applied (checked before anything is built)."""
+    f = of(fault, method) if fault is not None else None
+    served = drafters.serve(method, **kw)
+    return served if f is None else replace(f.apply(served), fault=f.id)
 
 
 def ids(method: str | None = None) -> list[str]:

@@ -30,6 +30,7 @@ from specdoctor.errors import LabError
 from specdoctor.launch import servers as srv
 from specdoctor.launch.servers import ServerHandle
 from specdoctor.launch.spec import LaunchSpec
+from specdoctor.lab import pairs
 from specdoctor.paths import lab_dir
 
 METHODS = ("draft_model", "ngram", "eagle3", "dflash", "mtp")
@@ -106,8 +107,6 @@ class LabRequest:
 
 
 ENGINES = ("vllm", "llamacpp")
-TARGET_KINDS = ("random", "trained")
-DRAFT_KINDS = ("copy", "small")
 
 
 @dataclass(frozen=True)
@@ -124,25 +123,10 @@ def plan(req: LabRequest) -> LabPlan:
     """Resolve a request into a launch (building and training the models it needs, once)."""
     target = draft = None
     if req.method not in DRAFTER_METHODS:
-        target, draft = _model_dirs(req.target, req.draft if req.method == "draft_model"
+        target, draft = pairs.model_dirs(req.target, req.draft if req.method == "draft_model"
                                     else "copy", req.budget)
     return _resolve(req.method, req.k, req.port, target, draft, (), control=req.control,
                     fault=req.fault, budget=req.budget)
-
-
-def _model_dirs(target_kind: str, draft_kind: str, budget: str) -> tuple[Path | None, Path | None]:
-    """Model directories of draft_model/ngram servers (None: the random target, its copy)."""
-    if target_kind not in TARGET_KINDS or draft_kind not in DRAFT_KINDS:
-        raise LabError(f"unknown target/draft kind {target_kind!r}/{draft_kind!r}",
-                       f"target: {', '.join(TARGET_KINDS)}; draft: {', '.join(DRAFT_KINDS)}")
-    if target_kind == "random" and draft_kind == "copy":
-        return None, None
-    from specdoctor.lab import train
-    from specdoctor.lab.models import target_model
-
-    target = train.trained_target(budget) if target_kind == "trained" else target_model()
-    draft = train.small_drafter(budget) if draft_kind == "small" else None
-    return target, draft
 
 
 def lab_spec(method: str = DEFAULT_METHOD, k: int | None = DEFAULT_K, port: int = DEFAULT_PORT,
@@ -171,10 +155,10 @@ def _resolve(method: str, k: int | None, port: int, target: Path | None, draft: 
     label = f"lab:{method}:k={k}"
     cache_root = lab_dir() / "vllm-cache"
     if method in DRAFTER_METHODS:
-        from specdoctor.lab import drafters
+        from specdoctor.lab import faults
 
-        served = drafters.serve(method, control=control, fault=fault, budget=budget,
-                                target=target, draft=draft)
+        served = faults.serve(method, fault, control=control, budget=budget, target=target,
+                              draft=draft)
         target, draft = served.target, served.draft
         # Qwen-typed targets would get a Qwen2 tokenizer class: name the lab tokenizer.
         extra_args = ("--tokenizer", str(published(served.tokenizer)), *extra_args)
@@ -185,9 +169,7 @@ def _resolve(method: str, k: int | None, port: int, target: Path | None, draft: 
     elif fault is not None:
         from specdoctor.lab import faults
 
-        if faults.get(fault).method != method:
-            raise LabError(f"fault {fault} is a {faults.get(fault).method} fault, not {method}",
-                           f"faults of {method}: {', '.join(faults.ids(method)) or 'none'}")
+        faults.of(fault, method)
     if target is None:
         from specdoctor.lab.models import target_model
 

@@ -110,7 +110,7 @@ def check_installed() -> None:
 def plan(req: LlamaCppRequest) -> LlamaCppPlan:
     """Resolve a request into a launch: the models built (and trained) once, written as GGUF."""
     from specdoctor.lab import gguf_export
-    from specdoctor.lab import lab as labmod
+    from specdoctor.lab import pairs
 
     if req.method not in METHODS:
         raise LabError(f"the llama.cpp lab has no method {req.method!r}",
@@ -124,7 +124,7 @@ def plan(req: LlamaCppRequest) -> LlamaCppPlan:
             raise LabError(f"unknown GGUF type {kind!r}",
                            f"choose one of: {', '.join(gguf_export.TYPES)}")
     check_installed()
-    target_dir, draft_dir = labmod._model_dirs(req.target, req.draft, req.budget)
+    target_dir, draft_dir = pairs.model_dirs(req.target, req.draft, req.budget)
     if target_dir is None:
         from specdoctor.lab.models import target_model
 

@@ -9,7 +9,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from specdoctor.bench.prompts import take  # noqa: E402
-from specdoctor.lab import drafters  # noqa: E402
+from specdoctor.lab import drafters, faults  # noqa: E402
 from specdoctor.lab.drafters import cycle, offline, targets  # noqa: E402
 
 CASES = [(m, n) for m, names in drafters.CONTROLS.items() for n in names]
@@ -36,14 +36,14 @@ def test_the_control_target_walks_its_cycle_whatever_the_prompt():
 
 
 def test_a_d2t_off_by_one_on_a_right_drafter_accepts_nothing():
-    served = drafters.serve("eagle3", control="perfect", fault="eagle3-d2t-off-by-one")
+    served = faults.serve("eagle3", control="perfect", fault="eagle3-d2t-off-by-one")
     c = offline.predict("eagle3", served.target, served.draft, take("code", 2), 3, 16)
     assert c.per_position == [0.0, 0.0, 0.0] and c.drafts == 2 * 15
 
 
 def test_causal_serving_leaves_a_block_that_only_reads_its_first_token_unchanged():
     healthy = drafters.serve("dflash", control="pos0")
-    sick = drafters.serve("dflash", control="pos0", fault="dflash-causal")
+    sick = faults.serve("dflash", control="pos0", fault="dflash-causal")
     a, b = (offline.predict("dflash", s.target, s.draft, take("code", 2), 3, 16).per_position
             for s in (healthy, sick))
     assert a == b == [1.0, 0.0, 0.0]

@@ -40,7 +40,7 @@ def test_config_fault_patches_a_copy_and_keeps_the_weights():
     from specdoctor.lab.drafters import cache
 
     healthy = drafters.serve("dflash", control="pos0")
-    sick = drafters.serve("dflash", control="pos0", fault="dflash-causal")
+    sick = faults.serve("dflash", control="pos0", fault="dflash-causal")
     assert sick.target == healthy.target and sick.draft != healthy.draft
     assert sick.tags == healthy.tags == ("control=pos0",) and sick.fault == "dflash-causal"
     cfg = json.loads((sick.draft / "config.json").read_text())
@@ -52,7 +52,7 @@ def test_config_fault_patches_a_copy_and_keeps_the_weights():
 
 def test_layer_id_fault_shifts_every_id_down_by_one():
     healthy = drafters.serve("dflash", control="pos0")
-    sick = drafters.serve("dflash", control="pos0", fault="dflash-layer-ids")
+    sick = faults.serve("dflash", control="pos0", fault="dflash-layer-ids")
     ids = [json.loads((d / "config.json").read_text())["dflash_config"]["target_layer_ids"]
            for d in (healthy.draft, sick.draft)]
     assert [i - 1 for i in ids[0]] == ids[1]
@@ -62,7 +62,7 @@ def test_d2t_fault_moves_every_draft_id_one_target_id_up():
     from specdoctor.lab.drafters import cache
 
     healthy = drafters.serve("eagle3", control="pos0")
-    sick = drafters.serve("eagle3", control="pos0", fault="eagle3-d2t-off-by-one")
+    sick = faults.serve("eagle3", control="pos0", fault="eagle3-d2t-off-by-one")
     a, b = cache.load_tensors(healthy.draft), cache.load_tensors(sick.draft)
     assert torch.equal(b["d2t"] - a["d2t"], torch.ones_like(a["d2t"]))
 
@@ -71,7 +71,7 @@ def test_k_fault_changes_only_k():
     from specdoctor.lab import lab
 
     healthy = drafters.serve("mtp", control="pos0")
-    sick = drafters.serve("mtp", control="pos0", fault="mtp-k-beyond-training")
+    sick = faults.serve("mtp", control="pos0", fault="mtp-k-beyond-training")
     assert (sick.target, sick.draft) == (healthy.target, healthy.draft)
     assert lab.default_k("mtp", fault="mtp-k-beyond-training") == 6
     assert lab.default_k("mtp") == drafters.TRAINED_K["mtp"] == 2

@@ -8,8 +8,8 @@ Random-weight drafters accept nothing, so no fault can be seen on them. Each met
   drafter can be built right or wrong exactly where wanted: their profile is designed, and a
   server that measures anything else has a broken measurement path.
 
-``serve(method, control=…, fault=…)`` resolves what a lab server runs: target, drafter,
-tokenizer. One module per method holds that method's config, tensors, reference forward (what
+``serve(method, control=…)`` resolves what a lab server runs: target, drafter, tokenizer
+(``lab.faults.serve`` the same with a fault applied). One module per method holds that method's config, tensors, reference forward (what
 training differentiates), training and controls. What a server will measure is predicted by
 the oracle from the served checkpoint (``offline.predict``), not by this training code.
 """
@@ -17,7 +17,7 @@ the oracle from the served checkpoint (``offline.predict``), not by this trainin
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -95,19 +95,12 @@ def control(method: str, name: str) -> Control:
         raise LabError(f"no control {name!r} for {method}", f"controls of {method}: {names}") from None
 
 
-def serve(method: str, *, control: str | None = None, fault: str | None = None,
-          budget: str = "full", target: Path | None = None, draft: Path | None = None) -> Served:
-    """Target, drafter and tokenizer of a lab server (building what is missing)."""
+def serve(method: str, *, control: str | None = None, budget: str = "full",
+          target: Path | None = None, draft: Path | None = None) -> Served:
+    """Target, drafter and tokenizer of a healthy lab server (building what is missing)."""
     from specdoctor.lab.drafters import targets
 
     m = module(method)
-    if fault is not None:  # validate before building anything
-        from specdoctor.lab import faults
-
-        f = faults.get(fault)
-        if f.method != method:
-            raise LabError(f"fault {fault} is a {f.method} fault, not {method}",
-                           f"faults of {method}: {', '.join(faults.ids(method)) or 'none'}")
     tags: tuple[str, ...] = ()
     if control is not None:
         globals()["control"](method, control)  # validate the name first
@@ -118,9 +111,4 @@ def serve(method: str, *, control: str | None = None, fault: str | None = None,
         tags = (f"trained={budget}",) if budget != "full" else ("trained",)
     else:
         t, d = target, draft
-    served = Served(method, target or t, draft or d, targets.tokenizer_dir(), tags)
-    if fault is not None:
-        from specdoctor.lab import faults
-
-        served = replace(faults.get(fault).apply(served), fault=fault)
-    return served
+    return Served(method, target or t, draft or d, targets.tokenizer_dir(), tags)
