@@ -12,3 +12,6 @@ SPECULATIVE_METHODS = ("draft_model", "ngram", "ngram_gpu", "suffix", "eagle", "
 # Methods that draft by looking the continuation up in the prompt (vLLM's prompt-lookup family):
 # no draft model, no draft attention, and drafts that vary in length from step to step.
 LOOKUP_METHODS = ("ngram", "ngram_gpu", "suffix")
+# Methods whose drafter has no directory of its own: lookup, or MTP layers in the target's
+# checkpoint.
+NO_DRAFT_DIR = (*LOOKUP_METHODS, "mtp")

@@ -26,7 +26,7 @@ from typing import Any
 
 from specdoctor.bench.measure import ModelCard
 from specdoctor.experiments.launch_settings import Settings, settings_of
-from specdoctor.experiments.oracle_gap import NO_DRAFT_DIR
+from specdoctor.methods import NO_DRAFT_DIR
 from specdoctor.launch.engines import Speculation
 from specdoctor.sources.vllm_startup import StartupConfig
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from specdoctor.launch import LaunchSpec
 from specdoctor.launch.engines import Speculation
+from specdoctor.methods import NO_DRAFT_DIR
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def settings_of(spec: Speculation | None, target: Path | None, tokenizer: str | 
     learnt (a command, a start-up log, the user's flags)."""
     opts = dict(spec.options) if spec is not None else {}
     method = spec.method if spec is not None else None
-    drafter = spec.drafter if spec is not None and method not in (None, "ngram", "mtp") else None
+    drafter = spec.drafter if spec is not None and method is not None and method not in NO_DRAFT_DIR else None
     return Settings(
         target=target, method=method,
         k=spec.k if spec is not None and spec.k else None,

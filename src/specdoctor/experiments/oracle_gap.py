@@ -15,12 +15,12 @@ from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.experiments import common
 from specdoctor.verdict import rules
 from specdoctor.experiments.base import Context
+from specdoctor.methods import NO_DRAFT_DIR
 from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 
 
 # Drafters without a directory of their own: prompt lookup, and MTP layers that live in the
 # target's checkpoint.
-NO_DRAFT_DIR = ("ngram", "mtp")
 
 
 def oracle_unavailable(ctx: Context) -> str | None:

@@ -29,6 +29,7 @@ import numpy as np
 from specdoctor.acceptance.bootstrap import with_bootstrap
 from specdoctor.acceptance.profile import AcceptanceProfile, sum_profiles
 from specdoctor.errors import InputError
+from specdoctor.methods import NO_DRAFT_DIR
 from specdoctor.textfile import MAX_CONFIG, read_limited
 from specdoctor.oracle import stats
 from specdoctor.oracle.models import (
@@ -185,7 +186,7 @@ def validate(config: OracleConfig) -> None:
     if config.method in ("draft_model", "eagle3", "dflash") and config.draft is None:
         raise InputError(f"the {config.method} oracle needs the drafter",
                          "pass --draft DIR, or --method ngram")
-    if config.method in ("ngram", "mtp") and config.draft is not None:
+    if config.method in NO_DRAFT_DIR and config.draft is not None:
         raise InputError(f"--method {config.method} takes no --draft",
                          "drop --draft" + (" (the MTP layers are in the target checkpoint)"
                                            if config.method == "mtp" else ""))

@@ -23,7 +23,8 @@ from typing import Any
 from specdoctor.experiments import common
 from specdoctor.experiments.base import Context
 from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
-from specdoctor.experiments.oracle_gap import NO_DRAFT_DIR, oracle_unavailable
+from specdoctor.experiments.oracle_gap import oracle_unavailable
+from specdoctor.methods import NO_DRAFT_DIR
 from specdoctor.experiments.replay import decide as D
 from specdoctor.launch import LaunchSpec
 
