@@ -84,3 +84,35 @@ def test_a_map_that_is_not_the_heads_is_confirmed_by_its_proposals(tmp_path, pai
     f = _run(tmp_path, pair, _regenerated)
     assert f.verdict is Verdict.CONFIRMED and f.basis == "counterfactual", f.evidence
     assert "d2t learned from the head's proposals (oracle)" in f.evidence
+
+
+def test_a_better_map_without_a_rule_is_said_to_be_better_not_excluded_as_no_better():
+    """The held-out numbers of the lab's weak draft model (docs/your-server.md section 4: 236
+    steps, 115 right as served, 157 through the learned map, 42 gained, 0 lost): the map is
+    significantly better, but the ids it moves follow no rule. The finding says so, and says
+    what that leaves unchecked, instead of "not shown better"."""
+    import numpy as np
+
+    from specdoctor.experiments.vocab import no_remap
+    from specdoctor.oracle import fingerprint, slotmap
+
+    h = slotmap.HeldOut(236, 115, 157, 42, 0, 9, slotmap.sign_test(42, 0))
+    assert h.learned_better
+    served = np.arange(20)
+    learned = served.copy()
+    learned[[3, 8, 12]] = [15, 1, 6]           # three ids sent elsewhere, one way each
+    form = fingerprint.shape(learned, served)
+    assert form.moved and not form.systematic, form.text()
+    why, unchecked = no_remap(h, form)
+    assert "better on the held-out steps" in why and "no rule" in why, why
+    assert "not shown better" not in why and unchecked
+    # a systematic map on the same numbers is no exclusion: the oracle with it undone decides
+    swapped = served.copy()
+    swapped[[3, 8]] = [8, 3]
+    assert no_remap(h, fingerprint.shape(swapped, served)) is None
+    # not better beyond chance, with room left for a gain that would matter (its upper bound
+    # over 2% of the steps): not shown better, with what that leaves unchecked
+    flat = slotmap.HeldOut(236, 115, 118, 5, 2, 9, slotmap.sign_test(5, 2))
+    assert not flat.learned_better and not flat.rules_out
+    why, unchecked = no_remap(flat, form)
+    assert why == "not shown better" and unchecked

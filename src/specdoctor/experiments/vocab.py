@@ -209,6 +209,25 @@ def _map_counterfactual(ctx: Context, d2t: np.ndarray, evidence: str, change: st
     return f, {"before": before_p, f"after {change}": after_p}
 
 
+def no_remap(h: Any, form: Any) -> tuple[str, tuple[str, ...]] | None:
+    """Why the vocabulary fingerprint finds no remap of the drafter's ids (the evidence's end,
+    and what stays unchecked), or None where the held-out steps show a systematic one
+    (``h``: ``oracle.slotmap``'s held-out test; ``form``: ``oracle.fingerprint.Shape``)."""
+    if h.learned_better and form.systematic:
+        return None
+    if h.rules_out or not form.moved:
+        return "the drafter's misses follow no map of its ids", ()
+    if h.learned_better:
+        return ("the learned map is better on the held-out steps, but the ids it moves follow "
+                "no rule (no swap, cycle, offset run, or several ids sent to one): a weak "
+                "drafter's habitual misses give such maps, a vocabulary remap moves ids by a "
+                "rule", ("a remap of the drafter's ids with no rule among them (ids sent "
+                         "elsewhere one way only), which the held-out steps cannot tell apart "
+                         "from a weak drafter's misses",))
+    return "not shown better", ("a remap of the drafter's ids smaller than the held-out steps "
+                                "can show",)
+
+
 class VocabMapCheck:
     id = "vocab-map-check"
 
@@ -320,13 +339,11 @@ class VocabMapCheck:
                 f"{h.learned / max(h.positions, 1):.1%} through a map learned from the other "
                 f"prompts ({h.better} gained, {h.worse} lost, one-sided sign test "
                 f"p = {h.p:.2g}); the learned map: {form.text()}")
-        if not (h.learned_better and form.systematic):
-            if h.rules_out or not form.moved:
-                return Finding(HID, Verdict.EXCLUDED, f"{files}; {held}: the drafter's misses "
-                               f"follow no map of its ids"), {}
-            return Finding(HID, Verdict.EXCLUDED, f"{files}; {held}: not shown better",
-                           unchecked=("a remap of the drafter's ids smaller than the held-out "
-                                      "steps can show",)), {}
+        no = no_remap(h, form)
+        if no is not None:
+            why, unchecked = no
+            return Finding(HID, Verdict.EXCLUDED, f"{files}; {held}: {why}",
+                           unchecked=unchecked), {}
         if ctx.method != "draft_model":
             return Finding(HID, Verdict.INCONCLUSIVE, f"{files}; {held}: a systematic "
                            f"substitution; the oracle cannot remap a {ctx.method} drafter's ids "
