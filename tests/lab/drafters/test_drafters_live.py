@@ -3,10 +3,12 @@ control whose profile is designed exactly (see ``lab.drafters``). If the measure
 anything else, specdoctor's measurement path (or the lab's understanding of the method) is
 wrong — this is the proof the trained drafters' and the faults' figures rest on.
 
-Three servers in all (~2 minutes each on 2 cores), two booted here: the DFlash control is the
-session's shared server (``dflash_pos0_with_packs`` in tests/conftest.py), served with two
-observing probe packs that tests/packs/test_packs_lab.py reads; no training: the controls are
-hand-wired.
+Three servers in all (~45 s each on 2 cores), booted together (~100 s for the three), two of
+them for this module: the DFlash control is the session's shared server
+(``dflash_pos0_with_packs`` in tests/conftest.py), served with two observing probe packs that
+tests/packs/test_packs_lab.py reads; no training: the controls are hand-wired. Each server is
+measured once; both tests read that measurement (a greedy measurement of a control is the
+same count for count every time: the profile test's own per-request checks say so).
 """
 
 from __future__ import annotations
@@ -18,8 +20,7 @@ import pytest
 from specdoctor.bench.prompts import take
 from specdoctor.lab import drafters
 from specdoctor.lab.drafters import offline
-from tests.conftest import run_cli
-from tests.lab.serve import lab_server
+from tests.conftest import DFLASH_POS0_WITH_PACKS, run_cli
 
 pytestmark = pytest.mark.lab
 
@@ -28,18 +29,33 @@ CASES = {"eagle3": ("pos0", 3), "dflash": ("pos0", 4), "mtp": ("pos0", 3)}
 N, MAX_TOKENS = 6, 40
 
 
+@pytest.fixture(scope="module")
+def servers(lab_pool):
+    """All three controls, booted together: this module's two and the session's DFlash one."""
+    for method, (control, k) in CASES.items():
+        if method == "dflash":
+            # the same launch with two observing packs on, shared with the packs' lab test
+            lab_pool.start("dflash-pos0-packs", *DFLASH_POS0_WITH_PACKS)
+        else:
+            lab_pool.start(f"{method}-{control}-{k}", "--method", method, "--control", control,
+                           "--k", str(k))
+    yield
+    for method, (control, k) in CASES.items():
+        if method != "dflash":
+            lab_pool.stop(f"{method}-{control}-{k}")
+
+
 @pytest.fixture(scope="module", params=list(CASES), ids=list(CASES))
-def server(request):
+def server(request, servers, lab_pool):
     method = request.param
     control, k = CASES[method]
     if method == "dflash":
-        # the same launch with two observing packs on, shared with the packs' lab test
         info = request.getfixturevalue("dflash_pos0_with_packs")
-        assert (info["method"], info["control"], info["k"]) == (method, control, k)
-        yield info
-        return
-    with lab_server("--method", method, "--control", control, "--k", str(k)) as info:
-        yield info
+    else:
+        info = lab_pool.get(f"{method}-{control}-{k}")
+    assert (info["method"], info["control"], info["k"]) == (method, control, k)
+    # one measurement of this server, read by both tests
+    return {**info, "measured": measure(info["url"])}
 
 
 def measure(url: str) -> dict:
@@ -52,7 +68,7 @@ def measure(url: str) -> dict:
 def test_control_profile_is_exactly_as_designed(server):
     method, control, k = server["method"], server["control"], server["k"]
     designed = drafters.control(method, control).designed(k)
-    out = measure(server["url"])
+    out = server["measured"]
     total = out["total"]
     assert total["per_position"] == designed
     # every request walks the same steps: a run of `run` right drafts, then the bonus token
@@ -70,6 +86,6 @@ def test_offline_prediction_matches_the_server_count_for_count(server):
     method, control, k = server["method"], server["control"], server["k"]
     target, draft = drafters.module(method).control(control)
     predicted = offline.predict(method, target, draft, take("code", N), k, MAX_TOKENS)
-    total = measure(server["url"])["total"]
+    total = server["measured"]["total"]
     assert (predicted.drafts, list(predicted.accepted_per_position)) == (
         total["drafts"], total["accepted_per_position"])
