@@ -183,3 +183,22 @@ def test_an_oracle_gap_not_shown_within_the_margin_keeps_the_replay_planned():
     assert kept["engine-drafting"] == "replay" and "rejection-sampler" in kept
     ctx.oracle_gap = Gap(1.176, 1.176, 0.0, 0.0)
     assert not set(REPLAY_LEADS) & set(settle.kept_candidates(ctx, oracle_facts))
+
+
+def test_an_experiment_a_launch_would_not_run_either_is_not_sent_to_launch(tmp_path):
+    """restart-ab needs a launch command and log windows over uptime; windows come only from
+    --logs, and one diagnosis is not given --launch and --logs together: the ledger does not
+    advise --launch for it (it would not run there either), while an experiment a launch
+    command alone unlocks keeps the advice."""
+    sig = classify(Facts(counts([0.7, 0.5, 0.4]), published_for("mtp", 3, MTP8), method="mtp"))
+    cat = C.load()
+    ledger = build(sig, cat, 2.0, also=("uptime-drift", "draft-overhead"))
+    early, late = counts([0.7, 0.5, 0.4], 100), counts([0.2, 0.05, 0.01], 100)
+    ctx = Context(workdir=tmp_path, url="http://127.0.0.1:1", windows=(early, early, late, late))
+    orchestrator._run_plan(ctx, ledger, cat, orchestrator.Options(workdir=tmp_path),
+                           time.monotonic(), None, orchestrator.Saver(None, orchestrator.Target()))
+    drift = " ".join(ledger.entry("uptime-drift").evidence)
+    assert "[restart-ab]" in drift and "needs a launch command" in drift, drift
+    assert "a --launch diagnosis has no log windows" in drift and "to run it" not in drift
+    speed = " ".join(ledger.entry("draft-overhead").evidence)
+    assert "to run it: specdoctor diagnose --launch" in speed, speed

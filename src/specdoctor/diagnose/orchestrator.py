@@ -449,8 +449,7 @@ def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, 
         why = exp.unavailable(ctx)
         if why is not None:
             if ctx.launch is None and "launch" in spec.needs:
-                why += (f"; to run it: specdoctor diagnose --launch '<the command that "
-                        f"starts {ctx.url or 'the server'}>' (with --env K=V for its environment)")
+                why += _how_to_run(spec.needs, ctx.url)
             ledger.mark(open_h, Verdict.INCONCLUSIVE, f"not run: {why}", step.experiment)
             continue
         spent = (time.monotonic() - t0) / 60
@@ -480,6 +479,18 @@ def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, 
         if holding and ledger.explained(cat):
             settle.close_explained(ctx, ledger)
     return server
+
+
+def _how_to_run(needs: tuple[str, ...], url: str | None) -> str:
+    """What to give so that an experiment that needs a launch command runs: --launch, unless it
+    also needs log windows over uptime, which only --logs gives, and one diagnosis is not given
+    both."""
+    if "windows" in needs:
+        return ("; a --launch diagnosis has no log windows over uptime, so it does not run "
+                "there either: there the same prompts are measured twice on one server "
+                "(repeat-ab)")
+    return (f"; to run it: specdoctor diagnose --launch '<the command that starts "
+            f"{url or 'the server'}>' (with --env K=V for its environment)")
 
 
 def _keep_traceback(ctx: Context, name: str) -> Path | None:
