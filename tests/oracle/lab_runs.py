@@ -1,29 +1,14 @@
-"""One lab server measured greedy and sampled with the oracle's draft hook on: the shared body
-of the oracle's live tests."""
+"""A running lab server measured greedy and sampled with the oracle's draft hook on: the shared
+body of the oracle's live tests (their servers: tests/conftest.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from specdoctor.bench import measure as proto
-from specdoctor.lab import lab as labmod
-from specdoctor.launch import LaunchSpec
-
-
-def greedy_and_sampled(spec: LaunchSpec, env: dict[str, str], log: Path, prompts: list[str],
-                       max_tokens: int, sampling: tuple[float, float]) -> dict[str, Any]:
-    """Boot ``spec`` with ``env``, measure ``prompts`` greedy then sampled, stop it; the two
-    measurements and the hook's logs (``log``: greedy; ``sampled_log``)."""
-    spec = dataclasses.replace(spec, env={**spec.env, **env})
-    try:
-        labmod.up(spec)
-        return measure_greedy_and_sampled(spec.url, log, prompts, max_tokens, sampling)
-    finally:
-        labmod.down(spec.port)
 
 
 def measure_greedy_and_sampled(url: str, log: Path, prompts: list[str], max_tokens: int,

