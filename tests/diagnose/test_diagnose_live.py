@@ -11,22 +11,27 @@ boot.
    uninitialised temperatures (vLLM #55005); diagnose must name rejection-sampler, confirmed by
    the verdict patch's counterfactual, and print the upstream report and the fix. Two boots (the
    server as found, then served with the patch).
+
+The two diagnoses run at the same time (one module fixture starts both): on 2 cores the
+module took 233 s so, where it took 328 s one after the other (the two runs back to back, the
+machine loaded alike). Every verdict checked here is decided by acceptance (counts and
+oracles), not by speed, so sharing the cores changes none.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
-
 # Boots real lab servers: marked `lab` (skipped with the reason where vLLM is not installed).
-# inductor: the diagnoses measure more than they boot (tests/conftest.py)
-pytestmark = [pytest.mark.lab, pytest.mark.usefixtures("inductor")]
+# inductor (the diagnoses fixture asks for it): vLLM's default backend (tests/conftest.py)
+pytestmark = pytest.mark.lab
 
 
 def _env(cache: Path) -> list[str]:
@@ -34,7 +39,8 @@ def _env(cache: Path) -> list[str]:
             "--env", f"VLLM_CACHE_ROOT={cache}", "--env", "VLLM_NO_USAGE_STATS=1"]
 
 
-def test_rope_theta_mismatch_is_confirmed_by_its_counterfactual(tmp_path):
+def _rope_theta_mismatch(tmp_path: Path) -> list[str]:
+    """diagnose's arguments for case 1, its models made in ``tmp_path``."""
     from specdoctor.lab import train
 
     trained = train.trained_target("ci")
@@ -48,11 +54,49 @@ def test_rope_theta_mismatch_is_confirmed_by_its_counterfactual(tmp_path):
     cmd = (f"{sys.executable} -m vllm.entrypoints.openai.api_server --model {target} "
            f"--dtype float32 --max-model-len 1024 --max-num-seqs 8 --seed 0 "
            f"--speculative-config '{spec}'")
-    proc = run_cli("diagnose", "--launch", cmd, *_env(tmp_path / "cache"), "--sampling",
-                   "greedy", "--suite", "code", "--num-prompts", "8", "--max-tokens", "48",
-                   "--out", str(tmp_path / "out"), "--json", timeout=1500)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    d = json.loads(proc.stdout)
+    return ["diagnose", "--launch", cmd, *_env(tmp_path / "cache"), "--sampling", "greedy",
+            "--suite", "code", "--num-prompts", "8", "--max-tokens", "48",
+            "--out", str(tmp_path / "out"), "--json"]
+
+
+def _default_lab(tmp_path: Path) -> list[str]:
+    """diagnose's arguments for case 2 (no target: the lab's default server)."""
+    return ["diagnose", "--sampling", "greedy", "--sampling", "official", "--suite", "code",
+            "--num-prompts", "6", "--max-tokens", "32", "--out", str(tmp_path / "out"),
+            "--json"]
+
+
+@pytest.fixture(scope="module")
+def diagnoses(tmp_path_factory: pytest.TempPathFactory, inductor: None) -> dict:
+    """Both diagnoses, started at once (``python -m specdoctor ARGS`` as ``run_cli`` runs it,
+    each with its own home and store); per case its exit status, stdout, stderr and folder."""
+    # the default lab first: case 1's models may need training (a cold cache) before it starts
+    cases = {"default": _default_lab, "rope": _rope_theta_mismatch}
+    procs = {}
+    try:
+        for name, args in cases.items():
+            tmp = tmp_path_factory.mktemp(name)
+            env = {**os.environ, "SPECDOCTOR_HOME": str(tmp / "home"),
+                   "SPECDOCTOR_DB": str(tmp / "store.db")}
+            procs[name] = (tmp, subprocess.Popen(
+                [sys.executable, "-m", "specdoctor", *args(tmp)], stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True, env=env))
+        out = {}
+        for name, (tmp, proc) in procs.items():
+            stdout, stderr = proc.communicate(timeout=1500)
+            out[name] = (proc.returncode, stdout, stderr, tmp)
+        return out
+    finally:
+        for _, proc in procs.values():
+            if proc.poll() is None:   # stopped past its time: diagnose stops its own servers
+                proc.terminate()
+                proc.wait(timeout=120)
+
+
+def test_rope_theta_mismatch_is_confirmed_by_its_counterfactual(diagnoses):
+    code, stdout, stderr, tmp_path = diagnoses["rope"]
+    assert code == 0, stderr[-3000:]
+    d = json.loads(stdout)
     assert d["root_cause"] == "draft-config-mismatch", json.dumps(d, indent=1)[:3000]
     led = {e["id"]: e for e in d["ledger"]}
     ev = " ".join(led["draft-config-mismatch"]["evidence"])
@@ -65,12 +109,10 @@ def test_rope_theta_mismatch_is_confirmed_by_its_counterfactual(tmp_path):
     assert "draft-config-mismatch" in report and "after rope_parameters.rope_theta" in report
 
 
-def test_the_default_lab_names_the_sampler_defect_by_its_counterfactual(tmp_path):
-    proc = run_cli("diagnose", "--sampling", "greedy", "--sampling", "official", "--suite",
-                   "code", "--num-prompts", "6", "--max-tokens", "32", "--out", str(tmp_path),
-                   "--json", timeout=1500)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    d = json.loads(proc.stdout)
+def test_the_default_lab_names_the_sampler_defect_by_its_counterfactual(diagnoses):
+    code, stdout, stderr, tmp_path = diagnoses["default"]
+    assert code == 0, stderr[-3000:]
+    d = json.loads(stdout)
     # greedy: the engine reaches its oracle (the target drafting for itself accepts every draft)
     assert "healthy" in d["signature_detail"]["also"] or d["signature"]["class"] == "healthy"
     assert "1.00" in d["signature"]["evidence"]
@@ -81,6 +123,6 @@ def test_the_default_lab_names_the_sampler_defect_by_its_counterfactual(tmp_path
     ev = " ".join(led["rejection-sampler"]["evidence"])
     assert "served with cpu-sampler-fix" in ev and "meets its oracle" in ev
     assert "vllm-project/vllm issue #55005" in ev
-    report = (tmp_path / "report.md").read_text()
+    report = (tmp_path / "out" / "report.md").read_text()
     assert "vllm-project/vllm PR #55006" in report
     assert "specdoctor probe run cpu-sampler-fix -- " in report
