@@ -219,8 +219,8 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
     if sig.cls == "unreferenced":
         notes.append(evidence.no_reference(ctx.method, ctx.k, references.served_of(ctx)))
     cat = catalogue_mod.load()
-    part.ledger = ledger = build(sig, cat, opts.restart_min,
-                                 also=settle.kept_candidates(ctx, facts) + settle.weak_lookup(sig, facts))
+    also = settle.kept_candidates(ctx, facts) + settle.weak_lookup(sig, facts)
+    part.ledger = ledger = build(sig, cat, opts.restart_min, also=also)
     for early in (oracle_result, sampled_result):
         if early is not None:
             ledger.apply(early)
@@ -243,10 +243,10 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
 def _static_whatever(ctx: Context, ledger: Ledger, cat: Any, notes: list[str]) -> None:
     """Every experiment the catalogue marks ``beside_crash`` (they need no server) not run yet,
     on the launch's own layout and files, whatever the server did (docs/diagnose.md, "A server
-    that cannot start"), each asked about every hypothesis it settles. Their findings join the ledger where it holds the hypothesis; every result is
-    kept in the ledger's experiments (the report's Experiments section) and summed up in a note,
-    so a lead (Case B's dropped decode_context_parallel_size) is reported beside the crash
-    without becoming the crash's cause."""
+    that cannot start"), each asked about every hypothesis it settles. Their findings join the
+    ledger where it holds the hypothesis; every result is kept in the ledger's experiments (the
+    report's Experiments section) and summed up in a note, so a lead (Case B's dropped
+    decode_context_parallel_size) is reported beside the crash without becoming its cause."""
     ran = {r.experiment for r in ledger.results}
     for spec in cat.experiments.values():
         if spec.id in ran or not spec.beside_crash:
@@ -289,7 +289,7 @@ def _speed_last(ctx: Context, opts: Options, cat: Any, saver: Saver, notes: list
         return
     part.step = "measuring with speculation off"
     method_ref = evidence.method_reference(ctx.method, ctx.k, opts.reference_file,
-                                  references.served_of(ctx))
+                                           references.served_of(ctx))
     if method_ref is not None:
         ctx.method_reference = (method_ref.words(), method_ref.accepted_per_draft)
     result = _spec_off_first(ctx, notes)
@@ -323,8 +323,9 @@ def _acceptance_lost(ctx: Context, ledger: Ledger, cat: Any, opts: Options, fact
     notes.append(f"acceptance against {ref.words()}: {against.cls} ({against.evidence})")
     if against.cls in ("healthy", "unreferenced", "no-data", "undetermined"):
         return ()
-    added = ledger.extend(build(against, cat, opts.restart_min,
-                                also=settle.kept_candidates(ctx, facts)).entries, opts.restart_min)
+    also = settle.kept_candidates(ctx, facts)
+    added = ledger.extend(build(against, cat, opts.restart_min, also=also).entries,
+                          opts.restart_min)
     if ctx.oracle_gap is not None:
         ctx.oracle_below_method = True
         ledger.apply(ExperimentResult("rule:oracle-equal-low", rules.decide_oracle(
@@ -376,10 +377,11 @@ def _early(ctx: Context, exp_id: str, notes: list[str]) -> ExperimentResult | No
     spec, words = catalogue_mod.load().experiments[exp_id], _EARLY_WORDS[exp_id]
     exp = catalogue_mod.experiment(spec)
     assert exp is not None, f"{exp_id} is built"
-    why = exp.unavailable(ctx) if words.without is not None else None
-    if why is not None and words.without is not None:
-        notes.append(words.without.format(why=why))
-        return None
+    if words.without is not None:
+        why = exp.unavailable(ctx)
+        if why is not None:
+            notes.append(words.without.format(why=why))
+            return None
     if words.doing:
         ctx.progress(words.doing)
     try:

@@ -16,7 +16,6 @@ from dataclasses import replace
 
 from specdoctor.diagnose import references
 from specdoctor.diagnose.ledger import Ledger
-from specdoctor.verdict.rules import Answer
 from specdoctor.diagnose.signature import Facts, Signature, classify
 from specdoctor.experiments import common
 from specdoctor.experiments.base import Context
@@ -185,7 +184,7 @@ def against_recovery(sig: Signature, facts: Facts, ledger: Ledger, root: str | N
 
 
 def decide(ctx: Context, ledger: Ledger, sig: Signature, facts: Facts,
-           notes: list[str]) -> tuple[Answer, Signature]:
+           notes: list[str]) -> tuple[rules.Answer, Signature]:
     """The answer, decided once, when every experiment has run: the drafting loss restated
     beside a counterfactual (rule drafting-share), the gaps, the ledger's answer (rules
     root-cause, elimination-needs-all, cause-sized) and the final signature against the

@@ -57,7 +57,8 @@ def settings_of(spec: Speculation | None, target: Path | None, tokenizer: str | 
     learnt (a command, a start-up log, the user's flags)."""
     opts = dict(spec.options) if spec is not None else {}
     method = spec.method if spec is not None else None
-    drafter = spec.drafter if spec is not None and method is not None and method not in NO_DRAFT_DIR else None
+    own_dir = method is not None and method not in NO_DRAFT_DIR
+    drafter = spec.drafter if spec is not None and own_dir else None
     return Settings(
         target=target, method=method,
         k=spec.k if spec is not None and spec.k else None,

@@ -123,8 +123,8 @@ def plan(req: LabRequest) -> LabPlan:
     """Resolve a request into a launch (building and training the models it needs, once)."""
     target = draft = None
     if req.method not in DRAFTER_METHODS:
-        target, draft = pairs.model_dirs(req.target, req.draft if req.method == "draft_model"
-                                    else "copy", req.budget)
+        draft_kind = req.draft if req.method == "draft_model" else "copy"
+        target, draft = pairs.model_dirs(req.target, draft_kind, req.budget)
     return _resolve(req.method, req.k, req.port, target, draft, (), control=req.control,
                     fault=req.fault, budget=req.budget)
 

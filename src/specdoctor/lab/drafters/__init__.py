@@ -9,8 +9,9 @@ Random-weight drafters accept nothing, so no fault can be seen on them. Each met
   server that measures anything else has a broken measurement path.
 
 ``serve(method, control=…)`` resolves what a lab server runs: target, drafter, tokenizer
-(``lab.faults.serve`` the same with a fault applied). One module per method holds that method's config, tensors, reference forward (what
-training differentiates), training and controls. What a server will measure is predicted by
+(``lab.faults.serve`` the same with a fault applied). One module per method holds that
+method's config, tensors, reference forward (what training differentiates), training and
+controls. What a server will measure is predicted by
 the oracle from the served checkpoint (``offline.predict``), not by this training code.
 """
 
