@@ -73,6 +73,23 @@ def d2t_block_permuted(d: Path, size: int = 256, seed: int = 7) -> None:
     edit_tensors(d, edit)
 
 
+def d2t_shifted_on(d: Path, lo: int = 100, hi: int = 176) -> None:
+    """An EAGLE3 head whose vocabulary map is off by one on the draft ids [lo, hi): each of them
+    is sent to the next draft id's target id (t2d unchanged, so the two tables disagree on
+    those ids); lm_head untouched."""
+    import torch
+
+    from patients import edit_tensors
+
+    def edit(t: dict[str, Any]) -> None:
+        d2t = t["d2t"].to(torch.int64)
+        ids = torch.arange(len(d2t)) + d2t
+        ids[lo:hi] = ids[lo + 1:hi + 1].clone()
+        t["d2t"] = (ids - torch.arange(len(d2t))).to(torch.int64)
+
+    edit_tensors(d, edit)
+
+
 DRAFT_VOCAB = 512  # the reduced vocabulary of the DFlash drafter given a head of its own
 
 
@@ -116,6 +133,17 @@ def _sampled(patch: str, mode: str) -> Any:
         return draft_model(tmp, sampling=["greedy", mode],
                            env=pack(patch, tmp, pack(SAMPLER_FIX, tmp)))
     return build
+
+
+def _own_head_block_permuted(d: Path) -> None:
+    """The DFlash drafter with a reduced head of its own whose d2t is permuted on its first
+    128 draft ids (t2d unchanged)."""
+    own_reduced_head(d)
+    d2t_block_permuted(d, size=128, seed=11)
+
+
+def _vocab_block_late(d: Path) -> None:
+    permute_vocab_block(d, lo=384, hi=512, seed=11)
 
 
 TWINS = {"dflash-own-head": lab_drafter("dflash", edit_draft=own_reduced_head,
@@ -262,4 +290,84 @@ FAMILY_CASES = [
          how="patch EagleModelMixin._maybe_add_hidden_state to capture residual + 0.5 x the "
              "layer output (one rank's share at tensor parallel 2, on one CPU rank); the "
              "target's forward untouched"),
+
+    # -- committed with their keys before any of them was diagnosed: siblings of the position,
+    # vocabulary-map and draft-vocabulary families (another drafter type, size or direction),
+    # and healthy drafters served in bfloat16 (a served precision is not a cause)
+    Case("up-eagle3-positions-ahead", "rope-sync",
+         lab_drafter("eagle3", packs=["draft-pos-ahead"]),
+         "trained EAGLE3; every draft decode step runs its rotary embedding one position "
+         "ahead (runtime patch)",
+         origin="upstream", twin="healthy-eagle3", part="drafting",
+         cite="sgl-project/sglang PR #25015, on the drafter type it was reported for",
+         upstream="sibling on another drafter type of up-draft-positions-ahead (SGLang's EAGLE "
+                  "worker advanced positions before each draft decode forward)",
+         how="the draft-pos-ahead patch of up-draft-positions-ahead on the trained EAGLE3 head"),
+    Case("up-draft-positions-behind", "rope-sync",
+         lambda tmp: draft_model(tmp, env=pack("draft-pos-behind", tmp)),
+         "self-draft; every draft decode step runs its rotary embedding one position behind "
+         "(runtime patch)",
+         origin="upstream", twin="healthy-self", part="drafting",
+         cite="sgl-project/sglang PR #25015, the other direction",
+         upstream="sibling in the other direction of up-draft-positions-ahead: the draft "
+                  "decode step's positions one lower than the token it drafts",
+         how="patch SpecDecodeBaseProposer._update_positions_dependent_metadata: slot mapping "
+             "and lengths as computed, positions handed to the draft model -1"),
+    Case("up-mtp-positions-ahead", "rope-sync", _mtp_two_step(("draft-pos-ahead",)),
+         "MTP layer trained for its recursive step, at k=2; its draft decode step runs its "
+         "rotary embedding one position ahead (runtime patch)",
+         origin="upstream", twin="mtp-two-step", part="drafting",
+         cite="sgl-project/sglang PR #25015, on an MTP layer",
+         upstream="sibling on another drafter type of up-draft-positions-ahead",
+         how="the draft-pos-ahead patch on the MTP layer trained with its recursion unrolled "
+             "twice"),
+    Case("up-dflash-block-behind-two", "rope-sync",
+         lab_drafter("dflash", packs=(DFLASH_FIX, "dflash-block-behind-two")),
+         "trained DFlash, served with the engine's DFlash k_norm defect fixed; the draft "
+         "block's queries are handed positions two lower than the context (runtime patch)",
+         origin="upstream", twin="healthy-dflash", part="drafting",
+         cite="ikawrakow/ik_llama.cpp PR #2296, at another size",
+         upstream="sibling at another size of up-dflash-block-behind (the block roped one "
+                  "position early): two positions early",
+         how="patch DFlashProposer.build_model_inputs_first_pass: the query positions it "
+             "returns lowered by two (clamped at 0); the context KV keeps its positions"),
+    Case("up-standalone-vocab-block-permuted-bf16", "tokenizer-mismatch",
+         lambda tmp: draft_model(tmp, _vocab_block_late, dtype="bfloat16"),
+         "draft model served in bfloat16 whose tokenizer.json and embedding/lm_head rows are "
+         "permuted alike on the 128 ids 384 to 511 (served files)",
+         origin="upstream", twin="healthy-self-bf16", part="drafter files",
+         cite="sgl-project/sglang issue #24051, PR #23838, at another size and precision",
+         upstream="sibling at another size (128 ids) and served precision of "
+                  "up-standalone-vocab-block-permuted",
+         how="the self-draft's copy re-indexed on the non-special ids 384 to 511 (seed 11), "
+             "target and drafter served with --dtype bfloat16"),
+    Case("up-eagle3-d2t-partial-shift", "tokenizer-mismatch",
+         lab_drafter("eagle3", edit_draft=d2t_shifted_on),
+         "trained EAGLE3 whose d2t is off by one on 76 draft ids (served files)",
+         origin="upstream", twin="healthy-eagle3", part="drafter files",
+         cite="NVIDIA-NeMo/Automodel PR #2447 and sgl-project/SpecForge PR #534 (a vocabulary "
+              "map that does not belong to the head), on part of the map",
+         upstream="sibling at another size of eagle3-d2t (the whole map off by one): the map "
+                  "off by one on a block of ids, so d2t and t2d disagree there only",
+         how="d2t of draft ids 100 to 175 replaced by that of the next draft id; t2d and "
+             "lm_head untouched"),
+    Case("up-dflash-d2t-block-permuted", "tokenizer-mismatch",
+         lab_drafter("dflash", edit_draft=_own_head_block_permuted, packs=(DFLASH_FIX,)),
+         "trained DFlash given a reduced-vocabulary lm_head of its own whose d2t is permuted on "
+         "its first 128 draft ids, served with the engine's DFlash k_norm defect fixed "
+         "(served files)",
+         origin="upstream", twin="dflash-own-head", part="drafter files",
+         cite="sgl-project/sglang issue #24051 (a draft whose ids name other tokens), on a "
+              "DFlash vocabulary map",
+         upstream="sibling on another drafter type and size of up-eagle3-d2t-block-permuted",
+         how="the reduced head of up-dflash-own-head-overwritten (served as vLLM 0.32 serves "
+             "it), its d2t permuted (seed 11) over draft ids 0 to 127; t2d unchanged"),
+    Case("healthy-self-bf16", None, lambda tmp: draft_model(tmp, dtype="bfloat16"),
+         "target drafting for itself, served in bfloat16", category="healthy", part="none"),
+    Case("healthy-eagle3-bf16", None, lab_drafter("eagle3", dtype="bfloat16"),
+         "trained EAGLE3, served in bfloat16", category="healthy", part="none"),
+    Case("healthy-dflash-bf16", None, lab_drafter("dflash", packs=(DFLASH_FIX,),
+                                                  dtype="bfloat16"),
+         "trained DFlash, served in bfloat16 with the engine's DFlash k_norm defect fixed",
+         category="healthy", part="none"),
 ]

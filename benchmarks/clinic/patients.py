@@ -187,8 +187,9 @@ def launch_env(setup: Setup, tmp: Path) -> dict[str, str]:
 
 # -- servers ----------------------------------------------------------------------------------
 
-def server(target: Path, spec: dict, extra: Sequence[str] = ()) -> list[str]:
-    return ["--model", str(target), "--dtype", "float32", "--max-model-len", "1024",
+def server(target: Path, spec: dict, extra: Sequence[str] = (),
+           dtype: str = "float32") -> list[str]:
+    return ["--model", str(target), "--dtype", dtype, "--max-model-len", "1024",
             "--max-num-seqs", "8", "--seed", "0", *extra,
             "--speculative-config", json.dumps(spec)]
 
@@ -202,26 +203,29 @@ def trained() -> Path:
 def draft_model(tmp: Path, edit: Callable[[Path], None] | None = None,
                 sampling: Sequence[str] = ("greedy",), env: dict[str, str] | None = None,
                 k: int = 4, extra: Sequence[str] = (),
-                spec_extra: dict | None = None) -> Setup:
+                spec_extra: dict | None = None, dtype: str = "float32") -> Setup:
     """The lab's ``ci`` trained target drafting for itself (a copy of it as the drafter);
-    ``extra``: more server flags; ``spec_extra``: more speculative-config fields."""
+    ``extra``: more server flags; ``spec_extra``: more speculative-config fields; ``dtype``:
+    the served precision (vLLM serves the drafter in the target's)."""
     t = publish(trained(), tmp / "m1")
     d = publish(trained(), tmp / "m2")
     if edit is not None:
         edit(d)
     spec = {"method": "draft_model", "model": str(d), "num_speculative_tokens": k,
             **(spec_extra or {})}
-    return Setup(server(t, spec, extra), {**BASE_ENV, **(env or {})}, list(sampling))
+    return Setup(server(t, spec, extra, dtype), {**BASE_ENV, **(env or {})}, list(sampling))
 
 
 def lab_drafter(method: str, fault: str | None = None, k: int | None = None, *,
                 edit_draft: Callable[[Path], None] | None = None,
                 edit_target: Callable[[Path], None] | None = None,
                 packs: Sequence[str] = (),
-                trained: dict[str, Any] | None = None) -> Callable[[Path], Setup]:
+                trained: dict[str, Any] | None = None,
+                dtype: str = "float32") -> Callable[[Path], Setup]:
     """A trained EAGLE3/DFlash/MTP drafter of the lab (``DRAFTER_BUDGET``), with a lab fault,
     an edit of the drafter's or the target's served files, and/or runtime patches;
-    ``trained``: options of the method's ``trained`` (a drafter trained another way)."""
+    ``trained``: options of the method's ``trained`` (a drafter trained another way);
+    ``dtype``: the served precision."""
     def build(tmp: Path) -> Setup:
         from specdoctor.lab import drafters, faults
 
@@ -242,5 +246,5 @@ def lab_drafter(method: str, fault: str | None = None, k: int | None = None, *,
         env = dict(BASE_ENV)
         for name in packs:
             env = pack(name, tmp, env)
-        return Setup(server(t, spec, ["--tokenizer", str(tok)]), env, ["greedy"])
+        return Setup(server(t, spec, ["--tokenizer", str(tok)], dtype), env, ["greedy"])
     return build

@@ -8,7 +8,8 @@ their true positions, so every query-to-context distance was off by one.
 vLLM 0.32's DFlash proposer writes the context's positions and slots to buffers of their own
 and hands the model the block's query positions in ``build_model_inputs_first_pass``. This
 wrapper keeps everything the original computes and lowers those query positions by one
-(clamped at 0); the context KV is stored at its true positions.
+(clamped at 0); the context KV is stored at its true positions. ``first_pass_two``: two
+positions lower.
 """
 
 
@@ -16,4 +17,11 @@ def first_pass(original, self, *args, **kwargs):
     inputs, n = original(self, *args, **kwargs)
     inputs = dict(inputs)
     inputs["positions"] = (inputs["positions"] - 1).clamp(min=0)
+    return inputs, n
+
+
+def first_pass_two(original, self, *args, **kwargs):
+    inputs, n = original(self, *args, **kwargs)
+    inputs = dict(inputs)
+    inputs["positions"] = (inputs["positions"] - 2).clamp(min=0)
     return inputs, n
