@@ -66,7 +66,7 @@ def one(setup: str, n: int, max_tokens: int, run_dir: Path
         shifted = {off: engine_trace.shifted_chains(rec["reqs"], r, drafter, off)
                    for off in D.OFFSETS}
     loc = D.localise({"greedy": r})
-    loc.positions = {"greedy": tuple(D.positions(r, off, ch) for off, ch in shifted.items())}
+    loc.transforms = {"greedy": tuple(D.positions(r, off, ch) for off, ch in shifted.items())}
     row = {"boot_s": rec["boot_s"], "replay_s": round(time.monotonic() - t0, 1),
            "measured": rec["measured"], "localisation": loc.to_json(),
            "findings": [f.to_json() for f in D.decide(loc)]}
@@ -91,7 +91,7 @@ def text(rows: list[dict[str, Any]], head: dict[str, Any]) -> str:
         lines.append(f"  drafting: {d['tokens_equal']}/{d['tokens']} draft tokens equal the "
                      f"drafter's chain; {d['differ']} of {d['steps']} steps differ clearly "
                      f"-> differs={d['differs']}")
-        for c in r["localisation"]["positions"].get("greedy", []):
+        for c in r["localisation"]["transforms"].get("greedy", []):
             lines.append(f"  offset {c['offset']:+d}: reproduces {c['explained']} of "
                          f"{c['differ']} differing steps; where shifted and plain chains part "
                          f"({c['parted']} steps) the engine follows the plain one in "

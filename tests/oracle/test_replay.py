@@ -161,7 +161,7 @@ def test_drafts_one_position_ahead_are_rope_sync_and_other_drafts_are_not(models
     assert checks[1].explains and not checks[-1].explains, {k: c.to_json() for k, c in
                                                             checks.items()}
     loc = D.localise({"greedy": r})
-    loc.positions = {"greedy": tuple(checks.values())}
+    loc.transforms = {"greedy": tuple(checks.values())}
     v = {f.hypothesis: f.verdict for f in D.decide(loc)}
     assert v["rope-sync"] is Verdict.CONFIRMED and v["engine-drafting"] is Verdict.INCONCLUSIVE
     # the same number of drafts changed to tokens no offset proposes: drafting, not positions
@@ -174,8 +174,8 @@ def test_drafts_one_position_ahead_are_rope_sync_and_other_drafts_are_not(models
                 swapped += 1
     r = engine_trace.replay(engine, target, drafter, K, Sampling())
     loc = D.localise({"greedy": r})
-    loc.positions = {"greedy": tuple(D.positions(r, off, engine_trace.shifted_chains(
+    loc.transforms = {"greedy": tuple(D.positions(r, off, engine_trace.shifted_chains(
         engine, r, drafter, off)) for off in D.OFFSETS)}
-    assert not any(c.explains for c in loc.positions["greedy"])
+    assert not any(c.explains for c in loc.transforms["greedy"])
     v = {f.hypothesis: f.verdict for f in D.decide(loc)}
     assert v["engine-drafting"] is Verdict.CONFIRMED and v["rope-sync"] is Verdict.INCONCLUSIVE

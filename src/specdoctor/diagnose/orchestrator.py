@@ -62,6 +62,27 @@ class Diagnosis:
         e = self.ledger.entry(self.root_cause) if self.root_cause else None
         return None if e is None else e.basis
 
+    @property
+    def root_cause_mechanism(self) -> dict[str, str] | None:
+        """The mechanism within the root cause an experiment found (the replay's
+        transformation that reproduces the engine's drafts), if any."""
+        if self.root_cause is None:
+            return None
+        from specdoctor.oracle import transforms
+
+        for r in self.ledger.results:
+            for f in r.findings:
+                if (f.hypothesis == self.root_cause and f.mechanism
+                        and f.verdict is Verdict.CONFIRMED):
+                    try:
+                        t = transforms.by_id(f.mechanism)
+                    except KeyError:
+                        return {"id": f.mechanism, "family": "", "text": "",
+                                "experiment": r.experiment}
+                    return {"id": t.id, "family": t.family, "text": t.mechanism,
+                            "experiment": r.experiment}
+        return None
+
     def to_json(self) -> dict[str, Any]:
         return {"signature": {"class": self.signature.cls,
                               "evidence": self.signature.evidence},
@@ -70,6 +91,7 @@ class Diagnosis:
                             "experiment": e.experiment, "basis": e.basis}
                            for e in self.ledger.entries],
                 "root_cause": self.root_cause, "root_cause_basis": self.root_cause_basis,
+                "root_cause_mechanism": self.root_cause_mechanism,
                 "undetermined": {"candidates": list(self.undetermined.get("candidates", [])),
                                  "why": self.undetermined.get("why", "")},
                 "other_causes": self.other_causes,

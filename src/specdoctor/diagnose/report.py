@@ -101,6 +101,9 @@ def root_cause_lines(d: Any) -> list[str]:
         out += [f"Reached by {e.basis or 'an experiment'}"
                 + (f" ({e.decided_by})" if e.decided_by else "") + ":"
                 + (f" {decisive[-1]}" if decisive else ""), ""]
+    m = getattr(d, "root_cause_mechanism", None)
+    if m:
+        out += [f"Mechanism ({m['experiment']}, {m['id']}): {m['text']}", ""]
     out += [explains_words(getattr(d, "explains", {}).get(d.root_cause)), ""]
     out += also_lines(d)
     for fix in patch_fixes(d, d.root_cause):

@@ -304,6 +304,37 @@ def shifted_chains(engine: Sequence[EngineRequest], replay: Replay, drafter: Any
     return out
 
 
+def transformed_chains(engine: Sequence[EngineRequest], replay: Replay, drafter: Any,
+                       transforms: Sequence[Any]) -> dict[str, list[list[int] | None]]:
+    """For each transformation (``oracle.transforms``) the drafter runs, and each step of
+    ``replay`` (re-scored from ``engine``), the drafter's argmax chain run as it says
+    (``drafter.chain_with``), as long as the engine's drafts; None where the step was not
+    compared. A transformation that changes nothing for this drafter is left out."""
+    if not hasattr(drafter, "chain_with"):
+        return {}
+    contexts: dict[tuple[int, int], list[int]] = {}
+    for n, e in enumerate(engine):
+        ctx = list(e.prompt_ids)
+        for i, (_, emitted) in enumerate(e.rows):
+            contexts[(n, i)] = list(ctx)
+            ctx += list(emitted)
+    out: dict[str, list[list[int] | None]] = {t.id: [] for t in transforms}
+    live = set(out)
+    drafter.reset()
+    for r in replay.records:
+        if r.chain is None or not r.drafts:
+            for tid in out:
+                out[tid].append(None)
+            continue
+        for t in transforms:
+            ch = drafter.chain_with(contexts[(r.request, r.row)], len(r.drafts), t) \
+                if t.id in live else None
+            if ch is None:
+                live.discard(t.id)       # not applicable: the same for every context
+            out[t.id].append(ch)
+    return {tid: chains for tid, chains in out.items() if tid in live}
+
+
 def _never_drafts_nothing(drafter: Any) -> bool:
     """A model drafter proposes at every step; prompt lookup may find nothing."""
     from specdoctor.oracle.simulate import NgramDrafter

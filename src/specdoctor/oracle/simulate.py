@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -175,6 +176,13 @@ class ModelDrafter:
                 lg = feed(self._draft_ids(drafts[-1:])[0])
                 drafts.append(int(np.argmax(self._target_logits(lg))))
         return drafts
+
+    def chain_with(self, ids: Sequence[int], k: int, t: Any) -> list[int] | None:
+        """The argmax chain run as transformation ``t`` says (``oracle.transforms``): a draft
+        model runs the position family only; None for the others."""
+        if t.knob != "positions" or not t.applies_to("draft_model"):
+            return None
+        return self.chain_shifted(ids, k, int(t.value))
 
 
 class NgramDrafter:

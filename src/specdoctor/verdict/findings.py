@@ -53,10 +53,15 @@ class Finding:
     # The loss this finding accounts for, in accepted draft tokens per step, where the
     # experiment can size it (``sizing``: a cause that explains too little is not the answer).
     size: Size | None = None
+    # The mechanism the finding names within its hypothesis, where an experiment found one
+    # (the replay's transformation id, ``oracle.transforms``: "taps-layer-1", ...).
+    mechanism: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"hypothesis": self.hypothesis, "verdict": self.verdict.value,
                                "evidence": self.evidence}
+        if self.mechanism is not None:
+            out["mechanism"] = self.mechanism
         if self.recovered is not None:
             out["recovered"] = round(self.recovered, 4)
         if self.size is not None:

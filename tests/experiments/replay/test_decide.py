@@ -145,7 +145,7 @@ def test_draft_decode_steps_one_position_ahead_are_rope_sync_on_real_vllm():
     assert checks[1].explains and checks[1].explained == checks[1].differ, checks[1].to_json()
     assert not checks[-1].explains and checks[-1].contradicted > 0.5, checks[-1].to_json()
     loc = D.localise({"greedy": r})
-    loc.positions = {"greedy": tuple(checks.values())}
+    loc.transforms = {"greedy": tuple(checks.values())}
     found = {f.hypothesis: f for f in D.decide(loc)}
     assert found["rope-sync"].verdict is Verdict.CONFIRMED and found["rope-sync"].basis == "replay"
     assert "+1" in found["rope-sync"].evidence
@@ -161,7 +161,7 @@ def test_a_shift_that_would_change_the_drafts_is_not_what_a_correct_engine_draft
     assert not D.drafting(r).differ
     assert all(c.parted > 0 and c.follows_plain == c.parted and not c.explains for c in checks)
     loc = D.localise({"greedy": r})
-    loc.positions = {"greedy": tuple(checks)}
+    loc.transforms = {"greedy": tuple(checks)}
     v = {f.hypothesis: f.verdict for f in D.decide(loc)}
     assert v["rope-sync"] is Verdict.EXCLUDED and v["engine-drafting"] is Verdict.EXCLUDED
 
@@ -189,3 +189,32 @@ def test_sampled_drafts_judged_as_argmax_are_lost_in_verification_though_certain
     twin = D.verification(recorded_certain("twin"))
     assert twin.steps >= D.MIN_STEPS and not twin.differs, twin.to_json()
     assert all(p.impossible == 0 and p.realized == round(p.expected) for p in twin.positions)
+
+
+def test_a_transformation_picked_on_half_the_steps_must_hold_on_the_other_half():
+    """The search picks among the transformations that reproduce the differing steps of its
+    half; one that does not reproduce the held-out half names no mechanism, and the drafting
+    loss stays a localisation with what was tried."""
+    from specdoctor.oracle import transforms as T
+
+    t = T.by_id("taps-stale")
+    fits = D.TransformCheck(t, differ=10, explained=10, parted=10, follows_plain=0,
+                            search=(5, 5), held_out=(5, 5))
+    # 8 of the 10 reproduced, but 3 of the 5 held out
+    overfit = D.TransformCheck(t, differ=10, explained=8, parted=10, follows_plain=0,
+                               search=(5, 5), held_out=(3, 5))
+    contradicted = D.TransformCheck(t, differ=10, explained=10, parted=20, follows_plain=10,
+                                    search=(5, 5), held_out=(5, 5))
+    assert fits.explains and overfit.candidate and not overfit.explains
+    assert not contradicted.candidate and not contradicted.explains
+    r = recorded("dflash")["greedy"]
+    for check, named in ((fits, True), (overfit, False), (contradicted, False)):
+        loc = D.localise({"greedy": r})
+        loc.transforms = {"greedy": (check,)}
+        found = {f.hypothesis: f for f in D.decide(loc)}
+        f = found["engine-drafting"]
+        assert f.verdict is Verdict.CONFIRMED
+        assert (f.mechanism == "taps-stale") is named, f.evidence
+        assert ("mechanism not determined" in f.evidence) is not named
+        assert found["rope-sync"].verdict is (Verdict.EXCLUDED if named else
+                                              Verdict.INCONCLUSIVE)

@@ -25,16 +25,27 @@ context with the oracle's models. Two questions, asked separately because both c
   verifier gives with probability under ``SURE`` is impossible, and at least ``MIN_CLEAR`` of
   them (and ``MIN_SHARE`` of the steps), with a rate difference of ``SURE_RATE_GAP``, decide.
 
-- **Positions** (``positions``): where drafts differ, are they the drafter's own chain with its
-  draft decode steps at rotary positions one off (``OFFSETS``: the first draft from the
-  context as usual, every later one fed at p + 1, or p - 1)? The engine's drafts follow the
-  shifted chain where it differs from the plain one (``EXPLAINS`` of the clearly differing
-  steps, at least ``MIN_CLEAR``), and follow the plain chain against the shifted one in at
-  most ``CONTRADICTS`` of the steps where the two part.
+- **Mechanism** (``transform_check``): where drafts differ, are they the drafter's own chain
+  run the way one transformation of ``oracle.transforms`` says (positions off, taps from
+  another layer, a norm moved, a weight taken from the target, ...)? Each transformation's
+  chain is computed on every compared step. The clearly differing steps are dealt in turn to
+  a search half and a held-out half: the search picks, among the transformations that
+  reproduce ``EXPLAINS`` of the differing steps of its half, the one that reproduces most; it
+  names the mechanism only if it also reproduces ``EXPLAINS`` of the held-out half, at least
+  ``MIN_CLEAR`` steps in all, and the engine follows the plain chain against it in at most
+  ``CONTRADICTS`` of the steps where the two part. Why these bounds: a chain reproduces a
+  step only when all its drafts are token-equal to the engine's, which a transformation
+  unrelated to the engine's fault does on almost no step that differs from the plain chain
+  (the healthy and unrelated recordings in the tests: none explains a tenth), while the
+  engine's own mechanism reproduces every step but near-ties; and an engine that drafts the
+  plain chain where the transformation would part from it is not running that
+  transformation.
 
 Verification that differs → ``rejection-sampler`` (the rejection sampler, the temperature or
-top-p it applies, or the target logits it reads); drafts that differ → ``engine-drafting``, or
-``rope-sync`` where a position offset explains them.
+top-p it applies, or the target logits it reads); drafts that differ → ``engine-drafting``,
+with the mechanism a transformation reproduces, or ``rope-sync`` where that transformation is
+a position offset; drafts that differ and no transformation reproduces stay a localisation
+("drafting differs; mechanism not determined"), with what was tried.
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
+from specdoctor.oracle import transforms as T
 from specdoctor.verdict.findings import Finding, Verdict
 from specdoctor.verdict.sizing import GREEDY, SAMPLED, Size
 
@@ -56,9 +68,9 @@ MIN_STEPS = 20         # fewer drafting steps decide nothing
 SURE = 1e-6            # a correct verifier's outcome below this probability is impossible
 SURE_RATE_GAP = 0.10   # ... and the rate difference that must come with such outcomes (fp32
                        # oracle vs an engine whose p and q differ by numerics: a few points)
-OFFSETS = (1, -1)      # rotary position offsets of the draft decode steps tried
-EXPLAINS = 0.8         # share of the clearly differing steps a shifted chain must reproduce
-CONTRADICTS = 0.1      # most steps, of those where shifted and plain chains part, on the plain
+OFFSETS = (1, -1, 2, -2)  # rotary position offsets of the draft decode steps tried
+EXPLAINS = 0.8         # share of the clearly differing steps a transformed chain must reproduce
+CONTRADICTS = 0.1      # most steps, of those where transformed and plain chains part, on the plain
 
 
 @dataclass(frozen=True)
@@ -307,57 +319,93 @@ def _expected_total(betas: list[float]) -> float:
     return total
 
 
-@dataclass(frozen=True)
-class PositionCheck:
-    """The engine's drafts against the drafter's chain with its decode positions ``offset``
-    off, over the steps the replay compared."""
+def _fits(explained: int, differ: int) -> bool:
+    return differ > 0 and explained >= EXPLAINS * differ
 
-    offset: int
+
+@dataclass(frozen=True)
+class TransformCheck:
+    """The engine's drafts against the drafter's chain run as ``transform`` says, over the
+    steps the replay compared; the clearly differing steps split into a search half and a
+    held-out half (alternately, in the replay's order)."""
+
+    transform: T.Transform
     differ: int        # steps whose drafts differ clearly from the plain chain
-    explained: int     # ... and equal the shifted chain
-    parted: int        # steps where the shifted chain differs from the plain one
+    explained: int     # ... and equal the transformed chain
+    parted: int        # steps where the transformed chain differs from the plain one
     follows_plain: int  # ... and the engine's drafts are the plain chain's
+    search: tuple[int, int] = (0, 0)     # (explained, differ) on the search half
+    held_out: tuple[int, int] = (0, 0)   # ... on the held-out half
+
+    @property
+    def offset(self) -> int:
+        """The position offset of a ``positions`` transformation (0 for the others)."""
+        return int(self.transform.value) if self.transform.family == "positions" else 0
 
     @property
     def contradicted(self) -> float:
         return self.follows_plain / self.parted if self.parted else 0.0
 
     @property
+    def candidate(self) -> bool:
+        """Reproduces the search half (what the search picks among)."""
+        return _fits(*self.search) and self.contradicted <= CONTRADICTS
+
+    @property
     def explains(self) -> bool:
-        return (self.explained >= MIN_CLEAR and self.explained >= EXPLAINS * self.differ
-                and self.contradicted <= CONTRADICTS)
+        """Reproduces the differing steps, the held-out half included."""
+        return (self.candidate and self.explained >= MIN_CLEAR
+                and _fits(self.explained, self.differ) and _fits(*self.held_out))
 
     def text(self) -> str:
-        return (f"with the draft decode steps at positions {self.offset:+d} the drafter's "
-                f"chain is the engine's drafts in {self.explained} of the {self.differ} steps "
-                f"that differ; where the shifted and the plain chain part ({self.parted} "
-                f"steps), the engine follows the plain one in {self.follows_plain}")
+        return (f"run as '{self.transform.mechanism}' the drafter's chain is the engine's "
+                f"drafts in {self.explained} of the {self.differ} steps that differ "
+                f"({self.held_out[0]} of {self.held_out[1]} held out); where it and the plain "
+                f"chain part ({self.parted} steps), the engine follows the plain one in "
+                f"{self.follows_plain}")
+
+    def brief(self) -> str:
+        return f"{self.transform.id} {self.explained}/{self.differ}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"offset": self.offset, "differ": self.differ, "explained": self.explained,
+        return {"transform": self.transform.id, "family": self.transform.family,
+                "offset": self.offset, "differ": self.differ, "explained": self.explained,
                 "parted": self.parted, "follows_plain": self.follows_plain,
+                "search": list(self.search), "held_out": list(self.held_out),
                 "explains": self.explains}
 
 
-def positions(replay: Any, offset: int, shifted: list[list[int] | None],
-              near_tie: float = NEAR_TIE) -> PositionCheck:
-    """``shifted``: per record of ``replay``, the drafter's chain with its decode positions
-    ``offset`` off (``engine_trace.shifted_chains``; None where not compared)."""
+def transform_check(replay: Any, t: T.Transform, chains: list[list[int] | None],
+                    near_tie: float = NEAR_TIE) -> TransformCheck:
+    """``chains``: per record of ``replay``, the drafter's chain run as ``t`` says
+    (``engine_trace.transformed_chains``; None where not compared or not applicable)."""
     differ = explained = parted = plain = 0
-    for r, sh in zip(replay.records, shifted):
-        if sh is None or r.chain is None or not r.drafts:
+    halves = [[0, 0], [0, 0]]
+    for r, ch in zip(replay.records, chains):
+        if ch is None or r.chain is None or not r.drafts:
             continue
         j = r.first_mismatch()
         clear = j is not None and not (j < len(r.chain_margins)
                                        and r.chain_margins[j] < near_tie)
         n = len(r.drafts)
         if clear:
+            same = list(ch[:n]) == list(r.drafts)
+            half = halves[differ % 2]
+            half[0] += same
+            half[1] += 1
             differ += 1
-            explained += list(sh[:n]) == list(r.drafts)
-        if list(sh[:n]) != list(r.chain[:n]):
+            explained += same
+        if list(ch[:n]) != list(r.chain[:n]):
             parted += 1
             plain += j is None
-    return PositionCheck(offset, differ, explained, parted, plain)
+    return TransformCheck(t, differ, explained, parted, plain,
+                          (halves[0][0], halves[0][1]), (halves[1][0], halves[1][1]))
+
+
+def positions(replay: Any, offset: int, shifted: list[list[int] | None],
+              near_tie: float = NEAR_TIE) -> TransformCheck:
+    """``transform_check`` of the position offset ``offset`` (``engine_trace.shifted_chains``)."""
+    return transform_check(replay, T.position(offset), shifted, near_tie)
 
 
 @dataclass
@@ -366,24 +414,33 @@ class Localisation:
 
     verification: dict[str, VerificationCheck] = field(default_factory=dict)
     drafting: dict[str, DraftingCheck] = field(default_factory=dict)
-    # label -> one check per offset tried; absent: not tried (drafts equal, or a drafter
-    # whose positions cannot be shifted: ``positions_note`` says why)
-    positions: dict[str, tuple[PositionCheck, ...]] = field(default_factory=dict)
-    positions_note: str = ""
+    # label -> one check per transformation tried; absent: not tried (drafts equal, or the
+    # search could not run: ``transforms_note`` says why)
+    transforms: dict[str, tuple[TransformCheck, ...]] = field(default_factory=dict)
+    transforms_note: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"verification": {k: v.to_json() for k, v in self.verification.items()},
                 "drafting": {k: v.to_json() for k, v in self.drafting.items()},
-                "positions": {k: [c.to_json() for c in v] for k, v in self.positions.items()},
-                "positions_note": self.positions_note}
+                "transforms": {k: [c.to_json() for c in v] for k, v in self.transforms.items()},
+                "transforms_note": self.transforms_note}
 
-    def offset(self) -> tuple[str, PositionCheck] | None:
-        """The measurement and position offset that explain its differing drafts, if any."""
-        for label, checks in self.positions.items():
-            best = [c for c in checks if c.explains and label in self.drafting
-                    and self.drafting[label].differs]
-            if best:
-                return label, max(best, key=lambda c: c.explained)
+    def mechanism(self) -> tuple[str, TransformCheck, tuple[str, ...]] | None:
+        """The measurement and the transformation that reproduce its differing drafts, with
+        the others that reproduce them as well (indistinguishable on these steps); None when
+        the search's pick does not hold on the held-out steps, or nothing is picked."""
+        for label, checks in self.transforms.items():
+            if label not in self.drafting or not self.drafting[label].differs:
+                continue
+            picked = [c for c in checks if c.candidate]
+            if not picked:
+                continue
+            best = max(picked, key=lambda c: (c.search[0] / c.search[1], c.explained))
+            if best.explains:
+                same = tuple(c.transform.id for c in checks
+                             if c is not best and c.explains
+                             and c.explained == best.explained)
+                return label, best, same
         return None
 
 
@@ -450,35 +507,53 @@ def _on(label: str) -> str:
 
 def _drafting_findings(loc: Localisation, dra_bad: dict[str, DraftingCheck], lines: Any,
                        share: float) -> list[Finding]:
-    """engine-drafting and rope-sync: drafts that differ are lost in drafting, and in the
-    positions the engine hands its drafter where a one-position offset reproduces them."""
+    """engine-drafting and rope-sync: drafts that differ are lost in drafting; the
+    transformation that reproduces them names the mechanism (rope-sync for a position
+    offset)."""
     comparable = bool(loc.drafting) and all(d.comparable for d in loc.drafting.values())
     worst = max(dra_bad, key=lambda k: dra_bad[k].loss, default=None)
     size = None if worst is None else dra_bad[worst].size(_on(worst))
-    shifted = loc.offset()
-    if shifted is not None:
-        label, c = shifted
+    found = loc.mechanism()
+    if found is not None:
+        label, c, same = found
+        t = c.transform
+        also = (f" (as well reproduced by {', '.join(same)}: indistinguishable on these steps)"
+                if same else "")
+        head = f"[{label}] {loc.drafting[label].text()}; {c.text()}{also}"
+        if t.hypothesis == "rope-sync":
+            return [
+                Finding("rope-sync", Verdict.CONFIRMED,
+                        f"{head}: the engine runs its draft decode steps at rotary positions "
+                        f"{c.offset:+d} from the tokens they draft (the positions it hands the "
+                        f"drafter, not the served files)",
+                        recovered=share, basis="replay", size=size, mechanism=t.id),
+                Finding("engine-drafting", Verdict.INCONCLUSIVE,
+                        f"the drafts differ from the drafter's chain, and a position offset of "
+                        f"{c.offset:+d} reproduces them (rope-sync): {lines(dra_bad)}")]
         return [
-            Finding("rope-sync", Verdict.CONFIRMED,
-                    f"[{label}] {loc.drafting[label].text()}; {c.text()}: the engine runs its "
-                    f"draft decode steps at rotary positions {c.offset:+d} from the tokens they "
-                    f"draft (the positions it hands the drafter, not the served files)",
-                    recovered=share, basis="replay", size=size),
-            Finding("engine-drafting", Verdict.INCONCLUSIVE,
-                    f"the drafts differ from the drafter's chain, and a position offset of "
-                    f"{c.offset:+d} reproduces them (rope-sync): {lines(dra_bad)}")]
+            Finding("engine-drafting", Verdict.CONFIRMED,
+                    f"{head}: lost in drafting; mechanism: {t.mechanism}",
+                    recovered=share, basis="replay", size=size, mechanism=t.id),
+            Finding("rope-sync", Verdict.EXCLUDED,
+                    f"[{label}] the differing drafts are reproduced by '{t.mechanism}', "
+                    f"which no position offset reproduces ({_tried(loc, 'positions')})",
+                    basis="replay")]
     if dra_bad:
-        tried = "; ".join(f"[{k}] {x.text()}" for k, v in loc.positions.items() for x in v)
+        tried = _tried(loc)
         return [
             Finding("engine-drafting", Verdict.CONFIRMED,
                     f"{lines(dra_bad)}: the engine verifies drafts its drafter does not propose "
-                    f"on the same context: lost in drafting (the engine feeds the drafter other "
-                    f"inputs or state than its checkpoint expects; the taps localise it "
-                    f"further)", recovered=share, basis="replay", size=size),
+                    f"on the same context: lost in drafting; mechanism not determined ("
+                    + (f"tried, steps reproduced of those that differ: {tried}; "
+                       if tried else f"no transformation tried: "
+                       f"{loc.transforms_note or 'not run'}; ")
+                    + f"not tried: {', '.join(T.NOT_TRIED)}; the taps localise it further)",
+                    recovered=share, basis="replay", size=size),
             Finding("rope-sync", Verdict.INCONCLUSIVE,
-                    (f"{tried}: no position offset of one reproduces the differing drafts"
-                     if tried else f"the drafts differ; positions not shifted: "
-                     f"{loc.positions_note or 'not tried'}"))]
+                    (f"no position offset reproduces the differing drafts "
+                     f"({_tried(loc, 'positions')})" if tried else
+                     f"the drafts differ; positions not shifted: "
+                     f"{loc.transforms_note or 'not tried'}"))]
     if comparable:
         return [Finding("engine-drafting", Verdict.EXCLUDED,
                         f"{lines(loc.drafting)}: the engine's drafts are its drafter's own",
@@ -489,3 +564,10 @@ def _drafting_findings(loc: Localisation, dra_bad: dict[str, DraftingCheck], lin
     return [Finding("engine-drafting", Verdict.INCONCLUSIVE,
                     "the drafts could not be compared with the drafter's on enough steps "
                     + "; ".join(f"[{k}] {d.text()}" for k, d in loc.drafting.items()))]
+
+
+def _tried(loc: Localisation, family: str | None = None) -> str:
+    """What the search tried, with the steps each reproduced (``family``: one family only)."""
+    return "; ".join(f"[{k}] " + ", ".join(c.brief() for c in v
+                                           if family is None or c.transform.family == family)
+                     for k, v in loc.transforms.items())

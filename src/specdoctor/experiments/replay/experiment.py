@@ -7,9 +7,10 @@ draft ids vLLM's scheduler sent and the tokens the step emitted) after the launc
 PYTHONPATH, the off measurements are taken again on the same prompts, and every step is
 re-scored by the oracle's models on the engine's own context (``oracle.engine_trace.replay``;
 draft_model, ngram, eagle3, mtp, dflash). ``decide`` says which part differs from a correct
-engine; where the drafts differ, the drafter's chain is run again with its drafting positions
-one off (a draft model's, an EAGLE3 head's or an MTP layer's draft decode steps, a DFlash block's
-queries), to see whether a position offset reproduces them (rope-sync).
+engine; where the drafts differ, the drafter's chain is run again as each transformation of
+``oracle.transforms`` says (positions off, taps from another layer, a norm moved, a weight
+taken from the target, ...), to see which reproduces them: the mechanism, or rope-sync where
+it is a position offset.
 With no measurement off its oracle, nothing is relaunched: all three are excluded by that
 comparison.
 """
@@ -26,6 +27,7 @@ from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 from specdoctor.experiments.oracle_gap import oracle_unavailable
 from specdoctor.methods import NO_DRAFT_DIR
 from specdoctor.experiments.replay import decide as D
+from specdoctor.oracle import transforms
 from specdoctor.launch import LaunchSpec
 
 HYPOTHESES = ("rejection-sampler", "engine-drafting", "rope-sync")
@@ -103,12 +105,12 @@ class Experiment:
                                     wall_s=time.perf_counter() - t0)
         ctx.progress(f"replay: re-scoring {sum(len(v) for v in traces.values())} requests "
                      f"with the oracle's models")
-        replays, shifted, note = self._replay(ctx, traces, labels)
+        replays, chains, note = self._replay(ctx, traces, labels)
         loc = D.localise(replays)
-        loc.positions = {label: tuple(D.positions(replays[label], off, chains)
-                                      for off, chains in by_offset.items())
-                         for label, by_offset in shifted.items()}
-        loc.positions_note = note
+        loc.transforms = {label: tuple(D.transform_check(replays[label], transforms.by_id(t), ch)
+                                       for t, ch in by_t.items())
+                          for label, by_t in chains.items()}
+        loc.transforms_note = note
         found = [f for f in D.decide(loc) if f.hypothesis in hypotheses]
         numbers = {"localisation": loc.to_json(),
                    "replay": {k: r.to_json() for k, r in replays.items()},
@@ -165,10 +167,10 @@ class Experiment:
     @staticmethod
     def _replay(ctx: Context, traces: dict[str, list[Any]],
                 labels: dict[str, tuple[float, float]]
-                ) -> tuple[dict[str, Any], dict[str, dict[int, list[Any]]], str]:
+                ) -> tuple[dict[str, Any], dict[str, dict[str, list[Any]]], str]:
         """Every measurement's steps re-scored; where its drafts differ from the drafter's
-        chain, that chain again with the draft decode steps at positions one off
-        (``D.OFFSETS``), and why not where it could not be."""
+        chain, that chain again as each transformation the drafter runs says
+        (``oracle.transforms``), and why not where it could not be."""
         import torch
 
         from specdoctor.oracle import engine_trace
@@ -183,7 +185,8 @@ class Experiment:
         try:
             target, drafter = engine_trace.load_replay_models(cfg)
             out: dict[str, Any] = {}
-            shifted: dict[str, dict[int, list[Any]]] = {}
+            chains: dict[str, dict[str, list[Any]]] = {}
+            tried = transforms.applicable(cfg.method)
             with torch.inference_mode():
                 for label, reqs in traces.items():
                     t, p = labels[label]
@@ -191,11 +194,12 @@ class Experiment:
                                                      Sampling(t, p, mode))
                     if not D.drafting(out[label]).differs:
                         continue
-                    try:
-                        shifted[label] = {off: engine_trace.shifted_chains(
-                            reqs, out[label], drafter, off) for off in D.OFFSETS}
-                    except NotImplementedError as exc:
-                        note = f"{cfg.method}: {exc}"
-            return out, shifted, note
+                    ctx.progress(f"replay: {label}: searching {len(tried)} transformations of "
+                                 f"the drafter for the one that reproduces its drafts")
+                    chains[label] = engine_trace.transformed_chains(reqs, out[label], drafter,
+                                                                   tried)
+                    if not chains[label]:
+                        note = f"{cfg.method}: no transformation applies to this drafter"
+            return out, chains, note
         finally:
             torch.set_num_threads(threads)

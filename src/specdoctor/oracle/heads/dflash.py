@@ -54,9 +54,12 @@ class DFlashHead:
     lm_head: torch.Tensor
     mask_token: int
     block_size: int | None = None
-    # rotary positions of the draft block's queries this far from their own (the context keeps
-    # its positions): an engine that seeds the block off (the replay's position search)
+    # How an engine may run the drafter other than as its checkpoint says
+    # (``oracle.transforms``, the replay's search): the rotary positions of the draft block's
+    # queries this far from their own (the context keeps its positions); the block's input
+    # normed (the first layer's input norm) before it becomes the residual.
     pos_offset: int = 0
+    residual_normed: bool = False
 
     def to(self, device: str, dtype: torch.dtype) -> DFlashHead:
         return replace(self, layers=[w.to(device, dtype) for w in self.layers],
@@ -110,7 +113,10 @@ class DFlashHead:
             mask = torch.cat([see_ctx, see_blk[None].expand(b, -1, -1)], -1)
             kc = w.k_heads(ctx, self.attn, cpos)
             vc = w.v_heads(ctx, self.attn)
-            residual = h if residual is None else h + residual
+            if residual is None:
+                residual = ops.rms_norm(h, w.input_norm, eps) if self.residual_normed else h
+            else:
+                residual = h + residual
             x = ops.rms_norm(residual, w.input_norm, eps)
             att = ops.attend(w.q_heads(x, self.attn, qpos),
                              torch.cat([kc, w.k_heads(x, self.attn, qpos)], 1),

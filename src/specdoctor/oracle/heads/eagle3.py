@@ -49,9 +49,14 @@ class Eagle3Head:
     norm_output: bool = False
     logit_scale: float = 1.0
     block_size: int | None = None     # EAGLE3 has none; DFlash's field, None here
-    # rotary positions of the draft decode steps (the second draft on) this far from their
-    # own: an engine that runs them off (the replay's position search); 0 as trained
+    # How an engine may run the head other than as its checkpoint says (``oracle.transforms``,
+    # the replay's search): the rotary positions of the draft decode steps (the second draft
+    # on) this far from their own; the later steps fed the target's state again; the norm
+    # before the residual and the recursion's output norm each the other way round.
     pos_offset: int = 0
+    recursion_from_target: bool = False
+    residual_normed: bool = False
+    recursion_norm_flipped: bool = False
 
     @property
     def eps(self) -> float:
@@ -90,6 +95,9 @@ class Eagle3Head:
             aux = torch.cat([ops.rms_norm(c, w, self.eps) for c, w in zip(chunks, self.fc_norms)],
                             -1)
         hidden = ops.linear(aux, self.fc)
+        fed = hidden
+        before_residual = self.norm_before_residual != self.residual_normed
+        norm_output = self.norm_output != self.recursion_norm_flipped
         tok = torch.cat([ids[:, 1:], ids.new_zeros(b, 1)], 1)
         keys: list[list[torch.Tensor]] = [[] for _ in self.layers]
         vals: list[list[torch.Tensor]] = [[] for _ in self.layers]
@@ -104,7 +112,7 @@ class Eagle3Head:
             for li, w in enumerate(self.layers):
                 if li == 0:
                     hn = ops.rms_norm(hidden, self.hidden_norm, self.eps)
-                    residual = hn if self.norm_before_residual else hidden
+                    residual = hn if before_residual else hidden
                     x = torch.cat([ops.rms_norm(e, w.input_norm, self.eps), hn], -1)
                 else:
                     residual = x + residual
@@ -121,7 +129,7 @@ class Eagle3Head:
             tok = self.draft_ids(logits)
             drafted.append(tok)
             margins.append(ops.top2_margin(logits))
-            hidden = normed if self.norm_output else pre
+            hidden = fed if self.recursion_from_target else (normed if norm_output else pre)
         return torch.stack(drafted, -1), torch.stack(margins, -1)
 
 

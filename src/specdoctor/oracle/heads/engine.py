@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import torch
 
     from specdoctor.oracle.heads import Head
+    from specdoctor.oracle.transforms import Transform
 
 
 def new_tokens(k: int, max_tokens: int) -> int:
@@ -98,6 +99,8 @@ class HeadDrafter:
     def __init__(self, target: StreamTarget, head: Head, device: str) -> None:
         self.target, self.head, self.device = target, head, device
         self.forwards = 0
+        # every layer's stream of the last context a transformed chain read (``_layers``)
+        self._every: tuple[tuple[int, ...], list[torch.Tensor]] | None = None
 
     def reset(self) -> None:
         pass
@@ -118,14 +121,97 @@ class HeadDrafter:
         """The argmax chain with the head's drafting positions ``offset`` away from their own
         (the head's ``pos_offset``: EAGLE3 and MTP the draft decode steps after the first, as a
         draft model's; DFlash the whole block's queries, which it drafts in one pass)."""
+        from specdoctor.oracle.transforms import Transform
+
+        return self.chain_with(ids, k, Transform(f"positions{offset:+d}", "positions", "",
+                                                 "", (self.head.method,), "positions", offset))
+
+    def chain_with(self, ids: Sequence[int], k: int, t: Transform) -> list[int] | None:
+        """The argmax chain of the head run as transformation ``t`` says
+        (``oracle.transforms``); None where ``t`` changes nothing for this head (a weight it
+        already shares with the target, a window it does not have) or does not apply."""
+        import torch
+
+        if len(ids) < 2 or not t.applies_to(self.head.method):
+            return None
+        head = self._edited(t)
+        if head is None:
+            return None
+        x = torch.tensor([list(ids)], device=self.device)
+        streams = self._streams(x, t)
+        if streams is None:
+            return None
+        with torch.inference_mode():
+            d, _ = head.drafts(streams, x, k)
+        self.forwards += 1
+        return d[0, -2].tolist()
+
+    def _edited(self, t: Transform) -> Head | None:
         from dataclasses import replace
 
-        head = self.head
-        try:
-            self.head = replace(head, pos_offset=offset)
-            return self.argmax_chain(ids, k)[0]
-        finally:
-            self.head = head
+        import torch
+
+        h = self.head
+        if t.knob == "positions":
+            return replace(h, pos_offset=int(t.value))   # type: ignore[type-var]
+        if t.knob in ("tap_shift", "tap_lag"):
+            return h
+        if t.knob in ("embed_from_target", "head_from_target"):
+            name = "embed" if t.knob == "embed_from_target" else "lm_head"
+            own = getattr(h, name)
+            model = self.target.model
+            full = (model.get_input_embeddings() if name == "embed"
+                    else model.get_output_embeddings()).weight
+            theirs = full[: own.shape[0]].to(own.device, own.dtype)
+            if theirs.shape != own.shape or torch.equal(theirs, own):
+                return None                               # shared already: nothing to replace
+            return replace(h, **{name: theirs})           # type: ignore[type-var]
+        if t.knob in ("causal_flipped", "window_dropped"):
+            att = getattr(h, "attention", None)
+            if att is None:
+                return None
+            if t.knob == "window_dropped":
+                if not any(w for w, _ in att):
+                    return None
+                return replace(h, attention=[(None, c) for _, c in att])  # type: ignore
+            return replace(h, attention=[(w, not c) for w, c in att])  # type: ignore[type-var]
+        if not hasattr(h, t.knob):
+            return None
+        return replace(h, **{t.knob: t.value})           # type: ignore[type-var]
+
+    def _streams(self, x: torch.Tensor, t: Transform) -> list[torch.Tensor] | None:
+        """The target states the head reads, as transformation ``t`` feeds them: every layer's
+        stream recorded once per context (``_layers``), the head's own ids read from it."""
+        import torch
+
+        every = self._layers(x)
+        ids = self.head.aux_ids
+        if t.knob == "tap_shift":
+            v = float(t.value)
+            if v == int(v):
+                moved = [i + int(v) for i in ids]
+                if not all(0 <= i < len(every) for i in moved):
+                    return None
+                return [every[i] for i in moved]
+            if any(i < 1 for i in ids):
+                return None
+            # part of the tapped layer's output: its input plus (1 + v) of what it adds
+            return [every[i - 1] + (1 + v) * (every[i] - every[i - 1]) for i in ids]
+        streams = [every[i] for i in ids]
+        if t.knob == "tap_lag":
+            lag = int(t.value)
+            return [torch.cat([torch.zeros_like(s[:, :lag]), s[:, :-lag]], 1) for s in streams]
+        return streams
+
+    def _layers(self, x: torch.Tensor) -> list[torch.Tensor]:
+        key = tuple(x[0].tolist())
+        if self._every is None or self._every[0] != key:
+            n = len(self.target.layers)
+            every = StreamTarget(self.target.model, range(n + 1))
+            streams, _ = every.features(x)
+            self.target.forwards += 1
+            self._every = (key, streams)
+        return self._every[1]
 
     def logits(self, ids: Sequence[int]) -> Any:
         from specdoctor.errors import InputError

@@ -52,9 +52,15 @@ class MiMoMTP:
     lm_head: torch.Tensor
     layers_in_checkpoint: int = 1
     block_size: int | None = None
-    # rotary positions of the draft decode steps (the second draft on) this far from their
-    # own: an engine that runs them off (the replay's position search); 0 as trained
+    # How an engine may run the layer other than as its checkpoint says (``oracle.transforms``,
+    # the replay's search): the rotary positions of the draft decode steps (the second draft
+    # on) this far from their own; the later steps fed the target's state again; the projected
+    # input normed (the block's input norm) before it becomes the residual; the recursion fed
+    # the output before the final norm.
     pos_offset: int = 0
+    recursion_from_target: bool = False
+    residual_normed: bool = False
+    recursion_norm_flipped: bool = False
 
     def to(self, device: str, dtype: torch.dtype) -> MiMoMTP:
         return replace(self, layer=self.layer.to(device, dtype),
@@ -80,6 +86,8 @@ class MiMoMTP:
             x = ops.linear(torch.cat([ops.rms_norm(hidden, self.hidden_norm, eps),
                                       ops.rms_norm(e, self.token_norm, eps)], -1),
                            self.input_proj)
+            if self.residual_normed:
+                x = ops.rms_norm(x, self.layer.input_norm, eps)
             y = ops.rms_norm(x, self.layer.input_norm, eps)
             keys.append(self.layer.k_heads(y, self.attn, pos))
             vals.append(self.layer.v_heads(y, self.attn))
@@ -87,8 +95,10 @@ class MiMoMTP:
                            torch.cat(vals, 1), ops.chain_mask(t, j, ids.device))
             r = ops.linear(a, self.layer.o) + x
             m = self.layer.mlp(ops.rms_norm(r, self.layer.post_norm, eps))
-            hidden = ops.rms_norm(m + r, self.final_norm, eps)
-            logits = ops.linear(hidden, self.lm_head)
+            out = ops.rms_norm(m + r, self.final_norm, eps)
+            logits = ops.linear(out, self.lm_head)
+            hidden = (streams[0] if self.recursion_from_target
+                      else (m + r) if self.recursion_norm_flipped else out)
             tok = logits.argmax(-1)
             drafted.append(tok)
             margins.append(ops.top2_margin(logits))

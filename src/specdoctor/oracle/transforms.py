@@ -1,0 +1,117 @@
+"""What an engine can do to a drafter: the transformations the replay tries on the reference
+drafter to reproduce drafts that differ from its own chain (pure; no torch at import).
+
+Each transformation is one member of a family and is stated once, as an edit of how the
+reference drafter is run; every drafter type that has the part the family touches runs it
+(``HeadDrafter.chain_with`` for EAGLE3, MTP and DFlash heads, ``ModelDrafter.chain_with`` for a
+draft model). A drafter type without that part does not run it, and says so
+(``applicable``). The families:
+
+- ``positions``: the rotary positions of the draft decode steps (a DFlash block's queries)
+  off by ±1 or ±2, the context where it was;
+- ``taps``: the target states a head reads taken one layer later or earlier, or half a layer
+  early (the tapped layer's input plus half its output: one rank's partial sum of a
+  tensor-parallel layer), or one position stale (the state of the token before);
+- ``recursion``: the head's later draft steps fed the target's state again instead of its own
+  output (EAGLE3, MTP; a DFlash block has no recursion);
+- ``norm``: a norm moved before the residual (the state a head's first layer is fed, or its
+  block input, normed before it becomes the residual), or the output norm of the recursion
+  dropped or added;
+- ``weights``: the embedding or the LM head taken from the target instead of the drafter's own
+  (only where the drafter ships its own);
+- ``attention``: a DFlash block's attention made causal (or not), its window dropped.
+
+Not tried (say so where the mechanism stays open): draft KV kept where it should be
+recomputed, and the prompt's entries paired one position off, which need the engine's step
+history rather than a context; what a draft model's own layers do beyond its positions.
+
+A transformation names a mechanism only when it reproduces the engine's drafts on held-out
+steps where the plain chain does not (``experiments.replay.decide.transform_check``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+HEADS = ("eagle3", "mtp", "dflash")
+ALL = ("draft_model", *HEADS)
+
+
+@dataclass(frozen=True)
+class Transform:
+    id: str
+    family: str          # positions | taps | recursion | norm | weights | attention
+    hypothesis: str      # the catalogue hypothesis it names: rope-sync or engine-drafting
+    mechanism: str       # what the engine does to the drafter, in words
+    methods: tuple[str, ...]   # drafter types that have the part it touches
+    # the edit, read by the drafters: what it sets (``positions``, ``tap_shift``, ...)
+    knob: str
+    value: float | int | bool = 0
+
+    def applies_to(self, method: str) -> bool:
+        return method in self.methods
+
+    def to_json(self) -> dict[str, object]:
+        return {"id": self.id, "family": self.family, "hypothesis": self.hypothesis,
+                "mechanism": self.mechanism}
+
+
+def position(offset: int) -> Transform:
+    return Transform(f"positions{offset:+d}", "positions", "rope-sync",
+                     f"the draft decode steps (a DFlash block's queries) run at rotary positions "
+                     f"{offset:+d} from the tokens they draft", ALL, "positions", offset)
+
+
+LIBRARY: tuple[Transform, ...] = (
+    position(1), position(-1), position(2), position(-2),
+    Transform("taps-layer+1", "taps", "engine-drafting",
+              "the target states the head reads are taken one layer later than its ids say",
+              HEADS, "tap_shift", 1),
+    Transform("taps-layer-1", "taps", "engine-drafting",
+              "the target states the head reads are taken one layer earlier than its ids say",
+              HEADS, "tap_shift", -1),
+    Transform("taps-half-layer", "taps", "engine-drafting",
+              "each tapped state holds half of its layer's output (the input plus half of what "
+              "the layer adds: one rank's partial sum of a tensor-parallel layer)",
+              HEADS, "tap_shift", -0.5),
+    Transform("taps-stale", "taps", "engine-drafting",
+              "the head is fed the target's state of the token before (one position stale)",
+              HEADS, "tap_lag", 1),
+    Transform("recursion-from-target", "recursion", "engine-drafting",
+              "the head's later draft steps are fed the target's state again instead of the "
+              "head's own output", ("eagle3", "mtp"), "recursion_from_target", True),
+    Transform("norm-before-residual", "norm", "engine-drafting",
+              "the state the head's first layer is fed is normed before it becomes the "
+              "residual (or, where the checkpoint norms it, is not)", HEADS,
+              "residual_normed", True),
+    Transform("recursion-norm-flipped", "norm", "engine-drafting",
+              "the head's output fed to its next draft step has its final norm dropped (or "
+              "added where the checkpoint drops it)", ("eagle3", "mtp"),
+              "recursion_norm_flipped", True),
+    Transform("embedding-from-target", "weights", "engine-drafting",
+              "the drafter's own embedding is replaced by the target's", HEADS,
+              "embed_from_target", True),
+    Transform("lm-head-from-target", "weights", "engine-drafting",
+              "the drafter's own LM head is replaced by the target's (its first rows, for a "
+              "reduced draft vocabulary)", HEADS, "head_from_target", True),
+    Transform("attention-causality-flipped", "attention", "engine-drafting",
+              "the draft block's attention is causal where the drafter was trained "
+              "non-causal (or the reverse)", ("dflash",), "causal_flipped", True),
+    Transform("attention-window-dropped", "attention", "engine-drafting",
+              "the drafter's sliding window is dropped: full attention over the context",
+              ("dflash",), "window_dropped", True),
+)
+
+NOT_TRIED = ("draft KV kept where it should be recomputed",
+             "the prompt's entries paired with the state one position off")
+
+
+def applicable(method: str) -> tuple[Transform, ...]:
+    return tuple(t for t in LIBRARY if t.applies_to(method))
+
+
+def by_id(tid: str) -> Transform:
+    for t in LIBRARY:
+        if t.id == tid:
+            return t
+    raise KeyError(tid)
