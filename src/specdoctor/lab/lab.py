@@ -39,7 +39,7 @@ DRAFTER_METHODS = ("eagle3", "dflash", "mtp")
 DEFAULT_METHOD = "draft_model"
 DEFAULT_K = 4
 DEFAULT_PORT = 8765
-READY_TIMEOUT_S = 600.0  # boot takes ~100 s on 2 idle cores
+READY_TIMEOUT_S = srv.READY_TIMEOUT_S  # one ready timeout for every server specdoctor starts
 # Short stats interval: every few seconds a SpecDecoding line, so logs resolve runs finely.
 STATS_INTERVAL_S = "2"
 
