@@ -288,12 +288,7 @@ def shifted_chains(engine: Sequence[EngineRequest], replay: Replay, drafter: Any
     compared. Raises ``NotImplementedError`` for a drafter that cannot shift its positions."""
     if not hasattr(drafter, "chain_shifted"):
         raise NotImplementedError(f"{type(drafter).__name__} has no positions to shift")
-    contexts: dict[tuple[int, int], list[int]] = {}
-    for n, e in enumerate(engine):
-        ctx = list(e.prompt_ids)
-        for i, (_, emitted) in enumerate(e.rows):
-            contexts[(n, i)] = list(ctx)
-            ctx += list(emitted)
+    contexts = _contexts(engine)
     out: list[list[int] | None] = []
     drafter.reset()
     for r in replay.records:
@@ -304,6 +299,17 @@ def shifted_chains(engine: Sequence[EngineRequest], replay: Replay, drafter: Any
     return out
 
 
+def reference_chains(engine: Sequence[EngineRequest], replay: Replay, drafter: Any
+                     ) -> list[list[int] | None]:
+    """Another drafter's argmax chain (the same one at fp32, say) on the context of every step
+    of ``replay`` that compared a chain, as long as that chain; None elsewhere."""
+    contexts = _contexts(engine)
+    drafter.reset()
+    return [None if r.chain is None or not r.chain
+            else list(drafter.argmax_chain(contexts[(r.request, r.row)], len(r.chain))[0])
+            for r in replay.records]
+
+
 def transformed_chains(engine: Sequence[EngineRequest], replay: Replay, drafter: Any,
                        transforms: Sequence[Any]) -> dict[str, list[list[int] | None]]:
     """For each transformation (``oracle.transforms``) the drafter runs, and each step of
@@ -312,12 +318,7 @@ def transformed_chains(engine: Sequence[EngineRequest], replay: Replay, drafter:
     compared. A transformation that changes nothing for this drafter is left out."""
     if not hasattr(drafter, "chain_with"):
         return {}
-    contexts: dict[tuple[int, int], list[int]] = {}
-    for n, e in enumerate(engine):
-        ctx = list(e.prompt_ids)
-        for i, (_, emitted) in enumerate(e.rows):
-            contexts[(n, i)] = list(ctx)
-            ctx += list(emitted)
+    contexts = _contexts(engine)
     out: dict[str, list[list[int] | None]] = {t.id: [] for t in transforms}
     live = set(out)
     drafter.reset()
@@ -335,6 +336,18 @@ def transformed_chains(engine: Sequence[EngineRequest], replay: Replay, drafter:
     return {tid: chains for tid, chains in out.items() if tid in live}
 
 
+def _contexts(engine: Sequence[EngineRequest]) -> dict[tuple[int, int], list[int]]:
+    """The context of every engine step, by (request, row): the prompt and what was emitted
+    before it."""
+    contexts: dict[tuple[int, int], list[int]] = {}
+    for n, e in enumerate(engine):
+        ctx = list(e.prompt_ids)
+        for i, (_, emitted) in enumerate(e.rows):
+            contexts[(n, i)] = list(ctx)
+            ctx += list(emitted)
+    return contexts
+
+
 def _never_drafts_nothing(drafter: Any) -> bool:
     """A model drafter proposes at every step; prompt lookup may find nothing."""
     from specdoctor.oracle.simulate import NgramDrafter
@@ -344,7 +357,6 @@ def _never_drafts_nothing(drafter: Any) -> bool:
 
 def _rescore(n: int, row: int, ctx: list[int], draft: list[int], emitted: Sequence[int],
              target: Any, drafter: Any, k: int, sampling: Any) -> ReplayStep:
-    from specdoctor.oracle import rules
     from specdoctor.oracle.simulate import ModelDrafter
 
     sampled_drafts = (sampling.draft == "probabilistic" and not sampling.greedy

@@ -218,3 +218,33 @@ def test_a_transformation_picked_on_half_the_steps_must_hold_on_the_other_half()
         assert ("mechanism not determined" in f.evidence) is not named
         assert found["rope-sync"].verdict is (Verdict.EXCLUDED if named else
                                               Verdict.INCONCLUSIVE)
+
+
+def test_drafts_that_differ_no_more_than_the_served_precision_allows_are_not_a_cause():
+    """A drafter served below fp32: the same drafter at fp32 on the engine's contexts changes
+    its chain on some steps (the band); drafts that differ from the served-precision chain on
+    no more than two bands and MIN_CLEAR are numerics, and engine-drafting is excluded; more
+    than that is drafting."""
+    r = recorded("dflash")["greedy"]
+    plain = D.drafting(r)
+    assert plain.differs and plain.differ > 10
+    for band_differ, differs in ((plain.differ // 2, False),
+                                 ((plain.differ - D.MIN_CLEAR) // D.BAND_FACTOR, True)):
+        band = D.NumericsBand("bfloat16", plain.steps, band_differ)
+        check = D.drafting(r, band=band)
+        assert check.differs is differs, (band.to_json(), check.differ)
+        assert "the served precision alone (bfloat16 against fp32" in check.text()
+        loc = D.localise({"greedy": r}, {"greedy": band})
+        v = {f.hypothesis: f.verdict for f in D.decide(loc)}
+        assert v["engine-drafting"] is (Verdict.CONFIRMED if differs else Verdict.EXCLUDED)
+
+
+def test_the_band_counts_clear_differences_of_the_fp32_chain_from_the_served_one():
+    r = recorded("dflash")["greedy"]
+    chains = [None if x.chain is None else list(x.chain) for x in r.records]
+    assert D.numerics_band(r, chains, "bfloat16").differ == 0
+    moved = [None if c is None else [c[0] + 1, *c[1:]] for c in chains]
+    clear = sum(1 for x in r.records if x.chain is not None and x.chain_margins
+                and x.chain_margins[0] >= D.NEAR_TIE)
+    b = D.numerics_band(r, moved, "bfloat16")
+    assert b.differ == clear and b.steps == sum(1 for x in r.records if x.chain is not None)

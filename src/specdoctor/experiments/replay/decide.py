@@ -68,9 +68,53 @@ MIN_STEPS = 20         # fewer drafting steps decide nothing
 SURE = 1e-6            # a correct verifier's outcome below this probability is impossible
 SURE_RATE_GAP = 0.10   # ... and the rate difference that must come with such outcomes (fp32
                        # oracle vs an engine whose p and q differ by numerics: a few points)
+BAND_FACTOR = 2        # drafts differ beyond numerics: more than this many bands (+ MIN_CLEAR)
 OFFSETS = (1, -1, 2, -2)  # rotary position offsets of the draft decode steps tried
 EXPLAINS = 0.8         # share of the clearly differing steps a transformed chain must reproduce
 CONTRADICTS = 0.1      # most steps, of those where transformed and plain chains part, on the plain
+
+
+@dataclass(frozen=True)
+class NumericsBand:
+    """What the served precision alone does to the drafter's chain, on the engine's own
+    contexts: the reference drafter run at the served dtype (the chain the drafts are compared
+    with) against the same drafter at fp32, counted as the drafts are (a difference where the
+    served-dtype chain's margin is at least ``NEAR_TIE``)."""
+
+    dtype: str
+    steps: int      # steps both chains were computed on
+    differ: int     # ... where they differ clearly
+
+    @property
+    def allowed(self) -> int:
+        """Clearly differing steps the engine's drafts may show from numerics alone: the
+        engine's kernels and the reference's are two implementations at the served precision,
+        each up to a band from fp32, so up to ``BAND_FACTOR`` bands from each other."""
+        return BAND_FACTOR * self.differ
+
+    def text(self) -> str:
+        return (f"the served precision alone ({self.dtype} against fp32, the same drafter on "
+                f"the same contexts) changes the chain clearly on {self.differ} of "
+                f"{self.steps} steps")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, "steps": self.steps, "differ": self.differ,
+                "allowed": self.allowed}
+
+
+def numerics_band(replay: Any, fp32_chains: list[list[int] | None], dtype: str,
+                  near_tie: float = NEAR_TIE) -> NumericsBand:
+    """``fp32_chains``: per record of ``replay`` (re-scored with the served-dtype drafter), the
+    fp32 drafter's chain on the same context (``engine_trace.reference_chains``)."""
+    steps = differ = 0
+    for r, ch in zip(replay.records, fp32_chains):
+        if ch is None or r.chain is None:
+            continue
+        steps += 1
+        j = next((i for i, (a, b) in enumerate(zip(r.chain, ch)) if a != b), None)
+        if j is not None and not (j < len(r.chain_margins) and r.chain_margins[j] < near_tie):
+            differ += 1
+    return NumericsBand(dtype, steps, differ)
 
 
 @dataclass(frozen=True)
@@ -85,11 +129,18 @@ class DraftingCheck:
     expected_chain: float            # ... gives the drafter's own chain, same contexts
     examples: tuple[dict[str, Any], ...] = ()
     loss_se: float | None = None     # standard error of ``loss`` over the compared steps
+    # what the served precision alone does to the chain (None: served at fp32, or not measured)
+    band: NumericsBand | None = None
 
     @property
     def differs(self) -> bool:
         return (self.steps >= MIN_STEPS and self.differ >= MIN_CLEAR
-                and self.differ >= MIN_SHARE * self.steps)
+                and self.differ >= MIN_SHARE * self.steps and self.beyond_band)
+
+    @property
+    def beyond_band(self) -> bool:
+        """More clearly differing steps than the served precision alone gives."""
+        return self.band is None or self.differ >= self.band.allowed + MIN_CLEAR
 
     @property
     def comparable(self) -> bool:
@@ -119,7 +170,10 @@ class DraftingCheck:
                 + (f", {self.near_ties} more only at a near-tie" if self.near_ties else "")
                 + (f"; a correct verifier accepts {self.expected_chain:.3f} per step from the "
                    f"drafter's chain vs {self.expected_engine:.3f} from the engine's drafts"
-                   if self.differ else ""))
+                   if self.differ else "")
+                + (f"; {self.band.text()}"
+                   + ("" if self.beyond_band else ": within what precision alone gives")
+                   if self.band is not None else ""))
 
     def to_json(self) -> dict[str, Any]:
         return {"steps": self.steps, "differ": self.differ, "near_ties": self.near_ties,
@@ -127,7 +181,8 @@ class DraftingCheck:
                 "tokens_equal": self.tokens_equal,
                 "expected_engine": round(self.expected_engine, 5),
                 "expected_chain": round(self.expected_chain, 5), "differs": self.differs,
-                "examples": list(self.examples)}
+                "examples": list(self.examples),
+                "band": None if self.band is None else self.band.to_json()}
 
 
 @dataclass(frozen=True)
@@ -228,9 +283,10 @@ class VerificationCheck:
                 "direction": self.direction}
 
 
-def drafting(replay: Any, near_tie: float = NEAR_TIE) -> DraftingCheck:
+def drafting(replay: Any, near_tie: float = NEAR_TIE, band: NumericsBand | None = None
+             ) -> DraftingCheck:
     """The engine's drafts against the drafter's own chain, step by step (``replay``: an
-    ``engine_trace.Replay``)."""
+    ``engine_trace.Replay``); ``band``: what the served precision alone does there."""
     k = max(replay.k, 1)
     steps = differ = ties = tokens = equal = 0
     first = [0] * k
@@ -267,7 +323,7 @@ def drafting(replay: Any, near_tie: float = NEAR_TIE) -> DraftingCheck:
     se = (math.sqrt(max(d_sq / n - (d_sum / n) ** 2, 0.0) * n / (n - 1) / n)
           if steps > 1 else None)
     return DraftingCheck(steps, differ, ties, tuple(first), tokens, equal, e_engine / n,
-                         e_chain / n, tuple(examples), se)
+                         e_chain / n, tuple(examples), se, band)
 
 
 def verification(replay: Any, near_tie: float = NEAR_TIE, alpha: float = ALPHA
@@ -452,11 +508,12 @@ def drafting_losses(numbers: dict[str, Any]) -> list[float]:
             for d in drafting.values() if d.get("differs")]
 
 
-def localise(replays: dict[str, Any]) -> Localisation:
+def localise(replays: dict[str, Any], bands: dict[str, NumericsBand] | None = None
+             ) -> Localisation:
     out = Localisation()
     for label, r in replays.items():
         out.verification[label] = verification(r)
-        out.drafting[label] = drafting(r)
+        out.drafting[label] = drafting(r, band=(bands or {}).get(label))
     return out
 
 

@@ -105,8 +105,8 @@ class Experiment:
                                     wall_s=time.perf_counter() - t0)
         ctx.progress(f"replay: re-scoring {sum(len(v) for v in traces.values())} requests "
                      f"with the oracle's models")
-        replays, chains, note = self._replay(ctx, traces, labels)
-        loc = D.localise(replays)
+        replays, chains, bands, note = self._replay(ctx, traces, labels)
+        loc = D.localise(replays, bands)
         loc.transforms = {label: tuple(D.transform_check(replays[label], transforms.by_id(t), ch)
                                        for t, ch in by_t.items())
                           for label, by_t in chains.items()}
@@ -167,10 +167,14 @@ class Experiment:
     @staticmethod
     def _replay(ctx: Context, traces: dict[str, list[Any]],
                 labels: dict[str, tuple[float, float]]
-                ) -> tuple[dict[str, Any], dict[str, dict[str, list[Any]]], str]:
-        """Every measurement's steps re-scored; where its drafts differ from the drafter's
-        chain, that chain again as each transformation the drafter runs says
-        (``oracle.transforms``), and why not where it could not be."""
+                ) -> tuple[dict[str, Any], dict[str, dict[str, list[Any]]],
+                           dict[str, D.NumericsBand], str]:
+        """Every measurement's steps re-scored; served below fp32, the same drafter at fp32
+        on the same contexts (the band precision alone gives); where its drafts differ from
+        the drafter's chain beyond it, that chain again as each transformation the drafter
+        runs says (``oracle.transforms``), and why not where it could not be."""
+        from dataclasses import replace
+
         import torch
 
         from specdoctor.oracle import engine_trace
@@ -184,15 +188,23 @@ class Experiment:
         note = ""
         try:
             target, drafter = engine_trace.load_replay_models(cfg)
+            fp32 = (None if cfg.dtype == "float32" or cfg.method == "ngram" else
+                    engine_trace.load_replay_models(replace(cfg, dtype="float32"))[1])
             out: dict[str, Any] = {}
             chains: dict[str, dict[str, list[Any]]] = {}
+            bands: dict[str, D.NumericsBand] = {}
             tried = transforms.applicable(cfg.method)
             with torch.inference_mode():
                 for label, reqs in traces.items():
                     t, p = labels[label]
                     out[label] = engine_trace.replay(reqs, target, drafter, cfg.k,
                                                      Sampling(t, p, mode))
-                    if not D.drafting(out[label]).differs:
+                    if fp32 is not None and D.drafting(out[label]).differ:
+                        ctx.progress(f"replay: {label}: the drafter at fp32 on the same "
+                                     f"contexts (the band {cfg.dtype} alone gives)")
+                        bands[label] = D.numerics_band(out[label], engine_trace.reference_chains(
+                            reqs, out[label], fp32), cfg.dtype)
+                    if not D.drafting(out[label], band=bands.get(label)).differs:
                         continue
                     ctx.progress(f"replay: {label}: searching {len(tried)} transformations of "
                                  f"the drafter for the one that reproduces its drafts")
@@ -200,6 +212,6 @@ class Experiment:
                                                                    tried)
                     if not chains[label]:
                         note = f"{cfg.method}: no transformation applies to this drafter"
-            return out, chains, note
+            return out, chains, bands, note
         finally:
             torch.set_num_threads(threads)
