@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from specdoctor.verdict import rules
 from specdoctor.verdict.findings import Finding, Verdict
 from specdoctor.verdict.rules import Gap, decide_counterfactual, decide_oracle, decide_sampling
@@ -310,3 +312,50 @@ def test_the_split_names_a_side_only_when_it_holds_over_the_ratios_range():
     both = rules.speed_split(0.6, 1.00, 3, EAGLE3_REF, ratio_range=(0.45, 0.85))
     assert both.lost is None and both.straddles
     assert rules.decide_speed_split(Verdict.CONFIRMED, both).verdict is Verdict.INCONCLUSIVE
+
+
+def test_a_gap_within_what_the_served_precision_moves_the_oracle_is_numerics():
+    """Served below fp32, a gap counts only beyond two precision bands (the oracle's accepted
+    per draft at the served dtype against fp32): the same numbers that are a loss at fp32 are
+    numerics when precision alone moves the oracle by 0.05, and a loss beyond the bands still
+    counts."""
+    from specdoctor.verdict.rules import Gap
+
+    at_fp32 = Gap(1.00, 1.08, 0.03, 0.13)
+    assert at_fp32.below and not at_fp32.bounded
+    bf16 = Gap(1.00, 1.08, 0.03, 0.13, band=0.05)
+    assert not bf16.below and bf16.equal and not bf16.bounded
+    assert "the served precision alone moves the oracle by 0.050" in bf16.text()
+    assert Gap(1.00, 1.30, 0.20, 0.40, band=0.05).below
+    assert Gap(1.00, 1.02, -0.06, 0.09, band=0.05).bounded   # within 2 bands either way
+    assert not Gap(1.00, 1.02, -0.06, 0.09).bounded          # at fp32: 5% is the margin
+
+
+def test_the_oracle_is_run_again_at_fp32_only_for_a_server_below_fp32(tmp_path, monkeypatch):
+    """``oracle_gap.precision_band``: served at fp32 there is no band and nothing more runs;
+    served in bfloat16 the same oracle runs once more at fp32 and the band is the distance of
+    the two accepted per draft."""
+    from pathlib import Path
+
+    from specdoctor.experiments import oracle_gap
+    from specdoctor.experiments.base import Context
+    from specdoctor.experiments.launch_settings import settings_of
+    from specdoctor.oracle import runner
+
+    runs = []
+
+    def fake_run(cfg):
+        runs.append(cfg.dtype)
+        return "fp32-result"
+
+    apd = {"fp32-result": 1.30, "served-result": 1.21}
+    monkeypatch.setattr(runner, "run_oracle", fake_run)
+    monkeypatch.setattr(oracle_gap, "expected_profile", lambda res: res)
+    monkeypatch.setattr(oracle_gap.common, "apd", lambda p: apd[p])
+    for dtype, band, ran in (("float32", 0.0, []), ("bfloat16", 0.09, ["float32"])):
+        runs.clear()
+        ctx = Context(workdir=tmp_path, method="draft_model", k=4, target_dir=Path("/t"),
+                      draft_dir=Path("/d"), prompts=("a",),
+                      settings=settings_of(None, Path("/t"), None, dtype, None))
+        got = oracle_gap.precision_band(ctx, 0.0, 1.0, "served-result")
+        assert got == pytest.approx(band) and runs == ran

@@ -83,8 +83,25 @@ def served_oracle(ctx: Context) -> Any:
     return res
 
 
-def gap(oracle_result: Any, measured: Any) -> tuple[rules.Gap, Any]:
-    """Paired comparison over prompts; the gap in accepted per draft."""
+def precision_band(ctx: Context, temperature: float, top_p: float, served: Any) -> float:
+    """How far the served precision alone moves the oracle: its accepted per draft at fp32
+    against ``served`` (the oracle at the served dtype), same prompts and sampling; 0 when
+    served at fp32."""
+    from dataclasses import replace
+
+    from specdoctor.oracle.runner import run_oracle as _run
+
+    cfg = oracle_config(ctx, temperature, top_p)
+    if cfg.dtype == "float32":
+        return 0.0
+    ctx.progress(f"oracle: again at fp32 (the band {cfg.dtype} alone gives)")
+    fp32 = _run(replace(cfg, dtype="float32"))
+    return abs(common.apd(expected_profile(fp32)) - common.apd(expected_profile(served)))
+
+
+def gap(oracle_result: Any, measured: Any, band: float = 0.0) -> tuple[rules.Gap, Any]:
+    """Paired comparison over prompts; the gap in accepted per draft (``band``: what the
+    served precision alone moves the oracle, ``precision_band``)."""
     from specdoctor.oracle import compare as cmp
 
     mu = common.units(measured)
@@ -93,7 +110,7 @@ def gap(oracle_result: Any, measured: Any) -> tuple[rules.Gap, Any]:
                          "--per-request-spec-decode-metrics detailed, or measure at c=1)")
     c = cmp.compare_units(oracle_result.prompt_units(), mu)
     a = c.accepted_per_draft
-    g = rules.Gap(a.measured.value or 0.0, a.oracle.value or 0.0, a.gap.low, a.gap.high)
+    g = rules.Gap(a.measured.value or 0.0, a.oracle.value or 0.0, a.gap.low, a.gap.high, band)
     drafts, accepted = int(round(mu[:, 0].sum())), int(round(mu[:, 1:].sum()))
     return rules.with_counts(g, accepted, drafts, mu.shape[1] - 1), c
 
@@ -134,7 +151,8 @@ class OracleGreedy:
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
         t0 = time.perf_counter()
         res = served_oracle(ctx)
-        g, c = gap(res, ctx.measured.greedy)
+        band = precision_band(ctx, 0.0, 1.0, res)
+        g, c = gap(res, ctx.measured.greedy, band)
         pos0 = c.positions[0].oracle.value if c.positions else None
         ctx.oracle_gap, ctx.oracle_pos0 = g, pos0
         found = rules.decide_oracle(g, pos0, file_side_excluded=False,
@@ -153,7 +171,8 @@ class OracleGreedy:
                                  f"{g.text()}: not shown below the oracle, nor within 5% of "
                                  f"it; the replay compares the engine's drafts with the "
                                  f"drafter's, step by step"))
-        return ExperimentResult(self.id, found, {"comparison": c.to_json()},
+        return ExperimentResult(self.id, found, {"comparison": c.to_json(),
+                                                 "precision_band": round(band, 5)},
                                 {"oracle (greedy)": expected_profile(res),
                                  "measured (greedy)": ctx.measured.greedy.total},
                                 wall_s=time.perf_counter() - t0)
@@ -174,8 +193,9 @@ class OracleSampled:
         temperature, top_p = ctx.sampling or (1.0, 1.0)
         res = run_oracle(ctx, temperature, top_p)
         sampled = ctx.measured.sampled
+        band = precision_band(ctx, temperature, top_p, res)
         try:
-            g, c = gap(res, sampled)
+            g, c = gap(res, sampled, band)
         except ValueError as exc:
             return ExperimentResult(self.id, [Finding(h, Verdict.INCONCLUSIVE, str(exc))
                                               for h in hypotheses], error=str(exc))
@@ -183,7 +203,8 @@ class OracleSampled:
         greedy_apd = common.apd(ctx.measured.greedy.total)
         found = rules.decide_sampling(ctx.oracle_gap, g, greedy_apd)
         return ExperimentResult(self.id, found, {"comparison": c.to_json(),
-                                                 "temperature": temperature, "top_p": top_p},
+                                                 "temperature": temperature, "top_p": top_p,
+                                                 "precision_band": round(band, 5)},
                                 {f"oracle (T={temperature:g}, top_p={top_p:g})":
                                  expected_profile(res), "measured (sampled)": sampled.total},
                                 wall_s=time.perf_counter() - t0)

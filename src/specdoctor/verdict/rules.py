@@ -85,6 +85,9 @@ ORACLE_SHARED = _GROUPS.oracle_shared
 # A gap must also be this large (accepted per draft, relative to the oracle) to count, so that
 # numerics near-ties between an fp32 oracle and the engine do not count as a lost acceptance.
 MIN_REL_GAP = 0.05
+# Gaps within this many precision bands (``Gap.band``) are numerics: the engine's kernels and
+# the oracle are two implementations at the served precision, each up to a band from fp32.
+BAND_FACTOR = 2
 # A counterfactual recovers when accepted per draft rises significantly and by at least this
 # share of what it was (0.44 → 1.29 for DFlash layer ids; 0.57 → 4.0 for a draft rope theta).
 RECOVER_GAIN = 0.25
@@ -105,23 +108,33 @@ OPEN = (Verdict.PENDING, Verdict.INCONCLUSIVE, Verdict.NOT_REPRODUCIBLE)
 
 @dataclass(frozen=True)
 class Gap:
-    """Oracle minus measured, accepted per draft, with a 95% interval of the difference."""
+    """Oracle minus measured, accepted per draft, with a 95% interval of the difference.
+    ``band``: how far the served precision alone moves the oracle (its accepted per draft at
+    the served dtype against fp32, same prompts; 0 when served at fp32 or not measured). A gap
+    counts only beyond ``BAND_FACTOR`` bands: the engine's kernels and the oracle are two
+    implementations at the served precision, each up to a band from fp32."""
 
     measured: float
     oracle: float
     low: float | None
     high: float | None
+    band: float = 0.0
+
+    @property
+    def margin(self) -> float:
+        """The smallest gap that counts: 5% of the oracle, or what precision alone allows."""
+        return max(MIN_REL_GAP * max(self.oracle, 1e-9), BAND_FACTOR * self.band)
 
     @property
     def below(self) -> bool:
         """Measured significantly below the oracle."""
-        big = self.oracle - self.measured > MIN_REL_GAP * max(self.oracle, 1e-9)
-        return big and (self.low is None or self.low > 0)
+        big = self.oracle - self.measured > self.margin
+        return big and (self.low is None or self.low > BAND_FACTOR * self.band)
 
     @property
     def above(self) -> bool:
-        big = self.measured - self.oracle > MIN_REL_GAP * max(self.oracle, 1e-9)
-        return big and (self.high is None or self.high < 0)
+        big = self.measured - self.oracle > self.margin
+        return big and (self.high is None or self.high < -BAND_FACTOR * self.band)
 
     @property
     def equal(self) -> bool:
@@ -130,15 +143,18 @@ class Gap:
     @property
     def bounded(self) -> bool:
         """Equal, and shown to be: the interval rules out a loss of the margin (5% of the
-        oracle) either way. Equal but unbounded is "not shown, not ruled out"."""
-        m = MIN_REL_GAP * max(self.oracle, 1e-9)
+        oracle, or what precision allows) either way. Equal but unbounded is "not shown, not
+        ruled out"."""
+        m = self.margin
         return (self.equal and self.low is not None and self.high is not None
                 and (self.high < m or self.high == 0.0) and (self.low > -m or self.low == 0.0))
 
     def text(self, what: str = "") -> str:
         iv = "" if self.low is None else f", gap 95% [{self.low:.3f}, {self.high:.3f}]"
+        band = (f"; the served precision alone moves the oracle by {self.band:.3f}"
+                if self.band else "")
         return (f"{what}measured {self.measured:.3f} vs oracle {self.oracle:.3f} accepted per "
-                f"draft{iv}")
+                f"draft{iv}{band}")
 
 
 def count_consistent(observed: int, trials: int, rate: float, alpha: float = 0.05) -> bool:
@@ -168,7 +184,7 @@ def with_counts(g: Gap, accepted: int, drafts: int, k: int) -> Gap:
         return g
     low = 0.0 if g.low is None else min(g.low, 0.0)
     high = 0.0 if g.high is None else max(g.high, 0.0)
-    return Gap(g.measured, g.oracle, low, high)
+    return Gap(g.measured, g.oracle, low, high, g.band)
 
 
 def gap_from_profiles(measured: AcceptanceProfile, oracle: AcceptanceProfile) -> Gap:
