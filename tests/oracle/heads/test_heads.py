@@ -170,3 +170,59 @@ def test_every_head_can_draft_with_its_positions_shifted(method):
     for off, m in moved.items():
         assert (m - plain).abs().max() > 1e-4, off
     assert (moved[1] - moved[-1]).abs().max() > 1e-4
+
+
+def test_a_dflash_drafter_with_a_reduced_vocabulary_drafts_target_ids_through_its_d2t(
+        tmp_path):
+    """A DFlash drafter whose LM head covers part of the target's vocabulary, with ``d2t``
+    (as vLLM serves it: logits scattered to target ids): every draft is a target id of that
+    part, and wherever the full-vocabulary drafter's draft lies in it, the two agree. Read
+    from a checkpoint, the map is taken from ``d2t`` and ``draft_vocab_size``."""
+    from dataclasses import replace
+
+    from specdoctor.bench.prompts import take
+    from specdoctor.lab import drafters
+    from specdoctor.lab.drafters import targets
+    from specdoctor.oracle import heads
+    from specdoctor.oracle.heads.target import StreamTarget
+    from specdoctor.oracle.models import load_model, load_tokenizer
+
+    target, draft = drafters.module("dflash").trained_pair("ci")
+    head = heads.load("dflash", target, draft)
+    assert head.d2t is None
+    model = load_model(target, "cpu", "float32")
+    tok = load_tokenizer(targets.tokenizer_dir())
+    x = torch.tensor([tok(take("code", 1)[0])["input_ids"][:32]])
+    streams, _ = StreamTarget(model, head.aux_ids).features(x)
+    with torch.inference_mode():
+        full, _ = head.drafts(streams, x, 3)
+    seen = sorted(set(full[0, :-1].flatten().tolist()))
+    keep = torch.tensor(sorted(set(seen[::2]) | set(range(600, 700))))   # half of what it drafts
+    reduced = replace(head, lm_head=head.lm_head[keep], d2t=keep - torch.arange(len(keep)))
+    with torch.inference_mode():
+        part, _ = reduced.drafts(streams, x, 3)
+    f, p = full[0, :-1].flatten(), part[0, :-1].flatten()
+    inside = torch.isin(f, keep)
+    assert torch.isin(p, keep).all()
+    assert inside.any() and not inside.all()
+    # a block's slots are drafted in one pass from mask tokens, not from earlier drafts
+    assert torch.equal(p[inside], f[inside])
+    # the same head written as a checkpoint is read with its map
+    import json
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    d = tmp_path / "reduced"
+    shutil.copytree(draft, d)
+    tensors = load_file(str(d / "model.safetensors"))
+    name = next(n for n in tensors if n.endswith("lm_head.weight")) if any(
+        n.endswith("lm_head.weight") for n in tensors) else "lm_head.weight"
+    tensors[name] = head.lm_head[keep].contiguous()
+    tensors["d2t"] = (keep - torch.arange(len(keep))).to(torch.int64)
+    save_file(tensors, str(d / "model.safetensors"), metadata={"format": "pt"})
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["draft_vocab_size"] = len(keep)
+    (d / "config.json").write_text(json.dumps(cfg))
+    read = heads.load("dflash", target, d)
+    assert read.d2t is not None and torch.equal(read.d2t + torch.arange(len(keep)), keep)
