@@ -370,4 +370,27 @@ FAMILY_CASES = [
                                                   dtype="bfloat16"),
          "trained DFlash, served in bfloat16 with the engine's DFlash k_norm defect fixed",
          category="healthy", part="none"),
+    # -- committed with their keys before any of them was diagnosed, after the first try of
+    # up-eagle3-aux-partial-sum: its siblings on another drafter type and at another size
+    Case("up-dflash-aux-partial-sum", "engine-drafting",
+         lab_drafter("dflash", packs=(DFLASH_FIX, "aux-partial")),
+         "trained DFlash, served with the engine's DFlash k_norm defect fixed; the target's "
+         "auxiliary hidden states are captured with half of the tapped layer's last output "
+         "(runtime patch)",
+         origin="upstream", twin="healthy-dflash", part="drafting",
+         cite="sgl-project/sglang PR #28343; NVIDIA/TensorRT-LLM PR #6199, on a DFlash drafter",
+         upstream="sibling on another drafter type of up-eagle3-aux-partial-sum (the taps "
+                  "captured before the MLP all-reduce)",
+         how="the aux-partial patch of up-eagle3-aux-partial-sum under the trained DFlash"),
+    Case("up-eagle3-aux-quarter-sum", "engine-drafting",
+         lab_drafter("eagle3", packs=["aux-quarter"]),
+         "trained EAGLE3; the target's auxiliary hidden states are captured with a quarter of "
+         "the tapped layer's last output (runtime patch)",
+         origin="upstream", twin="healthy-eagle3", part="drafting",
+         cite="sgl-project/sglang PR #28343; NVIDIA/TensorRT-LLM PR #6199, at tensor "
+              "parallel 4",
+         upstream="sibling at another size of up-eagle3-aux-partial-sum: one rank's quarter "
+                  "(tensor parallel 4) instead of its half",
+         how="patch EagleModelMixin._maybe_add_hidden_state to capture residual + 0.25 x the "
+             "layer output"),
 ]

@@ -12,13 +12,23 @@ vLLM 0.32 captures ``hidden_states + residual`` at each tapped layer in
 hidden_states``: one rank's half of the last layer output at tensor parallel 2, emulated on
 one CPU rank. The target's forward is untouched (the capture is a copy).
 
+``add_quarter``: one rank's quarter, at tensor parallel 4.
+
 Loaded by the probe runtime as a ``replace``: ``add_hidden_state(original, self,
 aux_hidden_states, layer_idx, hidden_states, residual)``.
 """
 
 
-def add_hidden_state(original, self, aux_hidden_states, layer_idx, hidden_states, residual):
+def _partial(self, aux_hidden_states, layer_idx, hidden_states, residual, share):
     if layer_idx in self.aux_hidden_state_layers:
-        value = residual + 0.5 * hidden_states if residual is not None else hidden_states
+        value = residual + share * hidden_states if residual is not None else hidden_states
         aux_hidden_states.append(value)
     return aux_hidden_states
+
+
+def add_hidden_state(original, self, aux_hidden_states, layer_idx, hidden_states, residual):
+    return _partial(self, aux_hidden_states, layer_idx, hidden_states, residual, 0.5)
+
+
+def add_quarter(original, self, aux_hidden_states, layer_idx, hidden_states, residual):
+    return _partial(self, aux_hidden_states, layer_idx, hidden_states, residual, 0.25)
