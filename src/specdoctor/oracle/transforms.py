@@ -9,9 +9,9 @@ draft model). A drafter type without that part does not run it, and says so
 
 - ``positions``: the rotary positions of the draft decode steps (a DFlash block's queries)
   off by ±1 or ±2, the context where it was;
-- ``taps``: the target states a head reads taken one layer later or earlier, or half a layer
-  early (the tapped layer's input plus half its output: one rank's partial sum of a
-  tensor-parallel layer), or one position stale (the state of the token before);
+- ``taps``: the target states a head reads taken one layer later or earlier, with only a
+  share of the tapped layer's MLP output (the MLP all-reduce not yet done: one rank's partial
+  sum at tensor parallel 2 or 4), or one position stale (the state of the token before);
 - ``recursion``: the head's later draft steps fed the target's state again instead of its own
   output (EAGLE3, MTP; a DFlash block has no recursion);
 - ``norm``: a norm moved before the residual (the state a head's first layer is fed, or its
@@ -70,10 +70,13 @@ LIBRARY: tuple[Transform, ...] = (
     Transform("taps-layer-1", "taps", "engine-drafting",
               "the target states the head reads are taken one layer earlier than its ids say",
               HEADS, "tap_shift", -1),
-    Transform("taps-half-layer", "taps", "engine-drafting",
-              "each tapped state holds half of its layer's output (the input plus half of what "
-              "the layer adds: one rank's partial sum of a tensor-parallel layer)",
-              HEADS, "tap_shift", -0.5),
+    Transform("taps-mlp-half", "taps", "engine-drafting",
+              "each tapped state holds half of its layer's MLP output (the MLP all-reduce "
+              "not yet done: one rank's partial sum at tensor parallel 2)",
+              HEADS, "tap_mlp_share", 0.5),
+    Transform("taps-mlp-quarter", "taps", "engine-drafting",
+              "each tapped state holds a quarter of its layer's MLP output (one rank's "
+              "partial sum at tensor parallel 4)", HEADS, "tap_mlp_share", 0.25),
     Transform("taps-stale", "taps", "engine-drafting",
               "the head is fed the target's state of the token before (one position stale)",
               HEADS, "tap_lag", 1),

@@ -21,12 +21,12 @@ K, N, MAX_TOKENS = 3, 4, 24
 # Transformations that change the lab's ci drafters' chains on enough steps to be seen (the
 # search tries every one that applies). What the others do to these drafters, measured on 33
 # contexts: the EAGLE3 head reads all of the target's layer states (0, 1, 2 of 2 layers), so no
-# tap can move a layer; the MTP layer, trained for one step, drafts the same tokens with its
+# tap can move a whole layer; the MTP layer, trained for one step, drafts the same tokens with its
 # decode positions off by up to two; the DFlash block drafts the same chains causal or not (the
 # clinic's dflash-causal case). A transformation that changes no draft cannot be told from a
 # correct engine.
 ENGINES = {
-    "eagle3": ("taps-stale", "recursion-from-target", "norm-before-residual",
+    "eagle3": ("taps-mlp-half", "taps-stale", "recursion-from-target", "norm-before-residual",
                "recursion-norm-flipped", "lm-head-from-target"),
     "mtp": ("taps-layer-1", "taps-stale", "recursion-from-target"),
     "dflash": ("positions-2", "taps-layer-1", "taps-stale", "norm-before-residual"),
@@ -97,9 +97,9 @@ def _why_none(drafter, t) -> bool:
     drafter does not have."""
     head, n = drafter.head, len(drafter.target.layers)
     if t.knob == "tap_shift":
-        v = float(t.value)
-        return (any(not 0 <= i + v <= n for i in head.aux_ids) if v == int(v)
-                else any(i < 1 for i in head.aux_ids))
+        return any(not 0 <= i + int(t.value) <= n for i in head.aux_ids)
+    if t.knob == "tap_mlp_share":
+        return all(i < 1 for i in head.aux_ids)
     if t.knob in ("embed_from_target", "head_from_target"):
         own = head.embed if t.knob == "embed_from_target" else head.lm_head
         model = drafter.target.model

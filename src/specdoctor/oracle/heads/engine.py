@@ -100,7 +100,8 @@ class HeadDrafter:
         self.target, self.head, self.device = target, head, device
         self.forwards = 0
         # every layer's stream of the last context a transformed chain read (``_layers``)
-        self._every: tuple[tuple[int, ...], list[torch.Tensor]] | None = None
+        self._every: tuple[tuple[int, ...], list[torch.Tensor],
+                           dict[int, torch.Tensor]] | None = None
 
     def reset(self) -> None:
         pass
@@ -154,7 +155,7 @@ class HeadDrafter:
         h = self.head
         if t.knob == "positions":
             return replace(h, pos_offset=int(t.value))   # type: ignore[type-var]
-        if t.knob in ("tap_shift", "tap_lag"):
+        if t.knob in ("tap_shift", "tap_lag", "tap_mlp_share"):
             return h
         if t.knob in ("embed_from_target", "head_from_target"):
             name = "embed" if t.knob == "embed_from_target" else "lm_head"
@@ -184,37 +185,49 @@ class HeadDrafter:
         stream recorded once per context (``_layers``), the head's own ids read from it."""
         import torch
 
-        every = self._layers(x)
+        every, mids = self._layers(x)
         ids = self.head.aux_ids
         if t.knob == "tap_shift":
-            v = float(t.value)
-            if v == int(v):
-                moved = [i + int(v) for i in ids]
-                if not all(0 <= i < len(every) for i in moved):
-                    return None
-                return [every[i] for i in moved]
-            if any(i < 1 for i in ids):
+            moved = [i + int(t.value) for i in ids]
+            if not all(0 <= i < len(every) for i in moved):
                 return None
-            # part of the tapped layer's output: its input plus (1 + v) of what it adds
-            return [every[i - 1] + (1 + v) * (every[i] - every[i - 1]) for i in ids]
+            return [every[i] for i in moved]
+        if t.knob == "tap_mlp_share":
+            if all(i < 1 for i in ids) or any(mids.get(i - 1) is None for i in ids if i >= 1):
+                return None
+            # the tapped layer's state after attention plus a share of what its MLP adds (the
+            # embeddings, tap 0, are no layer's output and stay as they are)
+            share = float(t.value)
+            return [every[i] if i < 1 else mids[i - 1] + share * (every[i] - mids[i - 1])
+                    for i in ids]
         streams = [every[i] for i in ids]
         if t.knob == "tap_lag":
             lag = int(t.value)
             return [torch.cat([torch.zeros_like(s[:, :lag]), s[:, :-lag]], 1) for s in streams]
         return streams
 
-    def _layers(self, x: torch.Tensor) -> list[torch.Tensor]:
+    def _layers(self, x: torch.Tensor) -> tuple[list[torch.Tensor], dict[int, torch.Tensor]]:
+        """Every layer's stream of one context (``StreamTarget``'s ids 0..L), and each layer's
+        state after its attention (the input of its ``post_attention_layernorm``, where the
+        layer has one), recorded once per context."""
         key = tuple(x[0].tolist())
         if self._every is None or self._every[0] != key:
-            n = len(self.target.layers)
-            every = StreamTarget(self.target.model, range(n + 1))
-            streams, _ = every.features(x)
+            layers = self.target.layers
+            mids: dict[int, torch.Tensor] = {}
+
+            def keep(i: int) -> Any:
+                def hook(_m: Any, args: Any) -> None:
+                    mids[i] = args[0]
+                return hook
+
+            hooks = [layer.post_attention_layernorm.register_forward_pre_hook(keep(i))
+                     for i, layer in enumerate(layers)
+                     if hasattr(layer, "post_attention_layernorm")]
+            try:
+                streams, _ = StreamTarget(self.target.model, range(len(layers) + 1)).features(x)
+            finally:
+                for h in hooks:
+                    h.remove()
             self.target.forwards += 1
-            self._every = (key, streams)
-        return self._every[1]
-
-    def logits(self, ids: Sequence[int]) -> Any:
-        from specdoctor.errors import InputError
-
-        raise InputError("sampled drafts (--draft-sampling probabilistic) are not computed for "
-                         "hidden-state drafters", "use --draft-sampling argmax (vLLM's default)")
+            self._every = (key, streams, mids)
+        return self._every[1], self._every[2]
