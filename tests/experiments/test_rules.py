@@ -327,8 +327,9 @@ def test_a_gap_within_what_the_served_precision_moves_the_oracle_is_numerics():
     assert not bf16.below and bf16.equal and not bf16.bounded
     assert "the served precision alone moves the oracle by 0.050" in bf16.text()
     assert Gap(1.00, 1.30, 0.20, 0.40, band=0.05).below
-    assert Gap(1.00, 1.02, -0.06, 0.09, band=0.05).bounded   # within 2 bands either way
-    assert not Gap(1.00, 1.02, -0.06, 0.09).bounded          # at fp32: 5% is the margin
+    # the band never makes equality easier to show: 5% of the oracle bounds it either way
+    assert not Gap(1.00, 1.02, -0.06, 0.09, band=0.05).bounded
+    assert Gap(1.00, 1.02, -0.03, 0.04, band=0.05).bounded
 
 
 def test_the_oracle_is_run_again_at_fp32_only_for_a_server_below_fp32(tmp_path, monkeypatch):

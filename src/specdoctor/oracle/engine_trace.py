@@ -315,7 +315,9 @@ def transformed_chains(engine: Sequence[EngineRequest], replay: Replay, drafter:
     """For each transformation (``oracle.transforms``) the drafter runs, and each step of
     ``replay`` (re-scored from ``engine``), the drafter's argmax chain run as it says
     (``drafter.chain_with``), as long as the engine's drafts; None where the step was not
-    compared. A transformation that changes nothing for this drafter is left out."""
+    compared. A transformation that changes nothing for this drafter (``chain_with`` gives
+    None: a weight it already shares, taps that would leave the target) is left out of the
+    result, so the caller can name it."""
     if not hasattr(drafter, "chain_with"):
         return {}
     contexts = _contexts(engine)

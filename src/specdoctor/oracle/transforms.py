@@ -11,7 +11,9 @@ draft model). A drafter type without that part does not run it, and says so
   off by ±1 or ±2, the context where it was;
 - ``taps``: the target states a head reads taken one layer later or earlier, with only a
   share of the tapped layer's MLP output (the MLP all-reduce not yet done: one rank's partial
-  sum at tensor parallel 2 or 4), or one position stale (the state of the token before);
+  sum at tensor parallel 2 or 4, as a scalar share of the whole MLP output; a real rank's
+  partial sum is its shard of the MLP, not tried yet), or one position stale (the state of
+  the token before);
 - ``recursion``: the head's later draft steps fed the target's state again instead of its own
   output (EAGLE3, MTP; a DFlash block has no recursion);
 - ``norm``: a norm moved before the residual (the state a head's first layer is fed, or its
@@ -35,6 +37,8 @@ from dataclasses import dataclass
 
 HEADS = ("eagle3", "mtp", "dflash")
 ALL = ("draft_model", *HEADS)
+# heads fed the target's auxiliary captures (an MTP layer reads the model's last state)
+AUX = ("eagle3", "dflash")
 
 
 @dataclass(frozen=True)
@@ -73,10 +77,10 @@ LIBRARY: tuple[Transform, ...] = (
     Transform("taps-mlp-half", "taps", "engine-drafting",
               "each tapped state holds half of its layer's MLP output (the MLP all-reduce "
               "not yet done: one rank's partial sum at tensor parallel 2)",
-              HEADS, "tap_mlp_share", 0.5),
+              AUX, "tap_mlp_share", 0.5),
     Transform("taps-mlp-quarter", "taps", "engine-drafting",
               "each tapped state holds a quarter of its layer's MLP output (one rank's "
-              "partial sum at tensor parallel 4)", HEADS, "tap_mlp_share", 0.25),
+              "partial sum at tensor parallel 4)", AUX, "tap_mlp_share", 0.25),
     Transform("taps-stale", "taps", "engine-drafting",
               "the head is fed the target's state of the token before (one position stale)",
               HEADS, "tap_lag", 1),

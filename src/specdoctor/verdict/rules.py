@@ -142,10 +142,10 @@ class Gap:
 
     @property
     def bounded(self) -> bool:
-        """Equal, and shown to be: the interval rules out a loss of the margin (5% of the
-        oracle, or what precision allows) either way. Equal but unbounded is "not shown, not
-        ruled out"."""
-        m = self.margin
+        """Equal, and shown to be: the interval rules out a loss of 5% of the oracle either
+        way (never widened by the band: precision raises the bar for a gap, it does not make
+        equality easier to show). Equal but unbounded is "not shown, not ruled out"."""
+        m = MIN_REL_GAP * max(self.oracle, 1e-9)
         return (self.equal and self.low is not None and self.high is not None
                 and (self.high < m or self.high == 0.0) and (self.low > -m or self.low == 0.0))
 

@@ -235,8 +235,10 @@ def test_drafts_that_differ_no_more_than_the_served_precision_allows_are_not_a_c
         assert check.differs is differs, (band.to_json(), check.differ)
         assert "the served precision alone (bfloat16 against fp32" in check.text()
         loc = D.localise({"greedy": r}, {"greedy": band})
-        v = {f.hypothesis: f.verdict for f in D.decide(loc)}
-        assert v["engine-drafting"] is (Verdict.CONFIRMED if differs else Verdict.EXCLUDED)
+        found = {f.hypothesis: f for f in D.decide(loc)}
+        f = found["engine-drafting"]
+        assert f.verdict is (Verdict.CONFIRMED if differs else Verdict.EXCLUDED)
+        assert ("numerics, not a drafting loss" in f.evidence) is not differs
 
 
 def test_the_band_counts_clear_differences_of_the_fp32_chain_from_the_served_one():
@@ -248,3 +250,32 @@ def test_the_band_counts_clear_differences_of_the_fp32_chain_from_the_served_one
                 and x.chain_margins[0] >= D.NEAR_TIE)
     b = D.numerics_band(r, moved, "bfloat16")
     assert b.differ == clear and b.steps == sum(1 for x in r.records if x.chain is not None)
+
+
+def test_the_search_and_held_out_halves_are_whole_requests_on_recorded_steps():
+    """``transform_check`` on the recorded DFlash steps: a chain that reproduces the engine's
+    drafts on every request is named; one that reproduces them on the even requests only (the
+    search half) and is the plain chain on the odd ones is picked by the search and not
+    confirmed by the held-out half; one that reproduces the odd requests only is never picked."""
+    from specdoctor.oracle import transforms as T
+
+    r = recorded("dflash")["greedy"]
+    t = T.by_id("taps-stale")
+
+    def chains(keep):
+        return [None if x.chain is None or not x.drafts else
+                (list(x.drafts) if keep(x.request) else list(x.chain[:len(x.drafts)]))
+                for x in r.records]
+
+    every = D.transform_check(r, t, chains(lambda q: True))
+    even = D.transform_check(r, t, chains(lambda q: q % 2 == 0))
+    odd = D.transform_check(r, t, chains(lambda q: q % 2 == 1))
+    assert every.explains and every.explained == every.differ
+    assert even.search == (even.search[1], even.search[1]) and even.held_out[0] == 0
+    assert even.candidate and not even.explains
+    assert not odd.candidate and not odd.explains
+    loc = D.localise({"greedy": r})
+    loc.transforms = {"greedy": (even,)}
+    assert loc.mechanism() is None
+    loc.transforms = {"greedy": (even, every)}
+    assert loc.mechanism()[1] is every

@@ -226,3 +226,22 @@ def test_a_dflash_drafter_with_a_reduced_vocabulary_drafts_target_ids_through_it
     (d / "config.json").write_text(json.dumps(cfg))
     read = heads.load("dflash", target, d)
     assert read.d2t is not None and torch.equal(read.d2t + torch.arange(len(keep)), keep)
+
+
+def test_draft_logits_land_on_target_ids_as_vllm_scatters_them():
+    """``ops.to_target_vocab``, as vLLM's EAGLE3/DFlash ``compute_logits``
+    (``logits_new[:, arange + d2t] = logits``): an unmapped target id is -inf; where a map
+    sends two draft ids to one target id, the later draft id's logit is the one that lands;
+    the argmax is then taken over target ids, so the earlier draft id is never proposed."""
+    from specdoctor.oracle.heads import ops
+
+    logits = torch.tensor([[5.0, 1.0, 3.0, 4.0]])
+    d2t = torch.tensor([0, 1, 0, 0])                 # draft ids -> target 0, 2, 2, 3
+    out = ops.to_target_vocab(logits, d2t)
+    assert out.shape[-1] == 4
+    assert out[0, 0] == 5.0 and out[0, 1] == float("-inf")
+    assert out[0, 2] == 3.0 and out[0, 3] == 4.0    # draft 2 (3.0) over draft 1 (1.0)
+    assert int(out.argmax(-1)) == 0
+    logits = torch.tensor([[1.0, 6.0, 3.0, 4.0]])   # draft 1 best, but draft 2 overwrites it
+    assert int(ops.to_target_vocab(logits, d2t).argmax(-1)) == 3
+    assert ops.to_target_vocab(logits, None) is logits

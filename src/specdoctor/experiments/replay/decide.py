@@ -28,12 +28,13 @@ context with the oracle's models. Two questions, asked separately because both c
 - **Mechanism** (``transform_check``): where drafts differ, are they the drafter's own chain
   run the way one transformation of ``oracle.transforms`` says (positions off, taps from
   another layer, a norm moved, a weight taken from the target, ...)? Each transformation's
-  chain is computed on every compared step. The clearly differing steps are dealt in turn to
-  a search half and a held-out half: the search picks, among the transformations that
-  reproduce ``EXPLAINS`` of the differing steps of its half, the one that reproduces most; it
-  names the mechanism only if it also reproduces ``EXPLAINS`` of the held-out half, at least
-  ``MIN_CLEAR`` steps in all, and the engine follows the plain chain against it in at most
-  ``CONTRADICTS`` of the steps where the two part. Why these bounds: a chain reproduces a
+  chain is computed on every compared step. The clearly differing steps are split by request
+  into a search half (even requests) and a held-out half (odd ones): the search picks, among
+  the transformations that reproduce ``EXPLAINS`` of the differing steps of its half, the one
+  with the highest share there; it names the mechanism only if that one also reproduces
+  ``EXPLAINS`` of the held-out half and of all the differing steps, at least ``MIN_CLEAR`` of
+  them, and the engine follows the plain chain against it in at most ``CONTRADICTS`` of the
+  steps where the two part. Why these bounds: a chain reproduces a
   step only when all its drafts are token-equal to the engine's, which a transformation
   unrelated to the engine's fault does on almost no step that differs from the plain chain
   (the healthy and unrelated recordings in the tests: none explains a tenth), while the
@@ -383,7 +384,7 @@ def _fits(explained: int, differ: int) -> bool:
 class TransformCheck:
     """The engine's drafts against the drafter's chain run as ``transform`` says, over the
     steps the replay compared; the clearly differing steps split into a search half and a
-    held-out half (alternately, in the replay's order)."""
+    held-out half by request (even requests search, odd ones are held out)."""
 
     transform: T.Transform
     differ: int        # steps whose drafts differ clearly from the plain chain
@@ -446,7 +447,8 @@ def transform_check(replay: Any, t: T.Transform, chains: list[list[int] | None],
         n = len(r.drafts)
         if clear:
             same = list(ch[:n]) == list(r.drafts)
-            half = halves[differ % 2]
+            half = halves[r.request % 2]       # whole requests to each half: steps of one
+            #                                    request are alike, so none is held out of itself
             half[0] += same
             half[1] += 1
             differ += 1
@@ -491,7 +493,14 @@ class Localisation:
             picked = [c for c in checks if c.candidate]
             if not picked:
                 continue
-            best = max(picked, key=lambda c: (c.search[0] / c.search[1], c.explained))
+            def score(c: TransformCheck) -> tuple[float, int]:
+                return c.search[0] / c.search[1], c.search[0]
+
+            top = max(score(c) for c in picked)
+            # the search's pick; between picks the search half cannot tell apart, the held-out
+            # half decides
+            tied = [c for c in picked if score(c) == top]
+            best = next((c for c in tied if c.explains), tied[0])
             if best.explains:
                 same = tuple(c.transform.id for c in checks
                              if c is not best and c.explains
@@ -602,6 +611,7 @@ def _drafting_findings(loc: Localisation, dra_bad: dict[str, DraftingCheck], lin
                     f"{lines(dra_bad)}: the engine verifies drafts its drafter does not propose "
                     f"on the same context: lost in drafting; mechanism not determined ("
                     + (f"tried, steps reproduced of those that differ: {tried}; "
+                       + (f"{loc.transforms_note}; " if loc.transforms_note else "")
                        if tried else f"no transformation tried: "
                        f"{loc.transforms_note or 'not run'}; ")
                     + f"not tried: {', '.join(T.NOT_TRIED)}; the taps localise it further)",
@@ -612,8 +622,12 @@ def _drafting_findings(loc: Localisation, dra_bad: dict[str, DraftingCheck], lin
                      f"the drafts differ; positions not shifted: "
                      f"{loc.transforms_note or 'not tried'}"))]
     if comparable:
+        within = any(d.differ and not d.beyond_band for d in loc.drafting.values())
         return [Finding("engine-drafting", Verdict.EXCLUDED,
-                        f"{lines(loc.drafting)}: the engine's drafts are its drafter's own",
+                        f"{lines(loc.drafting)}: "
+                        + ("the engine's drafts differ from its drafter's no more than the "
+                           "served precision alone makes them differ: numerics, not a drafting "
+                           "loss" if within else "the engine's drafts are its drafter's own"),
                         basis="replay"),
                 Finding("rope-sync", Verdict.EXCLUDED,
                         f"{lines(loc.drafting)}: the engine's drafts are its drafter's own at "

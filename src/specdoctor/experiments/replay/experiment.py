@@ -188,8 +188,7 @@ class Experiment:
         note = ""
         try:
             target, drafter = engine_trace.load_replay_models(cfg)
-            fp32 = (None if cfg.dtype == "float32" or cfg.method == "ngram" else
-                    engine_trace.load_replay_models(replace(cfg, dtype="float32"))[1])
+            fp32: Any = None     # the drafter at fp32, loaded when a served chain differs
             out: dict[str, Any] = {}
             chains: dict[str, dict[str, list[Any]]] = {}
             bands: dict[str, D.NumericsBand] = {}
@@ -199,7 +198,11 @@ class Experiment:
                     t, p = labels[label]
                     out[label] = engine_trace.replay(reqs, target, drafter, cfg.k,
                                                      Sampling(t, p, mode))
-                    if fp32 is not None and D.drafting(out[label]).differ:
+                    if (cfg.dtype != "float32" and cfg.method != "ngram"
+                            and D.drafting(out[label]).differ):
+                        if fp32 is None:
+                            fp32 = engine_trace.load_replay_models(
+                                replace(cfg, dtype="float32"))[1]
                         ctx.progress(f"replay: {label}: the drafter at fp32 on the same "
                                      f"contexts (the band {cfg.dtype} alone gives)")
                         bands[label] = D.numerics_band(out[label], engine_trace.reference_chains(
@@ -210,8 +213,11 @@ class Experiment:
                                  f"the drafter for the one that reproduces its drafts")
                     chains[label] = engine_trace.transformed_chains(reqs, out[label], drafter,
                                                                    tried)
-                    if not chains[label]:
-                        note = f"{cfg.method}: no transformation applies to this drafter"
+                    idle = [t.id for t in tried if t.id not in chains[label]]
+                    if idle:
+                        note = (f"{cfg.method}: not run, as they change nothing for this "
+                                f"drafter (a weight it already shares, a window it does not "
+                                f"have, taps that would leave the target): {', '.join(idle)}")
             return out, chains, bands, note
         finally:
             torch.set_num_threads(threads)

@@ -57,6 +57,7 @@ class DFlashHead:
     # draft id -> target id offsets of a reduced draft vocabulary (None: the target's own), as
     # vLLM's DFlash scatters its logits (``draft_id_to_target_id``)
     d2t: torch.Tensor | None = None
+    logit_scale: float = 1.0
     # How an engine may run the drafter other than as its checkpoint says
     # (``oracle.transforms``, the replay's search): the rotary positions of the draft block's
     # queries this far from their own (the context keeps its positions); the block's input
@@ -71,9 +72,9 @@ class DFlashHead:
                           for n in ("fc", "hidden_norm", "norm", "embed", "lm_head")})
 
     def draft_ids(self, logits: torch.Tensor) -> torch.Tensor:
-        """Target ids of the argmax draft tokens."""
-        best = logits.argmax(-1)
-        return best if self.d2t is None else best + self.d2t[best]
+        """Target ids of the argmax draft tokens, through vLLM's scatter of the draft logits
+        onto the target's vocabulary (``ops.to_target_vocab``)."""
+        return ops.to_target_vocab(logits, self.d2t).argmax(-1)
 
     def drafts(self, streams: list[torch.Tensor], ids: torch.Tensor, k: int
                ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -85,8 +86,9 @@ class DFlashHead:
         anchors = torch.arange(1, t, device=ids.device).expand(b, t - 1)
         logits = self.block_logits(torch.cat(streams, -1), ids, anchors, k)
         pad = torch.zeros(b, 1, k, dtype=torch.long, device=ids.device)
-        drafted = torch.cat([self.draft_ids(logits), pad], 1)
-        margins = torch.cat([ops.top2_margin(logits), pad.float()], 1)
+        mapped = ops.to_target_vocab(logits, self.d2t) * self.logit_scale
+        drafted = torch.cat([mapped.argmax(-1), pad], 1)
+        margins = torch.cat([ops.top2_margin(mapped), pad.float()], 1)
         return drafted, margins
 
     def block_logits(self, aux: torch.Tensor, ids: torch.Tensor, anchors: torch.Tensor, k: int
@@ -165,16 +167,20 @@ def build(cfg: dict[str, Any], t: dict[str, Any], target_cfg: dict[str, Any],
     lm = t.get("lm_head.weight")
     if lm is None:
         lm = target_tensors("lm_head.weight")
+    import torch
+
     draft_vocab = int(cfg.get("draft_vocab_size") or target.vocab)
     d2t = t.get("d2t")
     if draft_vocab != target.vocab and d2t is None:
         # as vLLM serves it: a smaller draft vocabulary without d2t keeps zero offsets
-        import torch
-
         d2t = torch.zeros(draft_vocab, dtype=torch.long)
     if d2t is not None:
         ck.check_shape("d2t", d2t, (draft_vocab,))
         d2t = d2t.long()
+        top = int((torch.arange(draft_vocab) + d2t).max())
+        if top >= target.vocab:
+            raise ck.InputError(f"d2t maps a draft id to target id {top}, past the target "
+                                f"vocabulary ({target.vocab})", "check the drafter's d2t")
     ck.check_shape("lm_head.weight", lm, (draft_vocab, lm.shape[-1]))
     return DFlashHead(
         attn=attention_shape(cfg), aux_ids=ids,
@@ -183,4 +189,5 @@ def build(cfg: dict[str, Any], t: dict[str, Any], target_cfg: dict[str, Any],
         fc=fc, hidden_norm=ck.take(t, "hidden_norm.weight", "DFlash"),
         norm=ck.take(t, "norm.weight", "DFlash"), embed=embed, lm_head=lm,
         mask_token=mask_token, block_size=cfg.get("block_size"),
-        d2t=None if draft_vocab == target.vocab else d2t)
+        d2t=None if draft_vocab == target.vocab else d2t,
+        logit_scale=float(cfg.get("logit_scale", 1.0)))

@@ -76,9 +76,9 @@ class Eagle3Head:
                        fc_norms=None if self.fc_norms is None else [cv(n) for n in self.fc_norms])
 
     def draft_ids(self, logits: torch.Tensor) -> torch.Tensor:
-        """Target ids of the argmax draft tokens."""
-        best = logits.argmax(-1)
-        return best if self.d2t is None else best + self.d2t[best]
+        """Target ids of the argmax draft tokens, through vLLM's scatter of the draft logits
+        onto the target's vocabulary (``ops.to_target_vocab``)."""
+        return ops.to_target_vocab(logits, self.d2t).argmax(-1)
 
     def drafts(self, streams: list[torch.Tensor], ids: torch.Tensor, k: int
                ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -126,9 +126,10 @@ class Eagle3Head:
             pre = x + residual
             normed = ops.rms_norm(pre, self.norm, self.eps)
             logits = ops.linear(normed, self.lm_head) * self.logit_scale
-            tok = self.draft_ids(logits)
+            mapped = ops.to_target_vocab(logits, self.d2t)
+            tok = mapped.argmax(-1)
             drafted.append(tok)
-            margins.append(ops.top2_margin(logits))
+            margins.append(ops.top2_margin(mapped))
             hidden = fed if self.recursion_from_target else (normed if norm_output else pre)
         return torch.stack(drafted, -1), torch.stack(margins, -1)
 

@@ -220,9 +220,12 @@ class HeadDrafter:
                     mids[i] = args[0]
                 return hook
 
+            # where the layer norms its attention output before the add (a layer with a
+            # pre_feedforward_layernorm, Gemma's), that norm's input is no residual: none
             hooks = [layer.post_attention_layernorm.register_forward_pre_hook(keep(i))
                      for i, layer in enumerate(layers)
-                     if hasattr(layer, "post_attention_layernorm")]
+                     if hasattr(layer, "post_attention_layernorm")
+                     and not hasattr(layer, "pre_feedforward_layernorm")]
             try:
                 streams, _ = StreamTarget(self.target.model, range(len(layers) + 1)).features(x)
             finally:

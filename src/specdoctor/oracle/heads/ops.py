@@ -127,3 +127,19 @@ def top2_margin(logits: torch.Tensor) -> torch.Tensor:
     """top1 - top2 over the last dimension, float32."""
     top = logits.float().topk(2, dim=-1).values
     return top[..., 0] - top[..., 1]
+
+
+def to_target_vocab(logits: torch.Tensor, d2t: torch.Tensor | None) -> torch.Tensor:
+    """Draft-vocabulary logits over the target's vocabulary as vLLM's EAGLE3 and DFlash
+    heads scatter them (``logits_new[:, arange + d2t] = logits``): -inf where no draft id
+    maps, and where two draft ids map to one target id the later one's logit (the write that
+    lands last). Without a map, the logits as they are."""
+    import torch
+
+    if d2t is None:
+        return logits
+    targets = torch.arange(len(d2t), device=d2t.device) + d2t.long()
+    src = torch.full((int(targets.max()) + 1,), -1, dtype=torch.long, device=d2t.device)
+    src.scatter_reduce_(0, targets, torch.arange(len(d2t), device=d2t.device), reduce="amax")
+    out = logits[..., src.clamp(min=0)]
+    return out.masked_fill(src < 0, float("-inf"))
