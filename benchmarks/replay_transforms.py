@@ -2,7 +2,7 @@
 clinic: which transformation of the reference drafter reproduces each case's drafts?
 
     python benchmarks/replay_transforms.py --clinic benchmarks/results/clinic.json
-                                           [--cases a,b] [--fixtures DIR]
+                                           [--clinic ...] [--cases a,b] [--fixtures DIR]
 
 Each clinic case whose diagnosis relaunched its server with the draft trace (the ``replay``
 experiment: its ``out/draft-trace-*.jsonl`` beside the case's served files ``m1``, ``m2``,
@@ -126,13 +126,13 @@ def text(rows: list[dict[str, Any]], head: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--clinic", type=Path, required=True,
-                    help="a clinic.json whose last run's cases left their folders")
+    ap.add_argument("--clinic", type=Path, required=True, action="append",
+                    help="a clinic.json whose runs' cases left their folders (repeatable)")
     ap.add_argument("--cases", default="")
     ap.add_argument("--fixtures", type=Path, default=None)
     a = ap.parse_args(argv)
     names = {c for c in a.cases.split(",") if c}
-    runs = json.loads(a.clinic.read_text())["runs"]
+    runs = [r for path in a.clinic for r in json.loads(path.read_text())["runs"]]
     latest: dict[str, dict[str, Any]] = {}
     for run in runs:
         for row in run["rows"]:
