@@ -279,3 +279,70 @@ def test_the_search_and_held_out_halves_are_whole_requests_on_recorded_steps():
     assert loc.mechanism() is None
     loc.transforms = {"greedy": (even, every)}
     assert loc.mechanism()[1] is every
+
+
+def recorded_search(name: str) -> tuple[Replay, dict[str, list]]:
+    """A clinic case's real vLLM steps and, per transformation the search ran, its chain on
+    every compared step (stored only where it parts from the plain chain)."""
+    data = json.loads((FIXTURES / f"transforms_{name}.json").read_text())
+    assert "benchmarks/replay_transforms.py" in data["about"]
+    r = Replay.from_records(data["replay"])
+    chains = {t: [None if x.chain is None or not x.drafts
+                  else parted.get(str(i), list(x.chain[:len(x.drafts)]))
+                  for i, x in enumerate(r.records)]
+              for t, parted in data["chains"].items()}
+    return r, chains
+
+
+# Each clinic case below puts one fault into real vLLM (a lab patch), one per family and
+# drafter type; the search on its recorded steps names the transformation of that family.
+NAMED = {"up_draft_positions_behind": "positions-1",        # draft model, positions
+         "up_dflash_block_behind_two": "positions-2",       # DFlash, positions
+         "up_mtp_residual_normed": "norm-before-residual",  # MTP, norm
+         "up_eagle3_aux_partial_sum": "taps-mlp-half",      # EAGLE3, taps
+         "up_dflash_aux_partial_sum": "taps-mlp-half",      # DFlash, taps
+         "up_eagle3_aux_quarter_sum": "taps-mlp-quarter"}   # EAGLE3, taps at another size
+
+
+@pytest.mark.parametrize("name", sorted(NAMED))
+def test_the_search_names_the_mechanism_of_a_real_engine_fault(name):
+    from specdoctor.oracle import transforms as T
+
+    r, chains = recorded_search(name)
+    loc = D.localise({"greedy": r})
+    loc.transforms = {"greedy": tuple(D.transform_check(r, T.by_id(t), ch)
+                                      for t, ch in chains.items())}
+    picked = loc.mechanism()
+    assert picked is not None and picked[1].transform.id == NAMED[name], \
+        [c.to_json() for c in loc.transforms["greedy"]]
+    # every other transformation is contradicted or falls short on the held-out requests
+    assert [c.transform.id for c in loc.transforms["greedy"] if c.explains] == [NAMED[name]]
+    found = {f.hypothesis: f for f in D.decide(loc)}
+    t = T.by_id(NAMED[name])
+    assert found[t.hypothesis].verdict is Verdict.CONFIRMED
+    assert found[t.hypothesis].mechanism == t.id and found[t.hypothesis].basis == "replay"
+
+
+def test_real_drafts_no_transformation_reproduces_stay_a_localisation():
+    """An MTP layer fed its prompt entries one position off (vLLM issue #14647's mechanism,
+    not in the library): 5 steps differ, no transformation reproduces them, and
+    engine-drafting says the mechanism is not determined, with what was tried."""
+    from specdoctor.oracle import transforms as T
+
+    r, chains = recorded_search("up_mtp_prompt_unshifted")
+    loc = D.localise({"greedy": r})
+    loc.transforms = {"greedy": tuple(D.transform_check(r, T.by_id(t), ch)
+                                      for t, ch in chains.items())}
+    assert loc.drafting["greedy"].differs and loc.mechanism() is None
+    f = {f.hypothesis: f for f in D.decide(loc)}["engine-drafting"]
+    assert f.verdict is Verdict.CONFIRMED and f.mechanism is None
+    assert "mechanism not determined" in f.evidence and "positions+1" in f.evidence
+
+
+def test_a_real_engine_whose_drafts_are_its_drafters_is_named_by_nothing():
+    """The reduced-head DFlash whose overwrite did not take: every draft is the drafter's own
+    (0 of 212 steps differ), and no transformation is searched or named."""
+    r, chains = recorded_search("up_dflash_own_head_overwritten")
+    assert not D.drafting(r).differ and chains == {}
+    v = {f.hypothesis: f.verdict for f in D.decide(D.localise({"greedy": r}))}
+    assert v["engine-drafting"] is Verdict.EXCLUDED and v["rope-sync"] is Verdict.EXCLUDED
