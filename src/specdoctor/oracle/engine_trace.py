@@ -330,7 +330,8 @@ def transformed_chains(engine: Sequence[EngineRequest], replay: Replay, drafter:
                 out[tid].append(None)
             continue
         for t in transforms:
-            ch = drafter.chain_with(contexts[(r.request, r.row)], len(r.drafts), t) \
+            ch = drafter.chain_with(contexts[(r.request, r.row)], len(r.drafts), t,
+                                    prompt=len(engine[r.request].prompt_ids)) \
                 if t.id in live else None
             if ch is None:
                 live.discard(t.id)       # not applicable: the same for every context

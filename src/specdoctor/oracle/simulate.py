@@ -177,7 +177,8 @@ class ModelDrafter:
                 drafts.append(int(np.argmax(self._target_logits(lg))))
         return drafts
 
-    def chain_with(self, ids: Sequence[int], k: int, t: Any) -> list[int] | None:
+    def chain_with(self, ids: Sequence[int], k: int, t: Any, prompt: int | None = None
+                   ) -> list[int] | None:
         """The argmax chain run as transformation ``t`` says (``oracle.transforms``): a draft
         model runs the position family only; None for the others."""
         if t.knob != "positions" or not t.applies_to("draft_model"):

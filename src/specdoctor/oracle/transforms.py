@@ -14,6 +14,8 @@ draft model). A drafter type without that part does not run it, and says so
   sum at tensor parallel 2 or 4, as a scalar share of the whole MLP output; a real rank's
   partial sum is its shard of the MLP, not tried yet), or one position stale (the state of
   the token before);
+- ``tokens``: the prompt's entries paired one position late (each token with the state of
+  the position before; EAGLE3, MTP);
 - ``recursion``: the head's later draft steps fed the target's state again instead of its own
   output (EAGLE3, MTP; a DFlash block has no recursion);
 - ``norm``: a norm moved before the residual (the state a head's first layer is fed, or its
@@ -24,8 +26,8 @@ draft model). A drafter type without that part does not run it, and says so
 - ``attention``: a DFlash block's attention made causal (or not), its window dropped.
 
 Not tried (say so where the mechanism stays open): draft KV kept where it should be
-recomputed, and the prompt's entries paired one position off, which need the engine's step
-history rather than a context; what a draft model's own layers do beyond its positions.
+recomputed, which needs the engine's step history rather than a context; what a draft
+model's own layers do beyond its positions.
 
 A transformation names a mechanism only when it reproduces the engine's drafts on held-out
 steps where the plain chain does not (``experiments.replay.decide.transform_check``).
@@ -44,7 +46,7 @@ AUX = ("eagle3", "dflash")
 @dataclass(frozen=True)
 class Transform:
     id: str
-    family: str          # positions | taps | recursion | norm | weights | attention
+    family: str          # positions | taps | tokens | recursion | norm | weights | attention
     hypothesis: str      # the catalogue hypothesis it names: rope-sync or engine-drafting
     mechanism: str       # what the engine does to the drafter, in words
     methods: tuple[str, ...]   # drafter types that have the part it touches
@@ -84,6 +86,10 @@ LIBRARY: tuple[Transform, ...] = (
     Transform("taps-stale", "taps", "engine-drafting",
               "the head is fed the target's state of the token before (one position stale)",
               HEADS, "tap_lag", 1),
+    Transform("prompt-entries-late", "tokens", "engine-drafting",
+              "the prompt's entries pair each token with the target state of the position "
+              "before (the first token kept, a zero state first): every prompt entry one "
+              "position late", ("eagle3", "mtp"), "prompt_unshifted", True),
     Transform("recursion-from-target", "recursion", "engine-drafting",
               "the head's later draft steps are fed the target's state again instead of the "
               "head's own output", ("eagle3", "mtp"), "recursion_from_target", True),
@@ -109,8 +115,7 @@ LIBRARY: tuple[Transform, ...] = (
               ("dflash",), "window_dropped", True),
 )
 
-NOT_TRIED = ("draft KV kept where it should be recomputed",
-             "the prompt's entries paired with the state one position off")
+NOT_TRIED = ("draft KV kept where it should be recomputed",)
 
 
 def applicable(method: str) -> tuple[Transform, ...]:

@@ -67,7 +67,7 @@ def _engine(drafter, traces, t=None, swap=False) -> list[engine_trace.EngineRequ
                 if swap and d:
                     d = [(d[0] + 1) % 1000 if d[0] == text[done] else d[0]] + d[1:]
             else:
-                d = drafter.chain_with(ctx, K, t)
+                d = drafter.chain_with(ctx, K, t, prompt=len(tr.prompt_ids))
                 assert d is not None, t.id
             a = 0
             while a < len(d) and done + a < len(text) and d[a] == text[done + a]:
@@ -116,12 +116,12 @@ def test_every_transformation_a_drafter_runs_gives_a_chain_or_has_the_reason_not
     reason; those of ``ENGINES`` move some chain off the plain one; the drafter is left as it
     was."""
     method, _, drafter, traces = lab
-    contexts = [list(tr.prompt_ids) + list(tr.output_ids[:j]) for tr in traces
-                for j in range(2, MAX_TOKENS, 2)]
-    plain = [drafter.argmax_chain(c, K)[0] for c in contexts]
+    contexts = [(list(tr.prompt_ids) + list(tr.output_ids[:j]), len(tr.prompt_ids))
+                for tr in traces for j in range(2, MAX_TOKENS, 2)]
+    plain = [drafter.argmax_chain(c, K)[0] for c, _ in contexts]
     moved = set()
     for t in transforms.applicable(method):
-        chains = [drafter.chain_with(c, K, t) for c in contexts]
+        chains = [drafter.chain_with(c, K, t, prompt=n) for c, n in contexts]
         if chains[0] is None:
             assert _why_none(drafter, t), t.id
             continue
@@ -129,7 +129,10 @@ def test_every_transformation_a_drafter_runs_gives_a_chain_or_has_the_reason_not
         if chains != plain:
             moved.add(t.id)
     assert set(ENGINES[method]) <= moved, (set(ENGINES[method]) - moved)
-    assert plain == [drafter.argmax_chain(c, K)[0] for c in contexts]
+    assert plain == [drafter.argmax_chain(c, K)[0] for c, _ in contexts]
+    # without the prompt's length, the prompt's entries cannot be moved
+    late = [t for t in transforms.applicable(method) if t.knob == "prompt_unshifted"]
+    assert all(drafter.chain_with(contexts[0][0], K, t) is None for t in late)
 
 
 def test_the_search_names_the_transformation_an_engine_runs_and_no_other(lab):

@@ -57,6 +57,7 @@ class Eagle3Head:
     recursion_from_target: bool = False
     residual_normed: bool = False
     recursion_norm_flipped: bool = False
+    prompt_unshifted: int = 0     # the prompt's entries one position late (its length; 0: not)
 
     @property
     def eps(self) -> float:
@@ -99,6 +100,8 @@ class Eagle3Head:
         before_residual = self.norm_before_residual != self.residual_normed
         norm_output = self.norm_output != self.recursion_norm_flipped
         tok = torch.cat([ids[:, 1:], ids.new_zeros(b, 1)], 1)
+        if self.prompt_unshifted:
+            tok, hidden = ops.unshift_prompt(tok, hidden, ids, self.prompt_unshifted)
         keys: list[list[torch.Tensor]] = [[] for _ in self.layers]
         vals: list[list[torch.Tensor]] = [[] for _ in self.layers]
         base = torch.arange(t, device=ids.device)

@@ -127,15 +127,23 @@ class HeadDrafter:
         return self.chain_with(ids, k, Transform(f"positions{offset:+d}", "positions", "",
                                                  "", (self.head.method,), "positions", offset))
 
-    def chain_with(self, ids: Sequence[int], k: int, t: Transform) -> list[int] | None:
+    def chain_with(self, ids: Sequence[int], k: int, t: Transform,
+                   prompt: int | None = None) -> list[int] | None:
         """The argmax chain of the head run as transformation ``t`` says
-        (``oracle.transforms``); None where ``t`` changes nothing for this head (a weight it
-        already shares with the target, a window it does not have) or does not apply."""
+        (``oracle.transforms``; ``prompt``: how many of ``ids`` are the request's prompt);
+        None where ``t`` changes nothing for this head (a weight it already shares with the
+        target, a window it does not have), does not apply, or needs the prompt's length."""
         import torch
+        from dataclasses import replace
 
         if len(ids) < 2 or not t.applies_to(self.head.method):
             return None
-        head = self._edited(t)
+        if t.knob == "prompt_unshifted":
+            if not prompt or not hasattr(self.head, t.knob):
+                return None
+            head: Head | None = replace(self.head, prompt_unshifted=prompt)  # type: ignore
+        else:
+            head = self._edited(t)
         if head is None:
             return None
         x = torch.tensor([list(ids)], device=self.device)

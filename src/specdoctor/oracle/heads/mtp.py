@@ -61,6 +61,7 @@ class MiMoMTP:
     recursion_from_target: bool = False
     residual_normed: bool = False
     recursion_norm_flipped: bool = False
+    prompt_unshifted: int = 0     # the prompt's entries one position late (its length; 0: not)
 
     def to(self, device: str, dtype: torch.dtype) -> MiMoMTP:
         return replace(self, layer=self.layer.to(device, dtype),
@@ -74,8 +75,11 @@ class MiMoMTP:
 
         eps = self.attn.eps
         b, t = ids.shape
-        hidden = streams[0]
+        given = streams[0]
         tok = torch.cat([ids[:, 1:], ids.new_zeros(b, 1)], 1)
+        hidden = given
+        if self.prompt_unshifted:
+            tok, hidden = ops.unshift_prompt(tok, hidden, ids, self.prompt_unshifted)
         keys: list[torch.Tensor] = []
         vals: list[torch.Tensor] = []
         base = torch.arange(t, device=ids.device)
@@ -97,7 +101,7 @@ class MiMoMTP:
             m = self.layer.mlp(ops.rms_norm(r, self.layer.post_norm, eps))
             out = ops.rms_norm(m + r, self.final_norm, eps)
             logits = ops.linear(out, self.lm_head)
-            hidden = (streams[0] if self.recursion_from_target
+            hidden = (given if self.recursion_from_target
                       else (m + r) if self.recursion_norm_flipped else out)
             tok = logits.argmax(-1)
             drafted.append(tok)

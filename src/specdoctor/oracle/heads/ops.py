@@ -143,3 +143,21 @@ def to_target_vocab(logits: torch.Tensor, d2t: torch.Tensor | None) -> torch.Ten
     src.scatter_reduce_(0, targets, torch.arange(len(d2t), device=d2t.device), reduce="amax")
     out = logits[..., src.clamp(min=0)]
     return out.masked_fill(src < 0, float("-inf"))
+
+
+def unshift_prompt(tok: torch.Tensor, hidden: torch.Tensor, ids: torch.Tensor, prompt: int
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """A head's first-pass inputs with the prompt's entries one position late, as vLLM V0's
+    EAGLE/MTP paired them (vLLM issue #14647): entry p of the prompt (p < prompt - 1, the
+    sample slot excepted) holds token p and the target state of p - 1 (zeros at the first)
+    instead of token p + 1 and the state of p; the entries after the prompt as they were."""
+    import torch
+
+    n = max(min(prompt, ids.shape[1]) - 1, 0)
+    if n == 0:
+        return tok, hidden
+    tok, hidden = tok.clone(), hidden.clone()
+    tok[:, :n] = ids[:, :n]
+    late = torch.cat([torch.zeros_like(hidden[:, :1]), hidden[:, :n - 1]], 1)
+    hidden[:, :n] = late
+    return tok, hidden
