@@ -6,7 +6,8 @@ clinic: which transformation of the reference drafter reproduces each case's dra
 
 Each clinic case whose diagnosis relaunched its server with the draft trace (the ``replay``
 experiment: its ``out/draft-trace-*.jsonl`` beside the case's served files ``m1``, ``m2``,
-``tok``, under the case's temporary folder named in its row's command) is replayed here
+``tok``, under the case's temporary folder named in its row's command; the first such
+diagnosis of the case) is replayed here
 offline: the trace's greedy steps re-scored by the oracle's models
 (``oracle.engine_trace.replay``), every transformation of ``oracle.transforms`` that the
 drafter runs computed on every compared step (``engine_trace.transformed_chains``), and the
@@ -133,10 +134,14 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     names = {c for c in a.cases.split(",") if c}
     runs = [r for path in a.clinic for r in json.loads(path.read_text())["runs"]]
+    # per case, the first diagnosis that left a trace (later ones recorded the same fault again)
     latest: dict[str, dict[str, Any]] = {}
-    for run in runs:
+    for run in sorted(runs, key=lambda r: r["date"]):
         for row in run["rows"]:
-            if "right" in row and (not names or row["case"] in names):
+            d = case_dir(row)
+            if ("right" in row and (not names or row["case"] in names)
+                    and row["case"] not in latest and d is not None
+                    and any((d / "out").glob("draft-trace-*.jsonl"))):
                 latest[row["case"]] = row
     head = {"commit": git_commit(), "date": utc_now(), "load_before": load()}
     rows = []
