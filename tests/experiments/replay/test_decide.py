@@ -297,6 +297,7 @@ def recorded_search(name: str) -> tuple[Replay, dict[str, list]]:
 # Each clinic case below puts one fault into real vLLM (a lab patch), one per family and
 # drafter type; the search on its recorded steps names the transformation of that family.
 NAMED = {"up_draft_positions_behind": "positions-1",        # draft model, positions
+         "up_mtp_prompt_unshifted": "prompt-entries-late",  # MTP, tokens
          "up_dflash_block_behind_two": "positions-2",       # DFlash, positions
          "up_mtp_residual_normed": "norm-before-residual",  # MTP, norm
          "up_eagle3_aux_partial_sum": "taps-mlp-half",      # EAGLE3, taps
@@ -324,19 +325,22 @@ def test_the_search_names_the_mechanism_of_a_real_engine_fault(name):
 
 
 def test_real_drafts_no_transformation_reproduces_stay_a_localisation():
-    """An MTP layer fed its prompt entries one position off (vLLM issue #14647's mechanism,
-    not in the library): 5 steps differ, no transformation reproduces them, and
-    engine-drafting says the mechanism is not determined, with what was tried."""
+    """The MTP layer fed its prompt entries one position late (vLLM issue #14647): with the
+    tokens family taken out of the search, 5 steps differ and nothing else reproduces them, so
+    engine-drafting says the mechanism is not determined, with what was tried; with it, that
+    transformation alone is named."""
     from specdoctor.oracle import transforms as T
 
     r, chains = recorded_search("up_mtp_prompt_unshifted")
+    checks = tuple(D.transform_check(r, T.by_id(t), ch) for t, ch in chains.items())
     loc = D.localise({"greedy": r})
-    loc.transforms = {"greedy": tuple(D.transform_check(r, T.by_id(t), ch)
-                                      for t, ch in chains.items())}
+    loc.transforms = {"greedy": tuple(c for c in checks if c.transform.family != "tokens")}
     assert loc.drafting["greedy"].differs and loc.mechanism() is None
     f = {f.hypothesis: f for f in D.decide(loc)}["engine-drafting"]
     assert f.verdict is Verdict.CONFIRMED and f.mechanism is None
-    assert "mechanism not determined" in f.evidence and "positions+1" in f.evidence
+    assert "mechanism not determined" in f.evidence and "positions-1" in f.evidence
+    loc.transforms = {"greedy": checks}
+    assert loc.mechanism()[1].transform.id == "prompt-entries-late"
 
 
 def test_a_real_engine_whose_drafts_are_its_drafters_is_named_by_nothing():
