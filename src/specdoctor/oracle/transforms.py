@@ -95,8 +95,9 @@ LIBRARY: tuple[Transform, ...] = (
               "head's own output", ("eagle3", "mtp"), "recursion_from_target", True),
     Transform("norm-before-residual", "norm", "engine-drafting",
               "the state the head's first layer is fed is normed before it becomes the "
-              "residual (or, where the checkpoint norms it, is not)", HEADS,
-              "residual_normed", True),
+              "residual (EAGLE3: its hidden norm, norm_before_residual the other way round; "
+              "MTP and DFlash: the layer's input norm run once more, before the layer, as an "
+              "extra norm the checkpoint does not have)", HEADS, "residual_normed", True),
     Transform("recursion-norm-flipped", "norm", "engine-drafting",
               "the head's output fed to its next draft step has its final norm dropped (or "
               "added where the checkpoint drops it)", ("eagle3", "mtp"),
