@@ -393,4 +393,24 @@ FAMILY_CASES = [
                   "(tensor parallel 4) instead of its half",
          how="patch EagleModelMixin._maybe_add_hidden_state to capture residual + 0.25 x the "
              "layer output"),
+    # -- committed with their keys before either was diagnosed: two more position siblings
+    Case("up-dflash-block-ahead", "rope-sync",
+         lab_drafter("dflash", packs=(DFLASH_FIX, "dflash-block-ahead")),
+         "trained DFlash, served with the engine's DFlash k_norm defect fixed; the draft "
+         "block's queries are handed positions one higher than the context (runtime patch)",
+         origin="upstream", twin="healthy-dflash", part="drafting",
+         cite="ikawrakow/ik_llama.cpp PR #2296, the other direction",
+         upstream="sibling in the other direction of up-dflash-block-behind (the block roped "
+                  "one position early): one position late",
+         how="patch DFlashProposer.build_model_inputs_first_pass: the query positions it "
+             "returns raised by one; the context KV keeps its positions"),
+    Case("up-draft-positions-ahead-two", "rope-sync",
+         lambda tmp: draft_model(tmp, env=pack("draft-pos-ahead-two", tmp)),
+         "self-draft; every draft decode step runs its rotary embedding two positions ahead "
+         "(runtime patch)",
+         origin="upstream", twin="healthy-self", part="drafting",
+         cite="sgl-project/sglang PR #25015, at another size",
+         upstream="sibling at another size of up-draft-positions-ahead: two positions ahead",
+         how="patch SpecDecodeBaseProposer._update_positions_dependent_metadata: slot mapping "
+             "and lengths as computed, positions handed to the draft model +2"),
 ]

@@ -9,7 +9,7 @@ vLLM 0.32's DFlash proposer writes the context's positions and slots to buffers 
 and hands the model the block's query positions in ``build_model_inputs_first_pass``. This
 wrapper keeps everything the original computes and lowers those query positions by one
 (clamped at 0); the context KV is stored at its true positions. ``first_pass_two``: two
-positions lower.
+positions lower; ``first_pass_ahead``: one position higher (the other direction).
 """
 
 
@@ -24,4 +24,11 @@ def first_pass_two(original, self, *args, **kwargs):
     inputs, n = original(self, *args, **kwargs)
     inputs = dict(inputs)
     inputs["positions"] = (inputs["positions"] - 2).clamp(min=0)
+    return inputs, n
+
+
+def first_pass_ahead(original, self, *args, **kwargs):
+    inputs, n = original(self, *args, **kwargs)
+    inputs = dict(inputs)
+    inputs["positions"] = inputs["positions"] + 1
     return inputs, n
