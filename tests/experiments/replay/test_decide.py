@@ -350,3 +350,20 @@ def test_a_real_engine_whose_drafts_are_its_drafters_is_named_by_nothing():
     assert not D.drafting(r).differ and chains == {}
     v = {f.hypothesis: f.verdict for f in D.decide(D.localise({"greedy": r}))}
     assert v["engine-drafting"] is Verdict.EXCLUDED and v["rope-sync"] is Verdict.EXCLUDED
+
+
+def test_a_healthy_drafter_served_in_bfloat16_stays_healthy_on_real_vllm():
+    """A self-draft served with --dtype bfloat16 (benchmarks/replay_bf16.py): its steps
+    re-scored at bfloat16, the band from the same drafter at fp32 on the same contexts. The
+    replay names no cause: engine-drafting and rope-sync excluded, the verifier too."""
+    data = json.loads((FIXTURES / "bf16_self_bf16.json").read_text())
+    assert "benchmarks/replay_bf16.py" in data["about"] and "bfloat16" in data["about"]
+    r = Replay.from_records(data["replay"])
+    band = D.numerics_band(r, data["fp32_chains"], "bfloat16")
+    assert band.steps == sum(1 for x in r.records if x.chain is not None) > 20
+    check = D.drafting(r, band=band)
+    assert not check.differs, (check.to_json(), band.to_json())
+    v = {f.hypothesis: f.verdict for f in D.decide(D.localise({"greedy": r},
+                                                              {"greedy": band}))}
+    assert v == {"rejection-sampler": Verdict.EXCLUDED, "engine-drafting": Verdict.EXCLUDED,
+                 "rope-sync": Verdict.EXCLUDED}
