@@ -142,6 +142,13 @@ def _own_head_block_permuted(d: Path) -> None:
     d2t_block_permuted(d, size=128, seed=11)
 
 
+def _own_head_shifted_on(d: Path) -> None:
+    """The DFlash drafter with a reduced head of its own whose d2t is off by one on draft ids
+    100 to 175 (t2d unchanged, so the two tables disagree there)."""
+    own_reduced_head(d)
+    d2t_shifted_on(d)
+
+
 def _vocab_block_late(d: Path) -> None:
     permute_vocab_block(d, lo=384, hi=512, seed=11)
 
@@ -413,4 +420,16 @@ FAMILY_CASES = [
          upstream="sibling at another size of up-draft-positions-ahead: two positions ahead",
          how="patch SpecDecodeBaseProposer._update_positions_dependent_metadata: slot mapping "
              "and lengths as computed, positions handed to the draft model +2"),
+    # -- committed with its key before it was diagnosed, after up-dflash-d2t-block-permuted's
+    # first try: a sibling on the same drafter type, another size and kind of map fault
+    Case("up-dflash-d2t-partial-shift", "tokenizer-mismatch",
+         lab_drafter("dflash", edit_draft=_own_head_shifted_on, packs=(DFLASH_FIX,)),
+         "trained DFlash given a reduced-vocabulary lm_head of its own whose d2t is off by one "
+         "on 76 draft ids, served with the engine's DFlash k_norm defect fixed (served files)",
+         origin="upstream", twin="dflash-own-head", part="drafter files",
+         cite="NVIDIA-NeMo/Automodel PR #2447 and sgl-project/SpecForge PR #534 (a vocabulary "
+              "map that does not belong to the head), on a DFlash map",
+         upstream="sibling on another drafter type of up-eagle3-d2t-partial-shift",
+         how="the reduced head of up-dflash-own-head-overwritten, its d2t of draft ids 100 to "
+             "175 replaced by that of the next draft id; t2d and lm_head untouched"),
 ]
