@@ -79,3 +79,66 @@ def test_the_repaired_copy_carries_the_new_map_and_every_other_tensor(tmp_path):
     np.testing.assert_array_equal(t["d2t"].numpy(), d2t)
     assert torch.equal(t["fc.weight"], w)
     np.testing.assert_array_equal(_read_map(src)[0], d2t + 1)   # the served files are untouched
+
+
+def test_a_dflash_drafter_with_a_map_of_its_own_gets_the_map_check(tmp_path):
+    """The map check follows the checkpoint, not the method: the lab's (ci) DFlash drafter
+    given a reduced head of its own with d2t and t2d, d2t off by one on a block of ids (the two
+    tables disagree there), is read through the map check, which rebuilds d2t from t2d and
+    confirms tokenizer-mismatch through the oracle; the same drafter without a map of its own
+    is checked as drafting in the target's vocabulary."""
+    import json
+    import shutil
+    import sys
+
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file, save_file
+
+    from specdoctor.bench.prompts import take
+    from specdoctor.experiments import common
+    from specdoctor.experiments.base import Context
+    from specdoctor.experiments.vocab import VocabMapCheck, ships_map
+    from specdoctor.lab import drafters
+    from specdoctor.launch import LaunchSpec
+    from specdoctor.verdict.findings import Verdict
+
+    target, draft = drafters.module("dflash").trained_pair("ci")
+
+    def ctx_for(d):
+        spec = json.dumps({"method": "dflash", "model": str(d), "num_speculative_tokens": 3})
+        la = LaunchSpec((sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model",
+                         str(target), "--dtype", "float32", "--speculative-config", spec))
+        ctx = Context(workdir=tmp_path / "w", launch=la, method="dflash", k=3,
+                      target_dir=target, draft_dir=d, prompts=tuple(take("code", 6)),
+                      max_tokens=24)
+        ctx.settings = common.settings(la)
+        ctx.workdir.mkdir(parents=True, exist_ok=True)
+        return ctx
+
+    plain = ctx_for(draft)
+    assert not ships_map(plain)
+    d = tmp_path / "reduced"
+    shutil.copytree(draft, d)
+    tensors = load_file(str(d / "model.safetensors"))
+    full = load_file(str(target / "model.safetensors"))["lm_head.weight"]  # shared by default
+    vocab = full.shape[0]
+    keep = torch.arange(0, vocab, 2)                       # every other target id
+    tensors["lm_head.weight"] = full[keep].contiguous()
+    ids = keep.clone()
+    ids[20:60] = keep[21:61]                               # off by one on 40 draft ids
+    tensors["d2t"] = (ids - torch.arange(len(keep))).to(torch.int64)
+    t2d = torch.zeros(vocab, dtype=torch.bool)
+    t2d[keep] = True
+    tensors["t2d"] = t2d
+    save_file(tensors, str(d / "model.safetensors"), metadata={"format": "pt"})
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["draft_vocab_size"] = len(keep)
+    (d / "config.json").write_text(json.dumps(cfg))
+    ctx = ctx_for(d)
+    assert ships_map(ctx)
+    res = VocabMapCheck().run(ctx, ("tokenizer-mismatch",))
+    f = res.findings[0]
+    assert res.numbers["has_d2t"] and res.numbers["consistent"] is False, res.numbers
+    assert f.verdict is Verdict.CONFIRMED and f.basis == "counterfactual", f.evidence

@@ -43,8 +43,11 @@ from specdoctor.served_files import read_config
 
 HID = "tokenizer-mismatch"
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer.model")
-MAP_METHODS = ("eagle3",)
-SAME_VOCAB_METHODS = ("dflash", "mtp")
+# Hidden-state drafters that draft in a vocabulary of their own when their checkpoint ships a
+# map (d2t) or a smaller draft_vocab_size, and in the target's otherwise: vLLM's EAGLE3 and
+# DFlash heads scatter their logits through d2t alike. An MTP layer drafts in the target's.
+HEAD_METHODS = ("eagle3", "dflash", "mtp")
+MAP_METHODS = ("eagle3",)         # always through the map check (no map: the target's vocabulary)
 
 
 def _digest(d: Path) -> dict[str, str]:
@@ -154,6 +157,18 @@ def check_map(d2t: np.ndarray, t2d: np.ndarray | None, vocab: int) -> MapCheck:
                            f"ones t2d marks ({how})", marked - np.arange(len(marked)))
 
 
+def ships_map(ctx: Context) -> bool:
+    """Whether the served drafter has a vocabulary of its own: a ``draft_vocab_size`` other
+    than the target's, or a ``d2t`` in its checkpoint (whatever the method)."""
+    if ctx.draft_dir is None or ctx.target_dir is None:
+        return False
+    cfg, tcfg = read_config(ctx.draft_dir), read_config(ctx.target_dir)
+    size = cfg.get("draft_vocab_size")
+    if size is not None and size != tcfg.get("vocab_size"):
+        return True
+    return _read_map(ctx.draft_dir)[0] is not None
+
+
 def _read_map(draft_dir: Path) -> tuple[np.ndarray | None, np.ndarray | None]:
     from safetensors import safe_open
 
@@ -236,7 +251,7 @@ class VocabMapCheck:
             return None
         if ctx.target_dir is None:
             return common.UNKNOWN_TARGET
-        if ctx.method in SAME_VOCAB_METHODS:
+        if ctx.method in HEAD_METHODS and ctx.method not in MAP_METHODS:
             return None
         if ctx.draft_dir is None:
             return common.UNKNOWN_DRAFT
@@ -249,9 +264,9 @@ class VocabMapCheck:
             return ExperimentResult(self.id, [Finding(HID, Verdict.EXCLUDED,
                                                       "prompt lookup proposes the target's own "
                                                       "tokens: no vocabulary to mismatch")])
-        if ctx.method in MAP_METHODS:
+        if ctx.method in MAP_METHODS or (ctx.method in HEAD_METHODS and ships_map(ctx)):
             return self._map(ctx)
-        if ctx.method in SAME_VOCAB_METHODS:
+        if ctx.method in HEAD_METHODS:
             return self._same_vocab(ctx)
         return self._tokenizers(ctx)
 
