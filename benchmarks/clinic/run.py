@@ -335,7 +335,7 @@ def run_case(case: Case, budget: float) -> dict:
     commit, clean = _commit(), _clean()   # the code diagnose runs is the code when it starts
     load_before = _load()
     t1 = time.monotonic()
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=3600)
+    proc = _diagnose(args)
     wall = time.monotonic() - t1
     row: dict = {**base, "commit": commit, "clean": clean, "about": case.about,
                  "build_s": round(build_s, 1), "diagnose_wall_s": round(wall, 1),
@@ -364,6 +364,25 @@ def run_case(case: Case, budget: float) -> dict:
     return row
 
 
+def _diagnose(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """``specdoctor diagnose`` in a session of its own, stopped with everything it started
+    (its servers) when this script is stopped or the diagnosis runs past an hour."""
+    import signal
+
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=3600)
+    except BaseException:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        raise
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
 def _quote(a: str) -> str:
     import shlex
 
@@ -377,6 +396,10 @@ def main() -> None:
     ap.add_argument("--drafters", choices=("full", "ci"), default="full",
                     help="training budget of the lab's EAGLE3/DFlash/MTP drafters")
     a = ap.parse_args()
+    import signal
+
+    # stopped with SIGTERM: unwind, so the running diagnosis and its servers are stopped too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     patients.DRAFTER_BUDGET[0] = a.drafters
     names = [c for c in a.cases.split(",") if c]
     unknown = sorted(set(names) - {c.name for c in CASES})
