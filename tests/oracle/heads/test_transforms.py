@@ -161,3 +161,13 @@ def test_a_correct_engine_and_one_drafting_other_tokens_are_named_by_no_transfor
     f = found["engine-drafting"]
     assert f.verdict.value == "confirmed" and f.mechanism is None
     assert "mechanism not determined" in f.evidence and "tried" in f.evidence
+
+
+def test_a_head_refuses_sampled_drafts_by_name(lab):
+    """Sampled drafts are not computed for hidden-state drafters: the refusal names the flag
+    (an input error, exit 2), whatever transformations the drafter also runs."""
+    from specdoctor.errors import InputError
+
+    _, _, drafter, traces = lab
+    with pytest.raises(InputError, match="--draft-sampling argmax"):
+        drafter.logits(list(traces[0].prompt_ids))

@@ -242,3 +242,9 @@ class HeadDrafter:
             self.target.forwards += 1
             self._every = (key, streams, mids)
         return self._every[1], self._every[2]
+
+    def logits(self, ids: Sequence[int]) -> Any:
+        from specdoctor.errors import InputError
+
+        raise InputError("sampled drafts (--draft-sampling probabilistic) are not computed for "
+                         "hidden-state drafters", "use --draft-sampling argmax (vLLM's default)")
