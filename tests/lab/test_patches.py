@@ -92,6 +92,44 @@ def test_dflash_block_behind_lowers_only_the_query_positions_by_one():
     assert inputs["input_ids"] is ids and pos.tolist() == [0, 1, 40, 41]  # the buffer untouched
 
 
+@pytest.mark.parametrize("name, by", [("first_pass_two", -2), ("first_pass_ahead", 1)])
+def test_the_dflash_block_siblings_move_the_query_positions_their_way(name, by):
+    torch = pytest.importorskip("torch")
+    wrapper = getattr(_load("dflash_block_behind"), name)
+    pos = torch.tensor([0, 1, 40, 41])
+
+    def original(self, n, m, mm):
+        return {"positions": pos}, m
+
+    inputs, _ = wrapper(original, object(), 4, 4, None)
+    assert inputs["positions"].tolist() == [max(p + by, 0) for p in (0, 1, 40, 41)]
+    assert pos.tolist() == [0, 1, 40, 41]
+
+
+@pytest.mark.parametrize("name, by", [("update", 1), ("behind", -1), ("ahead_two", 2)])
+def test_draft_decode_positions_move_by_a_fixed_offset_that_never_grows(name, by):
+    """vLLM's proposer writes each step's positions into its buffer and hands the next step
+    that buffer: the wrapper moves what it returns by ``by`` and starts the next step from the
+    true positions, so every step is ``by`` off its own and no more."""
+    torch = pytest.importorskip("torch")
+    wrapper = getattr(_load("draft_pos_ahead"), name)
+
+    class Proposer:
+        positions = torch.zeros(8, dtype=torch.long)
+
+    p = Proposer()
+
+    def original(self, positions):          # the next step's true positions, in the buffer
+        self.positions[:len(positions)] = positions + 1
+        return self.positions[:len(positions)]
+
+    out = wrapper(original, p, torch.tensor([5, 7]))
+    assert out.tolist() == [6 + by, 8 + by]
+    for step in (2, 3, 4):
+        out = wrapper(original, p, out)
+        assert out.tolist() == [5 + step + by, 7 + step + by]
+
+
 def test_stripped_source_keeps_the_code_and_drops_docstrings_and_comments():
     src = '"""Module doc naming vLLM PR #14464."""\n\n# a comment\ndef f(x):\n    """doc"""\n    return x + 1  # add\n'
     out = patches.stripped_source(src)

@@ -13,22 +13,20 @@ positions lower; ``first_pass_ahead``: one position higher (the other direction)
 """
 
 
-def first_pass(original, self, *args, **kwargs):
+def _moved(original, self, by, *args, **kwargs):
     inputs, n = original(self, *args, **kwargs)
     inputs = dict(inputs)
-    inputs["positions"] = (inputs["positions"] - 1).clamp(min=0)
+    inputs["positions"] = (inputs["positions"] + by).clamp(min=0)
     return inputs, n
+
+
+def first_pass(original, self, *args, **kwargs):
+    return _moved(original, self, -1, *args, **kwargs)
 
 
 def first_pass_two(original, self, *args, **kwargs):
-    inputs, n = original(self, *args, **kwargs)
-    inputs = dict(inputs)
-    inputs["positions"] = (inputs["positions"] - 2).clamp(min=0)
-    return inputs, n
+    return _moved(original, self, -2, *args, **kwargs)
 
 
 def first_pass_ahead(original, self, *args, **kwargs):
-    inputs, n = original(self, *args, **kwargs)
-    inputs = dict(inputs)
-    inputs["positions"] = inputs["positions"] + 1
-    return inputs, n
+    return _moved(original, self, 1, *args, **kwargs)
