@@ -38,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 HEADS = ("eagle3", "mtp", "dflash")
+OFFSETS = (1, -1, 2, -2)  # rotary position offsets of the draft decode steps tried
 ALL = ("draft_model", *HEADS)
 # heads fed the target's auxiliary captures (an MTP layer reads the model's last state)
 AUX = ("eagle3", "dflash")
@@ -69,7 +70,7 @@ def position(offset: int) -> Transform:
 
 
 LIBRARY: tuple[Transform, ...] = (
-    position(1), position(-1), position(2), position(-2),
+    *(position(o) for o in OFFSETS),
     Transform("taps-layer+1", "taps", "engine-drafting",
               "the target states the head reads are taken one layer later than its ids say",
               HEADS, "tap_shift", 1),

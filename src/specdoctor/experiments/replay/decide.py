@@ -70,7 +70,7 @@ SURE = 1e-6            # a correct verifier's outcome below this probability is 
 SURE_RATE_GAP = 0.10   # ... and the rate difference that must come with such outcomes (fp32
                        # oracle vs an engine whose p and q differ by numerics: a few points)
 BAND_FACTOR = 2        # drafts differ beyond numerics: more than this many bands (+ MIN_CLEAR)
-OFFSETS = (1, -1, 2, -2)  # rotary position offsets of the draft decode steps tried
+OFFSETS = T.OFFSETS    # rotary position offsets of the draft decode steps tried
 EXPLAINS = 0.8         # share of the clearly differing steps a transformed chain must reproduce
 CONTRADICTS = 0.1      # most steps, of those where transformed and plain chains part, on the plain
 

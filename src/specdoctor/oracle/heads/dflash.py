@@ -71,11 +71,6 @@ class DFlashHead:
                        **{n: getattr(self, n).to(device, dtype)
                           for n in ("fc", "hidden_norm", "norm", "embed", "lm_head")})
 
-    def draft_ids(self, logits: torch.Tensor) -> torch.Tensor:
-        """Target ids of the argmax draft tokens, through vLLM's scatter of the draft logits
-        onto the target's vocabulary (``ops.to_target_vocab``)."""
-        return ops.to_target_vocab(logits, self.d2t).argmax(-1)
-
     def drafts(self, streams: list[torch.Tensor], ids: torch.Tensor, k: int
                ) -> tuple[torch.Tensor, torch.Tensor]:
         """[B, T, k] drafts and margins per entry i: the block anchored at P = i + 1 (the

@@ -122,10 +122,9 @@ class HeadDrafter:
         """The argmax chain with the head's drafting positions ``offset`` away from their own
         (the head's ``pos_offset``: EAGLE3 and MTP the draft decode steps after the first, as a
         draft model's; DFlash the whole block's queries, which it drafts in one pass)."""
-        from specdoctor.oracle.transforms import Transform
+        from specdoctor.oracle.transforms import position
 
-        return self.chain_with(ids, k, Transform(f"positions{offset:+d}", "positions", "",
-                                                 "", (self.head.method,), "positions", offset))
+        return self.chain_with(ids, k, position(offset)) or []
 
     def chain_with(self, ids: Sequence[int], k: int, t: Transform,
                    prompt: int | None = None) -> list[int] | None:
