@@ -198,12 +198,12 @@ def test_a_transformation_picked_on_half_the_steps_must_hold_on_the_other_half()
     from specdoctor.oracle import transforms as T
 
     t = T.by_id("taps-stale")
-    fits = D.TransformCheck(t, differ=10, explained=10, parted=10, follows_plain=0,
+    fits = D.TransformCheck(t, parted=10, follows_plain=0,
                             search=(5, 5), held_out=(5, 5))
     # 8 of the 10 reproduced, but 3 of the 5 held out
-    overfit = D.TransformCheck(t, differ=10, explained=8, parted=10, follows_plain=0,
+    overfit = D.TransformCheck(t, parted=10, follows_plain=0,
                                search=(5, 5), held_out=(3, 5))
-    contradicted = D.TransformCheck(t, differ=10, explained=10, parted=20, follows_plain=10,
+    contradicted = D.TransformCheck(t, parted=20, follows_plain=10,
                                     search=(5, 5), held_out=(5, 5))
     assert fits.explains and overfit.candidate and not overfit.explains
     assert not contradicted.candidate and not contradicted.explains

@@ -387,12 +387,22 @@ class TransformCheck:
     held-out half by request (even requests search, odd ones are held out)."""
 
     transform: T.Transform
-    differ: int        # steps whose drafts differ clearly from the plain chain
-    explained: int     # ... and equal the transformed chain
     parted: int        # steps where the transformed chain differs from the plain one
     follows_plain: int  # ... and the engine's drafts are the plain chain's
-    search: tuple[int, int] = (0, 0)     # (explained, differ) on the search half
-    held_out: tuple[int, int] = (0, 0)   # ... on the held-out half
+    # (steps that equal the transformed chain, steps whose drafts differ clearly from the
+    # plain chain) on the search half and on the held-out half
+    search: tuple[int, int] = (0, 0)
+    held_out: tuple[int, int] = (0, 0)
+
+    @property
+    def differ(self) -> int:
+        """Steps whose drafts differ clearly from the plain chain."""
+        return self.search[1] + self.held_out[1]
+
+    @property
+    def explained(self) -> int:
+        """... and equal the transformed chain."""
+        return self.search[0] + self.held_out[0]
 
     @property
     def offset(self) -> int:
@@ -436,7 +446,7 @@ def transform_check(replay: Any, t: T.Transform, chains: list[list[int] | None],
                     near_tie: float = NEAR_TIE) -> TransformCheck:
     """``chains``: per record of ``replay``, the drafter's chain run as ``t`` says
     (``engine_trace.transformed_chains``; None where not compared or not applicable)."""
-    differ = explained = parted = plain = 0
+    parted = plain = 0
     halves = [[0, 0], [0, 0]]
     for r, ch in zip(replay.records, chains):
         if ch is None or r.chain is None or not r.drafts:
@@ -451,13 +461,11 @@ def transform_check(replay: Any, t: T.Transform, chains: list[list[int] | None],
             #                                    request are alike, so none is held out of itself
             half[0] += same
             half[1] += 1
-            differ += 1
-            explained += same
         if list(ch[:n]) != list(r.chain[:n]):
             parted += 1
             plain += j is None
-    return TransformCheck(t, differ, explained, parted, plain,
-                          (halves[0][0], halves[0][1]), (halves[1][0], halves[1][1]))
+    return TransformCheck(t, parted, plain, (halves[0][0], halves[0][1]),
+                          (halves[1][0], halves[1][1]))
 
 
 def positions(replay: Any, offset: int, shifted: list[list[int] | None],
