@@ -102,6 +102,8 @@ class HeadDrafter:
         # every layer's stream of the last context a transformed chain read (``_layers``)
         self._every: tuple[tuple[int, ...], list[torch.Tensor],
                            dict[int, torch.Tensor]] | None = None
+        # the head as each transformation edits it (None: nothing to edit), made once
+        self._edits: tuple[Head | None, dict[str, Head | None]] = (None, {})
 
     def reset(self) -> None:
         pass
@@ -142,7 +144,11 @@ class HeadDrafter:
                 return None
             head: Head | None = replace(self.head, prompt_unshifted=prompt)  # type: ignore
         else:
-            head = self._edited(t)
+            if self._edits[0] is not self.head:  # made for another head: start again
+                self._edits = (self.head, {})
+            if t.id not in self._edits[1]:       # the same edit for every context
+                self._edits[1][t.id] = self._edited(t)
+            head = self._edits[1][t.id]
         if head is None:
             return None
         x = torch.tensor([list(ids)], device=self.device)
