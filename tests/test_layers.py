@@ -34,7 +34,7 @@ LAYERS: dict[str, int] = {
     "verdict": 3, "oracle": 2, "bench": 2, "sources": 2, "report": 2, "acceptance": 1,
 }
 BESIDE = frozenset({"launch", "recon", "packs", "store", "errors", "paths", "methods", "textfile",
-                    "safe_text",
+                    "safe_text", "gguf_files",
                     "served_files", "__init__"})
 FORBIDDEN = {("experiments", "diagnose"), ("oracle", "store"), ("lab", "experiments"),
              ("diagnose", "lab"), ("experiments", "lab"), ("oracle", "bench"),

@@ -22,7 +22,7 @@ ANSWER_S = 0.05      # a small model's whole request
 THREAD_START_S = 0.04
 
 
-def _answer(url, model, prompt, params, index=0):
+def _answer(url, model, prompt, params, index=0, engine="vllm"):
     t0 = time.perf_counter()
     time.sleep(ANSWER_S)
     return {"usage": {"completion_tokens": 48}, "choices": [{"text": "x"}]}, time.perf_counter() - t0

@@ -125,3 +125,50 @@ def test_served_gguf_is_the_lab_model(server: object) -> None:
         with torch.no_grad():
             greedy = model.generate(torch.tensor([ids]), max_new_tokens=16, do_sample=False)
         assert served == greedy[0, len(ids):].tolist(), prompt
+
+
+def test_drafts_per_request_are_steps_within_one_of_the_servers_count(measured: object) -> None:
+    m = measured
+    drafts = [r.profile.drafts for r in m.requests]
+    assert all(d is not None and d > 0 for d in drafts), drafts
+    # each request's steps: completion tokens - 1 - accepted; over the run at most one a request
+    # more than the drafts the server counted (a last step with no room to draft)
+    assert all(d == r.completion_tokens - 1 - r.profile.accepted_tokens
+               for d, r in zip(drafts, m.requests))
+    assert 0 <= sum(drafts) - m.total.drafts <= len(drafts)
+    assert any("drafts per request are its steps" in n for n in m.notes), m.notes
+
+
+def test_requests_sample_from_temperature_and_top_p_alone() -> None:
+    from specdoctor.bench import measure
+
+    body = measure.request_body("lab", "x", measure.MeasureParams(temperature=1.0, top_p=0.95),
+                                engine="llamacpp")
+    # llama-server's own defaults (top_k 40, min_p 0.05) would narrow the target's distribution
+    assert (body["top_k"], body["min_p"], body["repeat_penalty"]) == (0, 0.0, 1.0)
+    assert "top_k" not in measure.request_body("m", "x", measure.MeasureParams())
+
+
+def test_diagnose_reads_the_gguf_pair_meets_its_oracle_and_runs_nothing_of_vllms(
+        tmp_path) -> None:
+    """The lab's trained target (f32) with its small trained drafter (q8_0) on llama-server:
+    the oracle reads the two GGUF files, greedy meets it, no cause is named, and what needs
+    vLLM's internals is not applicable, never run, never excluding anything."""
+    import json
+
+    from specdoctor.lab import llamacpp
+    from tests.conftest import run_cli
+
+    plan = llamacpp.plan(llamacpp.LlamaCppRequest(k=K, port=free_port(), target="trained",
+                                                  draft="small", draft_type="q8_0"))
+    r = run_cli("diagnose", "--launch", plan.spec.shell_command(), "-o", str(tmp_path),
+                "--json", "--db", str(tmp_path / "db.sqlite"), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads(r.stdout)
+    assert "oracle" in d["signature"]["evidence"] and "within 5%" in d["signature"]["evidence"]
+    assert d["root_cause"] is None
+    ledger = {e["id"]: e for e in d["ledger"]}
+    for hid in ("engine-drafting", "rejection-sampler"):
+        assert ledger[hid]["verdict"] == "inconclusive"
+        assert any("not applicable to llama.cpp" in ev for ev in ledger[hid]["evidence"])
+    assert ledger["tokenizer-mismatch"]["verdict"] == "excluded"

@@ -72,3 +72,16 @@ def test_pairs_are_each_steps_first_draft_beside_the_targets_token():
     (p,) = fingerprint.pairs_from_traces([t])
     assert p.prompt_index == 3
     assert p.slots.tolist() == [5, 7] and p.nexts.tolist() == [5, 8]
+
+
+def test_a_learned_map_is_made_one_to_one_keeping_the_id_that_maps_to_itself() -> None:
+    from specdoctor.oracle.fingerprint import one_to_one
+
+    # a block 3..4 shifted by one: its last id lands on 5, which maps to itself and keeps it
+    assert one_to_one([0, 1, 2, 4, 5, 5, 6]) == ([0, 1, 2, 4, -1, 5, 6], [4])
+    # a weak drafter's confusion (it says 1 where the target says 2): no map at all
+    assert one_to_one([0, 1, 1, 3]) == ([0, 1, -1, 3], [2])
+    # a permutation is left as it is; unmapped ids stay unmapped
+    assert one_to_one([1, 0, -1, 2]) == ([1, 0, -1, 2], [])
+    # two moved ids on one target and no identity: the lower keeps it
+    assert one_to_one([5, 5, 2, 3, 4, 0]) == ([5, -1, 2, 3, 4, 0], [1])

@@ -47,7 +47,8 @@ def _data():
                                       "bad-status", "planned-without-command", "module-elsewhere",
                                       "no-traits", "no-side", "unknown-side", "unknown-trait",
                                       "unknown-rival", "no-basis", "unknown-basis",
-                                      "rule-without-text"])
+                                      "rule-without-text", "not-on-unknown-engine",
+                                      "not-on-without-reason"])
 def test_inconsistent_catalogues_are_refused(breakage):
     data = copy.deepcopy(_data())
     h = data["hypotheses"][0]
@@ -82,6 +83,10 @@ def test_inconsistent_catalogues_are_refused(breakage):
         data["experiments"]["logs-scan"]["confirms_by"] = "intuition"
     elif breakage == "rule-without-text":
         data["rules"] = [r for r in data["rules"] if r["id"] != "drafting-not-config"]
+    elif breakage == "not-on-unknown-engine":
+        data["experiments"]["replay"]["not_on"] = {"tgi": "its internals"}
+    elif breakage == "not-on-without-reason":
+        data["experiments"]["replay"]["not_on"] = {"llamacpp": " "}
     else:
         data["hypotheses"].append(dict(h))
     with pytest.raises(C.CatalogueError):
@@ -176,3 +181,15 @@ def test_a_confirmation_rests_on_its_experiments_basis_or_its_rules():
     assert cat.confirms_by("oracle-greedy") == "comparison"
     assert cat.confirms_by("rule:oracle-equal-low") == "elimination"
     assert cat.confirms_by("rule:root-cause") is None and cat.confirms_by("nope") is None
+
+
+def test_experiments_that_read_vllms_internals_do_not_apply_to_llamacpp():
+    cat = C.load()
+    na = {e.id for e in cat.experiments.values() if e.not_applicable("llamacpp")}
+    # what runs inside vLLM's Python process, or relaunches with vLLM's own flags or files
+    assert {"replay", "verdict-patch", "probes", "taps", "astexec", "masks",
+            "relaunch-counterfactual", "compile-cache-ab"} <= na
+    # what reads the served weights, measures the server or relaunches it plainly applies
+    assert not na & {"oracle-greedy", "oracle-sampled", "vocab-map-check", "spec-off-baseline",
+                     "concurrency-ab", "repeat-ab", "trained-depth"}
+    assert all(e.not_applicable("vllm") is None for e in cat.experiments.values())

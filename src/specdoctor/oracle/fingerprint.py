@@ -111,3 +111,23 @@ def shape(learned: Sequence[int], served: Sequence[int]) -> Shape:
         targets.setdefault(t, []).append(j)
     many = {t: tuple(ids) for t, ids in targets.items() if len(ids) > 1}
     return Shape(moved, tuple(swaps), tuple(cycles), tuple(offsets), many)
+
+
+def one_to_one(mapping: Sequence[int]) -> tuple[list[int], list[int]]:
+    """A learned draft-to-target map made one-to-one, as a vocabulary map must be (pure).
+
+    Where several draft ids land on one target id, the id that maps to itself keeps it (else
+    the lowest); the others become unmapped (-1). A remapped block's edge collides so (a block
+    shifted by one sends its last id onto the next, unmoved id), and so do a weak drafter's
+    confusions (it proposes 72 where the target says 86, and 72 where the target says 72):
+    those are not a map at all. Returns the map and the draft ids unmapped."""
+    keep: dict[int, int] = {}
+    for d, t in enumerate(mapping):
+        if t < 0:
+            continue
+        held = keep.get(t)
+        if held is None or (d == t and held != t):
+            keep[t] = d
+    out = [t if t >= 0 and keep.get(t) == d else -1 for d, t in enumerate(mapping)]
+    dropped = [d for d, t in enumerate(mapping) if t >= 0 and out[d] < 0]
+    return out, dropped

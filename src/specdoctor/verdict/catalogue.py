@@ -32,6 +32,7 @@ STATUSES = ("built", "planned")
 # reference (the oracles); after the plan, when its question is still open (speed).
 PHASES = ("plan", "before-signature", "after-plan")
 SIDES = ("engine", "files", "target", "workload")
+ENGINES = ("vllm", "sglang", "llamacpp")   # launch.engines names
 ORACLE = ("excludes", "shares")
 # Rules the code applies by id (findings it files under ``rule:<id>``, or names in evidence):
 # each must have its text in the catalogue.
@@ -72,6 +73,13 @@ class ExperimentSpec:
     phase: str = "plan"    # PHASES
     asks: tuple[str, ...] = ()   # outside the plan: what it is asked about (else its settles)
     beside_crash: bool = False   # still runs, on the files and flags, beside a crashed server
+    # engines it cannot run on, each with why (it reads that engine's internals or flags):
+    # there it is never run and never counts as excluding anything
+    not_on: tuple[tuple[str, str], ...] = ()
+
+    def not_applicable(self, engine: str | None) -> str | None:
+        """Why this experiment does not apply to ``engine`` (None: it applies)."""
+        return dict(self.not_on).get(engine or "")
 
     @property
     def planned(self) -> bool:
@@ -184,7 +192,8 @@ def parse(data: dict[str, Any]) -> Catalogue:
                                    e["launch_group"], tuple(e["settles"]), e["does"],
                                    e["module"], e["status"], e.get("by_hand", ""),
                                    e.get("confirms_by", ""), e.get("phase", "plan"),
-                                   tuple(e.get("asks", ())), bool(e.get("beside_crash", False)))
+                                   tuple(e.get("asks", ())), bool(e.get("beside_crash", False)),
+                                   tuple(sorted((e.get("not_on") or {}).items())))
     hyps = {}
     for h in data["hypotheses"]:
         if h["id"] in hyps:
@@ -255,6 +264,10 @@ def check(cat: Catalogue) -> None:
         for hid in e.settles:
             if hid not in cat.hypotheses:
                 raise CatalogueError(f"experiment {e.id} settles unknown hypothesis {hid!r}")
+        for engine, why in e.not_on:
+            if engine not in ENGINES or not why.strip():
+                raise CatalogueError(f"experiment {e.id}: not_on names {engine!r} (one of "
+                                     f"{ENGINES}) with a reason, why it does not apply there")
 
 
 @lru_cache(maxsize=1)
