@@ -46,8 +46,14 @@ N, MAX_TOKENS = 16, 64
 
 
 def weights_sha(argv: list[str]) -> dict[str, str]:
-    """sha256 (first 16 hex) of every model.safetensors the server reads."""
+    """sha256 (first 16 hex) of every model.safetensors (or GGUF file) the server reads."""
     out: dict[str, str] = {}
+    if "--model" not in argv:   # llama-server: -m T.gguf -md D.gguf
+        for flag in ("-m", "-md"):
+            if flag in argv:
+                f = Path(argv[argv.index(flag) + 1])
+                out[f"{flag}:{f.parent.name}"] = hashlib.sha256(f.read_bytes()).hexdigest()[:16]
+        return out
     dirs = [argv[argv.index("--model") + 1]]
     spec = json.loads(argv[argv.index("--speculative-config") + 1])
     if spec.get("model"):
@@ -80,8 +86,7 @@ def measure_setup(name: str, build: Any, tmp: Path, passes: int = 1,
 
     setup = build(tmp)
     port = free_port()
-    argv = (sys.executable, "-m", "vllm.entrypoints.openai.api_server", *setup.argv_tail,
-            "--port", str(port))
+    argv = (*patients.command(setup, sys.executable), "--port", str(port))
     env = patients.launch_env(setup, tmp)
     spec = LaunchSpec(argv=argv, env=env, port=port, label=f"clinic-measure {name}")
     row: dict[str, Any] = {"case": name, "weights": weights_sha(list(setup.argv_tail)),

@@ -85,9 +85,20 @@ def part_of(root_cause: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class Setup:
-    argv_tail: list[str]          # after `python -m vllm.entrypoints.openai.api_server`
+    argv_tail: list[str]          # after the program (vLLM's OpenAI server unless ``program``)
     env: dict[str, str]
     sampling: list[str]           # --sampling values
+    program: tuple[str, ...] = ()   # the server's program, when it is not vLLM (llama-server)
+
+
+VLLM_PROGRAM = ("-m", "vllm.entrypoints.openai.api_server")   # after the interpreter
+
+
+def command(setup: Setup, python: str) -> list[str]:
+    """The server's whole argv: ``setup.program`` and its arguments, or vLLM's OpenAI server
+    run by ``python``."""
+    head = list(setup.program) if setup.program else [python, *VLLM_PROGRAM]
+    return [*head, *setup.argv_tail]
 
 
 @dataclass(frozen=True)

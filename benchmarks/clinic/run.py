@@ -265,6 +265,10 @@ from families import FAMILY_CASES  # noqa: E402
 
 CASES += FAMILY_CASES
 
+from llamacpp_cases import LLAMACPP_CASES  # noqa: E402
+
+CASES += LLAMACPP_CASES
+
 
 def _commit() -> str:
     out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
@@ -288,8 +292,7 @@ def _load() -> float:
 def diagnose_args(setup: Setup, tmp: Path, budget: float) -> tuple[str, list[str]]:
     """The server command and the ``specdoctor diagnose`` argv a user would type for it (the
     case's own compile cache root under ``tmp``, so no other server's cache is read)."""
-    cmd = " ".join([sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-                    *[_quote(a) for a in setup.argv_tail]])
+    cmd = " ".join(_quote(a) for a in patients.command(setup, sys.executable))
     env = patients.launch_env(setup, tmp)
     args = [sys.executable, "-m", "specdoctor", "diagnose", "--launch", cmd,
             *[x for k, v in env.items() for x in ("--env", f"{k}={v}")],

@@ -160,7 +160,7 @@ def test_diagnose_reads_the_gguf_pair_meets_its_oracle_and_runs_nothing_of_vllms
     from tests.conftest import run_cli
 
     plan = llamacpp.plan(llamacpp.LlamaCppRequest(k=K, port=free_port(), target="trained",
-                                                  draft="small", draft_type="q8_0"))
+                                                  draft="small", budget="ci", draft_type="q8_0"))
     r = run_cli("diagnose", "--launch", plan.spec.shell_command(), "-o", str(tmp_path),
                 "--json", "--db", str(tmp_path / "db.sqlite"), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]

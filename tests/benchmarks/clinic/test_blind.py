@@ -109,8 +109,23 @@ def ci_drafters():
     patients.DRAFTER_BUDGET[0] = before
 
 
+def _llama_missing() -> str | None:
+    from specdoctor.errors import LabError
+    from specdoctor.lab import llamacpp
+
+    try:
+        llamacpp.check_installed()
+    except LabError as exc:
+        return f"{exc.problem} (bash scripts/install.sh llamacpp)"
+    return None
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_nothing_a_case_serves_names_its_answer(name):
+    import llamacpp_cases
+
+    if CASES[name] in llamacpp_cases.LLAMACPP_CASES and _llama_missing():
+        pytest.skip(_llama_missing())
     tmp = Path(tempfile.mkdtemp(prefix="srv-"))  # as the clinic names it, not after the test
     try:
         check_case(name, tmp)

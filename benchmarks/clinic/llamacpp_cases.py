@@ -1,0 +1,123 @@
+"""Clinic cases on llama.cpp's server: upstream llama.cpp speculative-decoding bugs, reproduced
+on the llama.cpp lab, and its healthy case.
+
+Every case serves the lab's trained target as f32 GGUF with the lab's small trained drafter as
+q8_0 GGUF (``lab.llamacpp``), copied under neutral names (``m1/model.gguf``, ``m2/model.gguf``)
+into the case's folder, on ``llama-server`` with the lab's flags (``lab.llamacpp.plan``). A
+fault is the launch flags that trigger it or an edit of the drafter's files before its GGUF is
+written; nothing in a path, a file's metadata or the command names it. All were committed with
+their keys before the first diagnosis of any of them.
+
+Two of them key ``speculation-off``: a launch that names a drafter but never drafts. No
+catalogue hypothesis has that id when they are committed, so their first answers cannot name
+it; the key is the mechanism, not what the code could say.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from families import permute_vocab_block
+import patients
+from patients import Case, Setup, publish
+
+K = 4
+
+
+def _flags(argv: list[str], drop: tuple[str, ...] = (), put: dict[str, str] | None = None
+           ) -> list[str]:
+    """``argv`` without the flags in ``drop`` (each with its value), with ``put``'s flags set."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in drop:
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    for flag, value in (put or {}).items():
+        if flag in out:
+            out[out.index(flag) + 1] = value
+        else:
+            out += [flag, value]
+    return out
+
+
+def llama(edit_draft: Callable[[Path], None] | None = None, drop: tuple[str, ...] = (),
+          put: dict[str, str] | None = None) -> Callable[[Path], Setup]:
+    """The llama.cpp lab's healthy pair served by llama-server, with an edit of the drafter's
+    files (before its GGUF is written) and/or flags dropped or set."""
+    def build(tmp: Path) -> Setup:
+        from specdoctor.lab import gguf_export, llamacpp, pairs
+
+        budget = patients.DRAFTER_BUDGET[0]
+        plan = llamacpp.plan(llamacpp.LlamaCppRequest(k=K, target="trained", draft="small",
+                                                      budget=budget, draft_type="q8_0"))
+        draft = plan.draft
+        if edit_draft is not None:
+            _, source = pairs.model_dirs("trained", "small", budget)
+            d = publish(source, tmp / "src")
+            edit_draft(d)
+            draft = gguf_export.exported(d, "q8_0")
+            shutil.rmtree(tmp / "src")
+        served = {}
+        for role, src in (("m1", plan.target), ("m2", draft)):
+            (tmp / role).mkdir()
+            served[role] = shutil.copyfile(src, tmp / role / "model.gguf")
+        argv = _flags(list(plan.spec.argv[1:]), drop, put)
+        argv[argv.index("-m") + 1] = str(served["m1"])
+        argv[argv.index("-md") + 1] = str(served["m2"])
+        argv[argv.index("--alias") + 1] = "m1"
+        return Setup(argv, {}, ["greedy"], program=(str(llamacpp.server_binary()),))
+    return build
+
+
+LLAMACPP_CASES = [
+    Case("llamacpp-healthy", None, llama(),
+         "llama-server: the lab's trained target (f32 GGUF) drafted by its small trained "
+         "drafter (q8_0 GGUF), k=4, every draft k long (--spec-draft-n-min 0, p-min 0)",
+         category="healthy", part="none"),
+    Case("up-llamacpp-spec-type-none", "speculation-off", llama(drop=("--spec-type",)),
+         "llama-server given the drafter (-md) without --spec-type: it loads the drafter and "
+         "never drafts",
+         origin="upstream", twin="llamacpp-healthy", part="drafting",
+         cite="ggml-org/llama.cpp issue #25345",
+         upstream="llama-server's --spec-type defaults to none; -md alone loads the draft model, "
+                  "builds no speculative implementation and logs that only at trace level, so "
+                  "the server serves without speculation and says nothing (closed as a usage "
+                  "error; the reporter asked for a warning)",
+         how="the lab's launch without --spec-type draft-simple (the drafter still given)"),
+    Case("up-llamacpp-n-min-over-max", "speculation-off",
+         llama(put={"--spec-draft-n-min": "8"}),
+         "llama-server with --spec-draft-n-min 8 above --spec-draft-n-max 4: every draft is "
+         "shorter than the minimum and discarded",
+         origin="upstream", twin="llamacpp-healthy", part="drafting",
+         cite="ggml-org/llama.cpp issue #14048, PR #14104",
+         upstream="the draft-model path discards a draft shorter than n_min ('ignoring small "
+                  "draft'); nothing clamps n_min to n_max (an older server did), so n_min above "
+                  "n_max discards every draft: nothing is drafted and no line says why",
+         how="the lab's launch with --spec-draft-n-min 8 (n-max stays 4)"),
+    Case("up-llamacpp-draft-vocab-refused", "tokenizer-mismatch", llama(permute_vocab_block),
+         "llama-server with a drafter whose vocabulary is re-indexed on one block of 256 ids "
+         "(its tokenizer and embedding/lm_head rows alike, before its GGUF is written)",
+         origin="upstream", twin="llamacpp-healthy", part="drafter files",
+         cite="ggml-org/llama.cpp PR #3812, PR #22358",
+         upstream="llama.cpp compares the drafter's vocabulary with the target's when the "
+                  "server starts (token texts from id 5 up, sizes, BOS/EOS); a drafter that "
+                  "fails is refused with one error line and the server goes on serving without "
+                  "speculation: the acceptance of a drafter of another vocabulary is nothing",
+         how="the lab's small drafter re-indexed on its non-special ids 256 to 511 (a seeded "
+             "permutation in tokenizer.json and the embedding and lm_head rows), written as "
+             "q8_0 GGUF; in its own ids it is the drafter it was"),
+    Case("up-llamacpp-draft-kv-q4", "engine-drafting",
+         llama(put={"--spec-draft-type-k": "q4_0", "--spec-draft-type-v": "q4_0"}),
+         "llama-server with the drafter's KV cache quantized to q4_0 (keys and values)",
+         origin="upstream", twin="llamacpp-healthy", part="drafting", bites_here=True,
+         cite="ggml-org/llama.cpp PR #10586",
+         upstream="the server gave the draft model the target's quantized KV-cache type; the "
+                  "drafter attends over a cache rounded to 4 bits and drafts worse than its "
+                  "weights do (fixed by a separate draft cache type, F16 by default)",
+         how="the lab's launch with --spec-draft-type-k q4_0 --spec-draft-type-v q4_0"),
+]
