@@ -172,3 +172,28 @@ def test_diagnose_reads_the_gguf_pair_meets_its_oracle_and_runs_nothing_of_vllms
         assert ledger[hid]["verdict"] == "inconclusive"
         assert any("not applicable to llama.cpp" in ev for ev in ledger[hid]["evidence"])
     assert ledger["tokenizer-mismatch"]["verdict"] == "excluded"
+
+
+def test_a_drafter_without_a_draft_type_is_found_by_relaunching_with_one(tmp_path) -> None:
+    """-md without --spec-type: llama-server loads the drafter and drafts nothing; the
+    diagnosis relaunches with one speculative setting changed at a time and names the one."""
+    import json
+
+    from specdoctor.launch import argv as A
+    from specdoctor.lab import llamacpp
+    from tests.conftest import run_cli
+
+    plan = llamacpp.plan(llamacpp.LlamaCppRequest(k=K, port=free_port(), draft_type="q8_0"))
+    launch = plan.spec.with_port(free_port())
+    argv = A.drop(launch.argv, "--spec-type")
+    import shlex
+
+    r = run_cli("diagnose", "--launch", " ".join(shlex.quote(a) for a in argv), "-o",
+                str(tmp_path), "--json", "--no-store", timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads(r.stdout)
+    assert "nothing drafted" in d["signature"]["evidence"]
+    assert (d["root_cause"], d["root_cause_basis"]) == ("speculation-off", "counterfactual")
+    entry = next(e for e in d["ledger"] if e["id"] == "speculation-off")
+    assert "--spec-type draft-simple" in entry["evidence"][-1]
+    assert d["root_cause_explains"]["share_of_gap"] > 0.5   # most of the gap to the oracle
