@@ -74,6 +74,7 @@ PART_OF = {
     "uptime-drift": "load",
     "load-dependent": "load",
     "metric-convention": "none",
+    "speculation-off": "drafting",
 }
 
 
