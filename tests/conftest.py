@@ -53,7 +53,48 @@ os.environ.setdefault(EAGER_BACKEND, "1")
 NO_VLLM = "vLLM is not installed: the lab tests boot a real server (bash scripts/install.sh lab)"
 
 
+# How long a llama.cpp test waits for the test job's background llama-server build
+LLAMACPP_WAIT_S = 2400.0
+
+
+def llamacpp_missing() -> str | None:
+    """None when llama-server and gguf are installed, else why not. While the test job's
+    background build of llama-server runs (scripts/install.sh test: its status file says
+    "running" and its process lives), wait for it first."""
+    import time
+
+    from specdoctor.errors import LabError
+    from specdoctor.lab import llamacpp
+
+    status, pid_file = llamacpp.BUILD_STATUS, Path(f"{llamacpp.BUILD_STATUS}.pid")
+
+    def building() -> bool:
+        try:
+            if status.read_text().strip() != "running":
+                return False
+            pid = int(pid_file.read_text().strip())
+            os.kill(pid, 0)
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, ValueError, IndexError):
+            return False
+        return state != "Z"   # a build that ended and was not reaped yet is not building
+
+    deadline = time.monotonic() + LLAMACPP_WAIT_S
+    while building() and time.monotonic() < deadline:
+        time.sleep(5)
+    try:
+        llamacpp.check_installed()
+    except LabError as exc:
+        built = status.read_text().strip() if status.is_file() else None
+        return (f"{exc.problem}: bash scripts/install.sh llamacpp"
+                + (f" (the test job's build ended with {built!r}; log: {status}.log)"
+                   if built else ""))
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # the llama.cpp tests last: the test job builds llama-server while the others run
+    items.sort(key=lambda item: "llamacpp" in item.keywords)
     if importlib.util.find_spec("vllm") is not None:
         return
     skip = pytest.mark.skip(reason=NO_VLLM)

@@ -15,24 +15,30 @@ from collections.abc import Iterator
 
 import pytest
 
-from specdoctor.errors import LabError
 from specdoctor.launch import free_port
 
 
 def _missing() -> str | None:
-    from specdoctor.lab import llamacpp
+    from tests.conftest import llamacpp_missing
 
-    try:
-        llamacpp.check_installed()
-    except LabError as exc:
-        return f"{exc.problem}: bash scripts/install.sh llamacpp"
+    why = llamacpp_missing()
+    if why is not None:
+        return why
     for module in ("torch", "transformers", "safetensors"):
         if importlib.util.find_spec(module) is None:
             return f"{module} is not installed: the lab models need it (bash scripts/install.sh test)"
     return None
 
 
-pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+pytestmark = pytest.mark.llamacpp
+
+
+@pytest.fixture(scope="module", autouse=True)
+def installed() -> None:
+    why = _missing()
+    if why is not None:
+        pytest.skip(why)
+
 
 K = 4
 
@@ -197,3 +203,11 @@ def test_a_drafter_without_a_draft_type_is_found_by_relaunching_with_one(tmp_pat
     entry = next(e for e in d["ledger"] if e["id"] == "speculation-off")
     assert "--spec-type draft-simple" in entry["evidence"][-1]
     assert d["root_cause_explains"]["share_of_gap"] > 0.5   # most of the gap to the oracle
+
+
+def test_a_bench_cell_reads_llama_servers_counters(server: object, measured: object) -> None:
+    from specdoctor.bench import cell
+
+    reading = cell.scrape(server.url)
+    assert reading is not None and reading.profile.draft_tokens >= measured.total.draft_tokens > 0
+    assert reading.profile.accepted_per_position is not None   # /metrics counts positions

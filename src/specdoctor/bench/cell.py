@@ -28,11 +28,13 @@ from specdoctor.sources import prometheus, vllm_response
 
 
 def scrape(url: str) -> prometheus.CounterReading | None:
-    """The spec-decode counters, or None (unreachable server, or speculation off)."""
+    """The spec-decode counters (vLLM's, or llama-server's ``llamacpp:spec_decode_*``), or
+    None (unreachable server, or speculation off)."""
     from specdoctor.bench import http
+    from specdoctor.bench.measure import counter_reading
 
     try:
-        return prometheus.parse_text(http.get_text(url + "/metrics"))
+        return counter_reading(http.get_text(url + "/metrics"))
     except SpecdoctorError:
         return None
 

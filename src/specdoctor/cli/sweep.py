@@ -34,14 +34,18 @@ from specdoctor.methods import SPECULATIVE_METHODS
                   "own (lab: draft_model).")
 @list_option("--drafter", "drafters",
              help="Drafter models (paths or hub ids) for draft-model methods.")
+@click.option("--flag", "flags", multiple=True, metavar="NAME=V1,V2",
+              help="Also sweep a server flag's values, e.g. --flag --spec-draft-p-min=0,0.75 "
+                   "(llama-server) or --flag --max-num-seqs=8,32: every configuration is run "
+                   "with each value (several --flag: every combination).")
 @click.option("--no-baseline", is_flag=True, help="Skip the speculation-off baseline.")
 @click.option("--devices", multiple=True, metavar="IDS",
               help="Device sets, one per concurrent launch: --devices '0,1 2,3' runs two "
                    "configurations at once with CUDA_VISIBLE_DEVICES=0,1 and =2,3.")
 @matrix_options
 def sweep(launch_cmd: str | None, env_kv: tuple[str, ...], lab: bool, ks: tuple[int, ...],
-          methods: tuple[str, ...], drafters: tuple[str, ...], no_baseline: bool,
-          devices: tuple[str, ...], **o: Any) -> None:
+          methods: tuple[str, ...], drafters: tuple[str, ...], flags: tuple[str, ...],
+          no_baseline: bool, devices: tuple[str, ...], **o: Any) -> None:
     """Benchmark every configuration of the sweep (and the spec-off baseline) over one matrix,
     in one session, with one ruler; say which configuration wins each workload, and by how much.
     """
@@ -52,15 +56,47 @@ def sweep(launch_cmd: str | None, env_kv: tuple[str, ...], lab: bool, ks: tuple[
                          "e.g. specdoctor sweep --lab --method ngram,draft_model --k 2,4")
     p = params_from(o)
     configs = plan_configs(launch_cmd, parse_env(env_kv), lab, ks, methods, drafters,
-                           not no_baseline, p.endpoint)
+                           not no_baseline, p.endpoint, parse_flags(flags))
     plan = runner.Plan("sweep", p, configs, o["repeat"], split_devices(devices), o["ready_timeout"])
     return run_plan(plan, o)
 
 
+def parse_flags(given: tuple[str, ...]) -> list[tuple[str, tuple[str, ...]]]:
+    """``--flag NAME=V1,V2`` values as (name, values); bad input naming the one malformed."""
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for g in given:
+        name, eq, values = g.partition("=")
+        vals = tuple(v.strip() for v in values.split(",") if v.strip())
+        if not eq or not name.startswith("-") or not vals or any(
+                not c.isprintable() or c.isspace() for c in name):
+            raise InputError(f"--flag {g!r} is not NAME=V1,V2",
+                             "e.g. --flag --spec-draft-p-min=0,0.75")
+        if name in (n for n, _ in out):
+            raise InputError(f"--flag {name} is given twice", "give its values once: NAME=V1,V2")
+        out.append((name, vals))
+    return out
+
+
+def with_flags(specs: list[Any], flags: list[tuple[str, tuple[str, ...]]]) -> list[Any]:
+    """Every (method, k, spec) once per combination of the swept flags' values, each label
+    saying its values (pure)."""
+    from dataclasses import replace
+
+    from specdoctor.launch import argv as A
+
+    for name, values in flags:
+        specs = [(m, k, replace(s, argv=A.put(s.argv, name, v)).with_label(
+                    f"{s.label}:{name.lstrip('-')}={v}"))
+                 for m, k, s in specs for v in values]
+    return specs
+
+
 def plan_configs(launch_cmd: str | None, env: dict[str, str], lab: bool, ks: tuple[int, ...],
                  methods: tuple[str, ...], drafters: tuple[str, ...], baseline: bool,
-                 endpoint: str) -> list[runner.Config]:
-    """The baseline first, then method × drafter × k, each one edit away from the base command."""
+                 endpoint: str, flags: list[tuple[str, tuple[str, ...]]] | None = None
+                 ) -> list[runner.Config]:
+    """The baseline first, then method × drafter × k (× each swept flag's values), each one
+    edit away from the base command."""
     if any(not 1 <= k <= 64 for k in ks):
         raise InputError("every --k must be from 1 to 64", "e.g. --k 1,2,4")
     configs: list[runner.Config] = []
@@ -94,6 +130,7 @@ def plan_configs(launch_cmd: str | None, env: dict[str, str], lab: bool, ks: tup
                     s = base.with_speculative(method=m, k=k, drafter=d)
                     label = f"{m}:k={k}" + (f":{Path(d).name}" if d and len(drafters) > 1 else "")
                     specs.append((m, k, s.with_label(label)))
+    specs = with_flags(specs, flags or [])
     if baseline:
         off = base.without_speculation()
         configs.append(runner.Config(off.label, "baseline", spec=off))

@@ -47,6 +47,9 @@ DEFAULT_K = 4
 BINARY = "llama-server"
 ENV_BINARY = "SPECDOCTOR_LLAMA_SERVER"  # a llama-server of your own build, used first
 INSTALL_HINT = "install it: bash scripts/install.sh llamacpp (builds llama-server once)"
+# Where `scripts/install.sh test` says how its background llama-server build went: "running",
+# then the build's exit status (its log beside it, ``.log`` appended)
+BUILD_STATUS = Path.home() / ".cache" / "specdoctor" / "llamacpp-build.status"
 
 
 @dataclass(frozen=True)

@@ -109,23 +109,22 @@ def ci_drafters():
     patients.DRAFTER_BUDGET[0] = before
 
 
-def _llama_missing() -> str | None:
-    from specdoctor.errors import LabError
-    from specdoctor.lab import llamacpp
-
-    try:
-        llamacpp.check_installed()
-    except LabError as exc:
-        return f"{exc.problem} (bash scripts/install.sh llamacpp)"
-    return None
-
-
-@pytest.mark.parametrize("name", list(CASES))
-def test_nothing_a_case_serves_names_its_answer(name):
+def _cases() -> list:
+    """Every case; llama-server's marked llamacpp (run last, after the test job's build)."""
     import llamacpp_cases
 
-    if CASES[name] in llamacpp_cases.LLAMACPP_CASES and _llama_missing():
-        pytest.skip(_llama_missing())
+    llama = {c.name for c in llamacpp_cases.LLAMACPP_CASES}
+    return [pytest.param(n, marks=pytest.mark.llamacpp) if n in llama else n for n in CASES]
+
+
+@pytest.mark.parametrize("name", _cases())
+def test_nothing_a_case_serves_names_its_answer(name, request):
+    if "llamacpp" in request.keywords:
+        from tests.conftest import llamacpp_missing
+
+        why = llamacpp_missing()
+        if why is not None:
+            pytest.skip(why)
     tmp = Path(tempfile.mkdtemp(prefix="srv-"))  # as the clinic names it, not after the test
     try:
         check_case(name, tmp)
