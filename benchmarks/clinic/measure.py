@@ -182,6 +182,7 @@ def _pp(m: dict[str, Any] | None) -> str:
 
 def markdown(data: dict[str, Any]) -> str:
     from families import FAMILY_CASES
+    from llamacpp_cases import LLAMACPP_CASES
     from upstream import UPSTREAM_CASES
 
     rows = {r["case"]: r for r in data["rows"]}
@@ -196,7 +197,7 @@ def markdown(data: dict[str, Any]) -> str:
              "accepted/draft case - twin [95%] | accepted/output token case - twin [95%] | "
              "bites | load | run |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    for c in [*UPSTREAM_CASES, *FAMILY_CASES]:
+    for c in [*UPSTREAM_CASES, *FAMILY_CASES, *LLAMACPP_CASES]:
         r = rows.get(c.name)
         if r is None:
             continue
