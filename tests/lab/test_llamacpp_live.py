@@ -211,3 +211,18 @@ def test_a_bench_cell_reads_llama_servers_counters(server: object, measured: obj
     reading = cell.scrape(server.url)
     assert reading is not None and reading.profile.draft_tokens >= measured.total.draft_tokens > 0
     assert reading.profile.accepted_per_position is not None   # /metrics counts positions
+
+
+def test_a_bench_cell_has_per_request_units_from_the_streams_last_chunk(server: object) -> None:
+    """A streamed response's last chunk carries llama-server's timings: each request becomes a
+    unit (its steps as drafts), so a cell's acceptance has an interval and gate can test it."""
+    import json
+
+    from tests.conftest import run_cli
+
+    r = run_cli("bench", "--url", server.url, "--suite", "code", "--sampling", "greedy",
+                "-c", "1", "-n", "16", "--json", "--no-report", timeout=300)
+    assert r.returncode == 0, r.stderr[-1500:]
+    row = json.loads(r.stdout)["rows"][0]
+    assert row["profile"]["ci95"] is not None, row["profile"]
+    assert not any("no confidence interval" in n for n in row["notes"]), row["notes"]

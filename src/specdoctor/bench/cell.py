@@ -132,8 +132,11 @@ def _result(outcomes: list[Outcome], wall: float, before: prometheus.CounterRead
         profile, source = sum_profiles(units), "requests"
     if profile is not None and units and len(units) == len(ok):
         summed = sum_profiles(units)
-        if source == "counters" and (summed.drafts, summed.accepted_tokens) != (
-                profile.drafts, profile.accepted_tokens):
+        # llama-server's drafts per request are its steps: its draft tokens are what add up
+        counted = ((lambda x: (x.draft_tokens, x.accepted_tokens))
+                   if any(b and b.get("positions") is False for b in blocks)
+                   else (lambda x: (x.drafts, x.accepted_tokens)))
+        if source == "counters" and counted(summed) != counted(profile):
             notes.append("per-request metrics do not add up to the counter delta: other traffic "
                          "reached the server during the cell")
         profile = with_bootstrap(profile, units, "requests")
@@ -169,14 +172,33 @@ def _result(outcomes: list[Outcome], wall: float, before: prometheus.CounterRead
 
 
 def _blocks_all(outcomes: list[Outcome]) -> list[dict[str, Any] | None]:
-    return [vllm_response.speculative_block({"metrics": o.metrics}) if o.metrics else None
-            for o in outcomes]
+    return [vllm_response.speculative_block({"metrics": o.metrics}) if o.metrics
+            else _llamacpp_block(o) for o in outcomes]
+
+
+def _llamacpp_block(o: Outcome) -> dict[str, Any] | None:
+    """llama-server's per-request counters (its last chunk's ``timings``) as the per-request
+    block the bench stores: its steps (completion tokens - 1 - accepted) stand for its drafts,
+    as in ``measure.derive_drafts``; no positions (``"positions": false``)."""
+    t = o.timings
+    if not t or "draft_n" not in t or o.completion_tokens is None:
+        return None
+    try:
+        drafted, accepted = int(t["draft_n"]), int(t.get("draft_n_accepted", 0))
+    except (TypeError, ValueError):
+        return None
+    if not 0 <= accepted <= drafted:
+        return None
+    steps = max(o.completion_tokens - 1 - accepted, 0) if drafted else 0
+    return {"num_spec_steps": steps, "num_draft_tokens": drafted,
+            "num_accepted_draft_tokens": accepted, "positions": False}
 
 
 def _counts(block: dict[str, Any] | None) -> dict[str, Any] | None:
     if not block:
         return None
-    keys = ("num_spec_steps", "num_draft_tokens", "num_accepted_draft_tokens", "acceptance_histogram")
+    keys = ("num_spec_steps", "num_draft_tokens", "num_accepted_draft_tokens",
+            "acceptance_histogram", "positions")
     return {k: block.get(k) for k in keys}
 
 

@@ -39,6 +39,7 @@ class Outcome:
     events: int = 0  # token-bearing events (several tokens each under speculation)
     completion_tokens: int | None = None  # from the usage chunk
     metrics: dict[str, Any] | None = None  # the response's per-request metrics
+    timings: dict[str, Any] | None = None  # llama-server's last chunk: draft_n, draft_n_accepted
     text: str = ""
     error: str | None = None  # a FAILURE_KINDS value
     detail: str = ""
@@ -179,6 +180,13 @@ def _on_event(event: bytes, out: Outcome, collect: bool, gap: float, now: float)
         if isinstance(final.get("metrics"), dict):
             out.metrics = final["metrics"]
         return False
+    if b'"timings"' in data:   # llama-server's last chunk: usage and its own counters
+        final = json.loads(data)
+        usage = final.get("usage") or {}
+        if usage.get("completion_tokens") is not None:
+            out.completion_tokens = int(usage["completion_tokens"])
+        if isinstance(final.get("timings"), dict):
+            out.timings = final["timings"]
     if b'"content":""' in data or b'"text":""' in data:  # role-only or empty delta
         return False
     if out.events == 0:

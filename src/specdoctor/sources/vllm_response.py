@@ -32,10 +32,14 @@ def speculative_block(response: dict[str, Any]) -> dict[str, Any] | None:
 def profile_from_block(block: dict[str, Any]) -> AcceptanceProfile | None:
     """The request's profile, or None if the block lacks the counters."""
     try:
-        hist = [int(x) for x in block["acceptance_histogram"]]
         drafts = int(block["num_spec_steps"])
         accepted = int(block["num_accepted_draft_tokens"])
         draft_tokens = int(block["num_draft_tokens"])
+        if block.get("acceptance_histogram") is None and block.get("positions") is False:
+            # a block of counts without positions (llama-server's, made by the bench)
+            return AcceptanceProfile(drafts=drafts, draft_tokens=draft_tokens,
+                                     accepted_tokens=accepted)
+        hist = [int(x) for x in block["acceptance_histogram"]]
         k = int(block.get("num_spec_tokens") or (len(hist) - 1))
     except (KeyError, TypeError, ValueError):
         return None
