@@ -172,21 +172,11 @@ def _on_event(event: bytes, out: Outcome, collect: bool, gap: float, now: float)
     if data.startswith((b'{"error"', b'{"object":"error"')):
         out.error, out.detail = "stream_error", data[:200].decode("utf-8", "replace")
         return False
-    if b'"choices":[]' in data or b'"choices": []' in data:  # final usage chunk (metrics)
-        final = json.loads(data)
-        usage = final.get("usage") or {}
-        if usage.get("completion_tokens") is not None:
-            out.completion_tokens = int(usage["completion_tokens"])
-        if isinstance(final.get("metrics"), dict):
-            out.metrics = final["metrics"]
-        return False
-    if b'"timings"' in data:   # llama-server's last chunk: usage and its own counters
-        final = json.loads(data)
-        usage = final.get("usage") or {}
-        if usage.get("completion_tokens") is not None:
-            out.completion_tokens = int(usage["completion_tokens"])
-        if isinstance(final.get("timings"), dict):
-            out.timings = final["timings"]
+    usage_only = b'"choices":[]' in data or b'"choices": []' in data   # vLLM's final chunk
+    if usage_only or b'"timings"' in data:   # (llama-server's last chunk: usage and timings)
+        _final(json.loads(data), out)
+        if usage_only:
+            return False
     if b'"content":""' in data or b'"text":""' in data:  # role-only or empty delta
         return False
     if out.events == 0:
@@ -198,6 +188,18 @@ def _on_event(event: bytes, out: Outcome, collect: bool, gap: float, now: float)
         choice = (json.loads(data).get("choices") or [{}])[0]
         out.text += choice.get("text") or (choice.get("delta") or {}).get("content") or ""
     return True
+
+
+def _final(chunk: dict[str, Any], out: Outcome) -> None:
+    """A stream's last chunk: the usage, and the server's per-request counters (vLLM's
+    ``metrics``, llama-server's ``timings``)."""
+    usage = chunk.get("usage") or {}
+    if usage.get("completion_tokens") is not None:
+        out.completion_tokens = int(usage["completion_tokens"])
+    if isinstance(chunk.get("metrics"), dict):
+        out.metrics = chunk["metrics"]
+    if isinstance(chunk.get("timings"), dict):
+        out.timings = chunk["timings"]
 
 
 async def run_requests(
