@@ -179,12 +179,12 @@ def part_lines(cases: list[Any], first: dict[str, dict[str, Any] | None]) -> lis
 
 
 def full_run(data: dict[str, Any]) -> dict[str, Any] | None:
-    """The latest full run's scores: of the runs with the most rows, the last, scored as its
-    rows were recorded (category, right, bites_here), lab faults left out of the key apart."""
-    runs = [r for r in data["runs"] if r.get("rows")]
-    if not runs:
+    """The latest full run's scores: of the commits with the most cases run at them (a run
+    at one commit may be recorded in several parts), the last; each case's latest row there,
+    scored as recorded (category, right, bites_here), lab faults left out of the key apart."""
+    run = full_run_rows(data)
+    if run is None:
         return None
-    run = max(enumerate(runs), key=lambda ir: (len(ir[1]["rows"]), ir[0]))[1]
     rows = [r for r in run["rows"] if "right" in r]
 
     def cat(*names: str) -> list[dict[str, Any]]:
@@ -199,6 +199,28 @@ def full_run(data: dict[str, Any]) -> dict[str, Any] | None:
             "patched": (sum(bool(r["right"]) for r in patched), len(patched)),
             "idle": [r["case"] for r in rows if r.get("category") == "fault" and inert(r)],
             "left_out": [r["case"] for r in rows if r["case"] in KEY_LEFT_OUT]}
+
+
+def full_run_rows(data: dict[str, Any]) -> dict[str, Any] | None:
+    """The commit with the most cases run at it (the last of those), as one run: its commit,
+    whether every part ran on a clean tree, its first part's date and each case's latest row."""
+    by_commit: dict[str, dict[str, Any]] = {}
+    for i, r in enumerate(data["runs"]):
+        if not r.get("rows"):
+            continue
+        c = by_commit.setdefault(r.get("commit", "?"), {"commit": r.get("commit", "?"),
+                                                        "clean": True, "date": r["date"],
+                                                        "cases": {}, "last": i})
+        c["clean"] = c["clean"] and r.get("clean") is True
+        c["date"] = min(c["date"], r["date"])
+        c["last"] = i
+        for row in r["rows"]:
+            c["cases"][row["case"]] = row
+    if not by_commit:
+        return None
+    best = max(by_commit.values(), key=lambda c: (len(c["cases"]), c["last"]))
+    return {"commit": best["commit"], "clean": best["clean"], "date": best["date"],
+            "rows": list(best["cases"].values())}
 
 
 def full_run_lines(data: dict[str, Any]) -> list[str]:
