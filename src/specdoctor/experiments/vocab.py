@@ -243,6 +243,36 @@ def no_remap(h: Any, form: Any) -> tuple[str, tuple[str, ...]] | None:
                                 "can show",)
 
 
+def _llamacpp_refusal(ctx: Context, result: ExperimentResult) -> ExperimentResult:
+    """A GGUF pair: llama.cpp's own compatibility rules on the two files' metadata
+    (``gguf_files.llamacpp_compatible``). A pair it refuses is refused when the server starts,
+    which then serves without speculation; where the server also drafted nothing, that refusal
+    is the cause (basis comparison: the engine's own rule on the served files). Otherwise what
+    the rules say joins the evidence."""
+    from specdoctor import gguf_files
+
+    why = gguf_files.llamacpp_compatible(gguf_files.metadata(ctx.gguf["target"]),
+                                         gguf_files.metadata(ctx.gguf["draft"]))
+    result.numbers["llamacpp_refuses"] = why
+    if not why:
+        return result
+    said = (f"llama.cpp's own check of the two GGUF files refuses this drafter: "
+            f"{'; '.join(why)}; the server then serves without speculation")
+    g = ctx.measured.greedy
+    drafted = g is not None and g.total is not None and bool(g.total.draft_tokens)
+    findings = []
+    for f in result.findings:
+        if f.hypothesis != HID:
+            findings.append(f)
+        elif not drafted and ctx.engine == "llamacpp":
+            findings.append(replace(f, verdict=Verdict.CONFIRMED, basis=f.basis or "comparison",
+                                     evidence=f"{said}, and it drafted nothing; {f.evidence}"))
+        else:
+            findings.append(replace(f, evidence=f"{f.evidence}; {said}"))
+    result.findings = findings
+    return result
+
+
 class VocabMapCheck:
     id = "vocab-map-check"
 
@@ -268,7 +298,8 @@ class VocabMapCheck:
             return self._map(ctx)
         if ctx.method in HEAD_METHODS:
             return self._same_vocab(ctx)
-        return self._tokenizers(ctx)
+        result = self._tokenizers(ctx)
+        return _llamacpp_refusal(ctx, result) if {"target", "draft"} <= set(ctx.gguf) else result
 
     def _tokenizers(self, ctx: Context) -> ExperimentResult:
         assert ctx.draft_dir is not None and ctx.target_dir is not None
