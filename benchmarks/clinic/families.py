@@ -19,39 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from patients import DFLASH_FIX, Case, draft_model, lab_drafter, pack
+from specdoctor.lab.edits import permute_vocab_block  # noqa: F401  (the clinic's edits)
 from upstream import SAMPLED_LOW_T, SAMPLED_T1, SAMPLER_FIX, _mtp_two_step
 
 # -- edits of served files ----------------------------------------------------------------------
-
-
-def permute_vocab_block(d: Path, lo: int = 256, hi: int = 512, seed: int = 7) -> None:
-    """A draft model re-indexed on one block of its vocabulary: the non-special tokens whose
-    ids lie in [lo, hi) are given each other's ids, in its tokenizer.json and in the rows of
-    its embedding and lm_head alike. In its own ids it is the model it was; fed the target's
-    ids, every token of the block reads as another token of the block (and its proposals of
-    them name other tokens), every token outside the block as itself."""
-    import json
-
-    import numpy as np
-    import torch
-    from safetensors.torch import load_file, save_file
-
-    tok = json.loads((d / "tokenizer.json").read_text())
-    special = {t["id"] for t in tok["added_tokens"]}
-    vocab = tok["model"]["vocab"]
-    movable = sorted(i for i in vocab.values() if i not in special and lo <= i < hi)
-    perm = dict(zip(movable, np.random.default_rng(seed).permutation(movable).tolist()))
-    tok["model"]["vocab"] = {s: perm.get(i, i) for s, i in vocab.items()}
-    (d / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False))
-    tensors = load_file(str(d / "model.safetensors"))
-    n = tensors["lm_head.weight"].shape[0]
-    new_of_old = torch.tensor([perm.get(i, i) for i in range(n)])
-    for name in ("model.embed_tokens.weight", "lm_head.weight"):
-        w = tensors[name]
-        out = torch.empty_like(w)
-        out[new_of_old] = w           # the row of old id i moves to its new id
-        tensors[name] = out
-    save_file(tensors, str(d / "model.safetensors"), metadata={"format": "pt"})
 
 
 def d2t_block_permuted(d: Path, size: int = 256, seed: int = 7) -> None:

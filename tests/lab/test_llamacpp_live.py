@@ -226,3 +226,27 @@ def test_a_bench_cell_has_per_request_units_from_the_streams_last_chunk(server: 
     row = json.loads(r.stdout)["rows"][0]
     assert row["profile"]["ci95"] is not None, row["profile"]
     assert not any("no confidence interval" in n for n in row["notes"]), row["notes"]
+
+
+def test_lab_faults_serve_under_neutral_names_and_the_vocabulary_one_drafts_nothing(
+        tmp_path) -> None:
+    """lab up --engine llamacpp --fault: the drafter edited before its GGUF is written (its path
+    names no fault); the re-indexed drafter is refused by llama-server, which drafts nothing."""
+    from specdoctor.bench import measure
+    from specdoctor.lab import lab, llamacpp
+
+    healthy = llamacpp.plan(llamacpp.LlamaCppRequest(k=K, port=free_port()))
+    for fid in llamacpp.FAULTS:
+        p = llamacpp.plan(llamacpp.LlamaCppRequest(k=None, port=free_port(), fault=fid))
+        assert fid not in p.spec.shell_command() and fid not in p.spec.label
+        f = llamacpp.FAULTS[fid]
+        assert (p.draft != healthy.draft) == (f.edit is not None)
+        assert p.k == (f.k or llamacpp.DEFAULT_K)
+    plan = llamacpp.plan(llamacpp.LlamaCppRequest(k=K, port=free_port(),
+                                                  fault="llama-draft-vocab"))
+    lab.up(plan.spec, timeout_s=120)
+    try:
+        m = measure.measure(plan.spec.url, measure.MeasureParams(num_prompts=4, max_tokens=16))
+    finally:
+        lab.down(plan.spec.port)
+    assert m.total is not None and m.total.draft_tokens == 0

@@ -24,6 +24,12 @@ def lab() -> None:
 D = labmod.LabRequest()  # the defaults shown here are the library's
 
 
+def llamacpp_faults() -> list:
+    from specdoctor.lab.llamacpp import FAULTS
+
+    return list(FAULTS.values())
+
+
 @lab.command(epilog=example(
     "specdoctor lab up --method dflash --fault dflash-window --port 8766"))
 @click.option("--engine", type=click.Choice(labmod.ENGINES), default=D.engine,
@@ -57,6 +63,8 @@ D = labmod.LabRequest()  # the defaults shown here are the library's
 @click.option("--fault", default=D.fault, metavar="ID",
               help="Serve with one fault of the lab's catalogue (with its --method): "
                    + ", ".join(f"{f.id} ({f.root_cause})" for f in labfaults.FAULTS.values())
+                   + "; with --engine llamacpp: "
+                   + ", ".join(f"{f.id} ({f.root_cause})" for f in llamacpp_faults())
                    + " (docs/lab.md).")
 @list_option("--patch", "patches", metavar="NAME",
              help="Serve with probe packs or patches on: names from `specdoctor probe list` or "
@@ -102,13 +110,15 @@ def _up_llamacpp(method: str, k: int | None, port: int, target_kind: str, draft_
     if method not in llamacpp.METHODS:
         raise InputError(f"the llama.cpp lab has no method {method}",
                          "use --method draft_model with --engine llamacpp")
-    for flag, value in (("--control", control), ("--fault", fault),
-                        ("--patch", ", ".join(patches) or None)):
+    if fault is not None and fault not in llamacpp.FAULTS:
+        raise InputError(f"the llama.cpp lab has no fault {fault!r}",
+                         f"with --engine llamacpp: {', '.join(llamacpp.FAULTS)}")
+    for flag, value in (("--control", control), ("--patch", ", ".join(patches) or None)):
         if value is not None:
             raise InputError(f"{flag} is not available with --engine llamacpp",
                              f"drop {flag}, or use the vLLM lab (--engine vllm)")
     req = llamacpp.LlamaCppRequest(method=method, k=k, port=port, target=target_kind,
-                                   draft=draft_kind, budget=train_budget)
+                                   draft=draft_kind, budget=train_budget, fault=fault)
     with build_progress():
         plan = llamacpp.plan(req)
     spec = plan.spec
@@ -116,7 +126,7 @@ def _up_llamacpp(method: str, k: int | None, port: int, target_kind: str, draft_
         handle = labmod.up(spec, ready_timeout, tick)
     info = {"url": spec.url, "port": port, "pid": handle.pid, "log": str(handle.log_path),
             "command": spec.shell_command(), "engine": "llamacpp", "method": method,
-            "k": plan.k, "target": str(plan.target), "draft": str(plan.draft)}
+            "k": plan.k, "target": str(plan.target), "draft": str(plan.draft), "fault": fault}
     if as_json:
         click.echo(json.dumps(info))
         return

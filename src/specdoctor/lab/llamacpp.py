@@ -53,6 +53,36 @@ BUILD_STATUS = Path.home() / ".cache" / "specdoctor" / "llamacpp-build.status"
 
 
 @dataclass(frozen=True)
+class LlamaFault:
+    """A fault of the llama.cpp lab: an edit of the drafter's files before its GGUF is written
+    (``lab.edits``), or a k past what drafting pays. Served under neutral names: the edited
+    drafter is a lab build named ``<drafter>-patched-<hash>``, the label names no fault."""
+
+    id: str
+    root_cause: str
+    changes: str
+    why: str
+    edit: str | None = None     # a function of lab.edits, on a copy of the drafter
+    k: int | None = None
+
+
+FAULTS: dict[str, LlamaFault] = {f.id: f for f in (
+    LlamaFault("llama-draft-vocab", "tokenizer-mismatch",
+               changes="the drafter re-indexed on its ids 256 to 511 (tokenizer and rows)",
+               why="a drafter of another vocabulary revision: llama.cpp refuses it at start-up "
+                   "and serves without speculation", edit="permute_vocab_block"),
+    LlamaFault("llama-draft-noise", "draft-quality",
+               changes="every matrix of the drafter with Gaussian noise of half its own scale",
+               why="a damaged drafter (a bad conversion or download): it drafts, weakly",
+               edit="add_noise"),
+    LlamaFault("llama-k-past-pay", "draft-overhead",
+               changes="k = 12 with the healthy drafter",
+               why="drafting far past what the drafter gets accepted: each step pays for 12 "
+                   "draft tokens", k=12),
+)}
+
+
+@dataclass(frozen=True)
 class LlamaCppRequest:
     """What ``lab up --engine llamacpp`` asks for. ``target``/``draft`` as in ``LabRequest``
     (random or trained target; the target itself or the small trained drafter as draft);
@@ -66,6 +96,7 @@ class LlamaCppRequest:
     budget: str = "full"
     target_type: str = "f32"
     draft_type: str = "f32"
+    fault: str | None = None    # one of FAULTS
 
 
 @dataclass(frozen=True)
@@ -121,7 +152,11 @@ def plan(req: LlamaCppRequest) -> LlamaCppPlan:
         raise LabError(f"the llama.cpp lab has no method {req.method!r}",
                        f"use --method {' or '.join(METHODS)} with --engine llamacpp, or the vLLM "
                        "lab (--engine vllm) for ngram, eagle3, dflash and mtp")
-    k = DEFAULT_K if req.k is None else req.k
+    fault = FAULTS.get(req.fault) if req.fault is not None else None
+    if req.fault is not None and fault is None:
+        raise LabError(f"the llama.cpp lab has no fault {req.fault!r}",
+                       f"choose one of: {', '.join(FAULTS)}")
+    k = req.k if req.k is not None else (fault.k if fault and fault.k else DEFAULT_K)
     if k < 1:
         raise LabError(f"--k must be at least 1, got {k}", "pass --k 1..16")
     for kind in (req.target_type, req.draft_type):
@@ -135,7 +170,10 @@ def plan(req: LlamaCppRequest) -> LlamaCppPlan:
 
         target_dir = target_model()
     target = gguf_export.exported(target_dir, req.target_type)
-    draft = gguf_export.exported(draft_dir or target_dir, req.draft_type)
+    draft_src = draft_dir or target_dir
+    if fault is not None and fault.edit is not None:
+        draft_src = _edited(draft_src, fault)
+    draft = gguf_export.exported(draft_src, req.draft_type)
     argv = (
         str(server_binary()),
         "-m", str(target),
@@ -160,3 +198,20 @@ def plan(req: LlamaCppRequest) -> LlamaCppPlan:
     label = f"lab:llamacpp:draft_model:k={k}"
     return LlamaCppPlan(LaunchSpec(argv=argv, env={}, port=req.port, label=label), k, target,
                         draft)
+
+
+def _edited(src: Path, fault: LlamaFault) -> Path:
+    """A copy of the drafter's files with the fault's edit, built once (the fault id in the
+    build record only, not in the name)."""
+    from specdoctor.lab import edits
+    from specdoctor.lab.drafters import cache
+
+    def build(out: Path) -> None:
+        for f in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+            if (src / f).is_file():
+                shutil.copyfile(src / f, out / f)
+        getattr(edits, str(fault.edit))(out)
+
+    return cache.built(f"{src.name}-patched", {"fault": fault.id, "edit": fault.edit},
+                       [src / "config.json", src / "model.safetensors", src / "tokenizer.json"],
+                       build)
