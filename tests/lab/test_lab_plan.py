@@ -47,3 +47,12 @@ def test_bad_requests_name_the_fix():
         labmod.plan(labmod.LabRequest(target="huge"))
     with pytest.raises(LabError, match="at least 1"):
         labmod.plan(labmod.LabRequest(k=0))
+
+
+def test_an_unknown_llamacpp_fault_is_bad_input_naming_the_llamacpp_faults():
+    from specdoctor.lab.llamacpp import FAULTS
+    from tests.conftest import run_cli
+
+    r = run_cli("lab", "up", "--engine", "llamacpp", "--fault", "dflash-window")
+    assert r.returncode == 2, r.stderr
+    assert "no fault 'dflash-window'" in r.stderr and all(f in r.stderr for f in FAULTS)
