@@ -131,7 +131,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="a clinic.json whose runs' cases left their folders (repeatable)")
     ap.add_argument("--cases", default="")
     ap.add_argument("--fixtures", type=Path, default=None)
+    ap.add_argument("--out", default=RESULTS.name,
+                    help="results file name under benchmarks/results (.json and .txt)")
     a = ap.parse_args(argv)
+    results = RESULTS.with_name(a.out)
     names = {c for c in a.cases.split(",") if c}
     runs = [r for path in a.clinic for r in json.loads(path.read_text())["runs"]]
     # per case, the first diagnosis that left a trace (later ones recorded the same fault again)
@@ -161,8 +164,8 @@ def main(argv: list[str] | None = None) -> int:
             (a.fixtures / f"transforms_{name.replace('-', '_')}.json").write_text(
                 json.dumps(fx) + "\n")
     head["load_after"] = load()
-    RESULTS.with_suffix(".json").write_text(json.dumps({**head, "rows": rows}, indent=1) + "\n")
-    RESULTS.with_suffix(".txt").write_text(text(rows, head))
+    results.with_suffix(".json").write_text(json.dumps({**head, "rows": rows}, indent=1) + "\n")
+    results.with_suffix(".txt").write_text(text(rows, head))
     print(text(rows, head))
     return 0
 
