@@ -302,7 +302,9 @@ NAMED = {"up_draft_positions_behind": "positions-1",        # draft model, posit
          "up_mtp_residual_normed": "norm-before-residual",  # MTP, norm
          "up_eagle3_aux_partial_sum": "taps-mlp-half",      # EAGLE3, taps
          "up_dflash_aux_partial_sum": "taps-mlp-half",      # DFlash, taps
-         "up_eagle3_aux_quarter_sum": "taps-mlp-quarter"}   # EAGLE3, taps at another size
+         "up_eagle3_aux_quarter_sum": "taps-mlp-quarter",   # EAGLE3, taps at another size
+         "up_mtp_stale_hidden": "recursion-from-target",    # MTP, recursion
+         "up_eagle3_own_embed_overwritten": "embedding-from-target"}   # EAGLE3, weights
 
 
 @pytest.mark.parametrize("name", sorted(NAMED))
@@ -341,6 +343,24 @@ def test_real_drafts_no_transformation_reproduces_stay_a_localisation():
     assert "mechanism not determined" in f.evidence and "positions-1" in f.evidence
     loc.transforms = {"greedy": checks}
     assert loc.mechanism()[1].transform.id == "prompt-entries-late"
+
+
+def test_real_dflash_taps_one_position_off_stay_a_localisation_where_no_member_holds():
+    """A DFlash drafter fed its context taps unshifted (a real vLLM recording): 293 of 309
+    steps differ; the closest member, the taps one layer lower, reproduces most of them but
+    not 80% of each half, so the mechanism stays open and engine-drafting a localisation."""
+    from specdoctor.oracle import transforms as T
+
+    r, chains = recorded_search("up_dflash_taps_unshifted")
+    checks = tuple(D.transform_check(r, T.by_id(t), ch) for t, ch in chains.items())
+    loc = D.localise({"greedy": r})
+    loc.transforms = {"greedy": checks}
+    assert loc.drafting["greedy"].differs and loc.mechanism() is None
+    best = max(checks, key=lambda c: c.explained)
+    assert best.transform.id == "taps-layer-1" and not best.explains
+    assert 0.5 < best.explained / best.differ < 0.8
+    f = {f.hypothesis: f for f in D.decide(loc)}["engine-drafting"]
+    assert f.verdict is Verdict.CONFIRMED and f.mechanism is None
 
 
 def test_a_real_engine_whose_drafts_are_its_drafters_is_named_by_nothing():
