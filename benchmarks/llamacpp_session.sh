@@ -32,7 +32,7 @@ run() { echo "\$ $*" | sed -e "s#$cmd#\$CMD#" ; "$@" 2>&1 || echo "(exit $?)"; e
   echo "CMD = $cmd"
   echo
   run specdoctor bench --launch "$cmd" --baseline --suite code --sampling greedy,official -c 1 -n 16 --no-report
-  run specdoctor sweep --launch "$cmd" --k 2,4 --flag=--spec-draft-p-min=0,0.75 --suite code --sampling greedy -c 1 -n 16 --no-report
+  run specdoctor sweep --launch "$cmd" --k 2,4 --flag spec-draft-p-min=0,0.75 --suite code --sampling greedy -c 1 -n 16 --no-report
   run specdoctor gate --save healthy
   run specdoctor gate --baseline healthy --launch "$q4"
   run specdoctor diagnose --launch "$cmd" -o "$home/diag1"

@@ -25,6 +25,7 @@ OWN_GRAMMAR = {
     "--env": "NAME=VALUE, split only before the next NAME=",
     "--sampling": "a T,top_p pair stays one value",
     "--devices": "'0,1 2,3': commas inside a device set, spaces between sets",
+    "--flag": "NAME=V1,V2: the commas separate one server flag's values",
 }
 # Old names of -o/--out and --ready-timeout, and the commands where one of them means something
 # else (no output folder, no server start), kept as their users know them.

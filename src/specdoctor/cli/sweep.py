@@ -35,9 +35,9 @@ from specdoctor.methods import SPECULATIVE_METHODS
 @list_option("--drafter", "drafters",
              help="Drafter models (paths or hub ids) for draft-model methods.")
 @click.option("--flag", "flags", multiple=True, metavar="NAME=V1,V2",
-              help="Also sweep a server flag's values, e.g. --flag --spec-draft-p-min=0,0.75 "
-                   "(llama-server) or --flag --max-num-seqs=8,32: every configuration is run "
-                   "with each value (several --flag: every combination).")
+              help="Also sweep a server flag's values, e.g. --flag spec-draft-p-min=0,0.75 "
+                   "(llama-server's --spec-draft-p-min) or --flag max-num-seqs=8,32: every "
+                   "configuration is run with each value (several --flag: every combination).")
 @click.option("--no-baseline", is_flag=True, help="Skip the speculation-off baseline.")
 @click.option("--devices", multiple=True, metavar="IDS",
               help="Device sets, one per concurrent launch: --devices '0,1 2,3' runs two "
@@ -65,12 +65,13 @@ def parse_flags(given: tuple[str, ...]) -> list[tuple[str, tuple[str, ...]]]:
     """``--flag NAME=V1,V2`` values as (name, values); bad input naming the one malformed."""
     out: list[tuple[str, tuple[str, ...]]] = []
     for g in given:
-        name, eq, values = g.partition("=")
+        bare, eq, values = g.partition("=")
+        name = bare if bare.startswith("-") else f"--{bare}"   # the server's flag, dashes optional
         vals = tuple(v.strip() for v in values.split(",") if v.strip())
-        if not eq or not name.startswith("-") or not vals or any(
+        if not eq or not bare.lstrip("-") or not vals or any(
                 not c.isprintable() or c.isspace() for c in name):
             raise InputError(f"--flag {g!r} is not NAME=V1,V2",
-                             "e.g. --flag --spec-draft-p-min=0,0.75")
+                             "e.g. --flag spec-draft-p-min=0,0.75")
         if name in (n for n, _ in out):
             raise InputError(f"--flag {name} is given twice", "give its values once: NAME=V1,V2")
         out.append((name, vals))
