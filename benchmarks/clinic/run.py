@@ -357,6 +357,12 @@ def run_case(case: Case, budget: float) -> dict:
                 "ledger": [{"id": e["id"], "verdict": e["verdict"],
                             "evidence": (e["evidence"][-1] if e["evidence"] else "")[:300]}
                            for e in d["ledger"]]})
+    # how much each named cause explains, the mechanism, what was found beside and what stays
+    # open (issue: every named cause states what it explains)
+    for key in ("root_cause_explains", "other_causes_explain", "root_cause_mechanism",
+                "also_found", "undetermined"):
+        if key in d:
+            row[key] = d[key]
     # what the diagnosis noted of its own measurement (a load pass taken again, say)
     row["notes"] = [n[:300] for n in d.get("notes") or []][:20]
     if case.bites_here and case.twin:

@@ -178,7 +178,8 @@ def part_lines(cases: list[Any], first: dict[str, dict[str, Any] | None]) -> lis
     return lines
 
 
-def full_run(data: dict[str, Any]) -> dict[str, Any] | None:
+def full_run(data: dict[str, Any], measured: dict[str, Any] | None = None
+             ) -> dict[str, Any] | None:
     """The latest full run's scores: of the commits with the most cases run at them (a run
     at one commit may be recorded in several parts), the last; each case's latest row there,
     scored as recorded (category, right, bites_here), lab faults left out of the key apart."""
@@ -190,14 +191,19 @@ def full_run(data: dict[str, Any]) -> dict[str, Any] | None:
     def cat(*names: str) -> list[dict[str, Any]]:
         return [r for r in rows if r.get("category") in names and r["case"] not in KEY_LEFT_OUT]
 
-    faults = [r for r in cat("fault") if not inert(r)]
+    quiet_measured = measured_inert(measured)
+
+    def idle(r: dict[str, Any]) -> bool:   # did not bite: in its own run, or beside its twin
+        return inert(r) or r["case"] in quiet_measured
+
+    faults = [r for r in cat("fault") if not idle(r)]
     quiet, patched = cat("healthy", "benign"), cat("patched")
     return {"commit": run.get("commit", "?"), "clean": run.get("clean"), "date": run["date"],
             "cases": len(run["rows"]), "answered": len(rows),
             "faults": (sum(bool(r["right"]) for r in faults), len(faults)),
             "quiet": (sum(r.get("root_cause") is not None for r in quiet), len(quiet)),
             "patched": (sum(bool(r["right"]) for r in patched), len(patched)),
-            "idle": [r["case"] for r in rows if r.get("category") == "fault" and inert(r)],
+            "idle": [r["case"] for r in rows if r.get("category") == "fault" and idle(r)],
             "left_out": [r["case"] for r in rows if r["case"] in KEY_LEFT_OUT]}
 
 
@@ -224,11 +230,12 @@ def full_run_rows(data: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def full_run_lines(data: dict[str, Any]) -> list[str]:
-    f = full_run(data)
+    f = full_run(data, json.loads(MEASURED.read_text()) if MEASURED.is_file() else None)
     if f is None:
         return []
     tree = {True: "clean tree", False: "tree NOT clean"}.get(f["clean"], "tree not recorded")
-    apart = [f"{len(f['idle'])} fault(s) that did not bite beside the twin "
+    apart = [f"{len(f['idle'])} fault(s) that did not bite beside the twin (in their own run "
+             f"or measured by measure.py) "
              f"({', '.join(f['idle'])})"] if f["idle"] else []
     apart += [f"{c}, {KEY_LEFT_OUT[c]}" for c in f["left_out"]]
     return ["", "## The latest full run", "",
