@@ -178,12 +178,12 @@ def part_lines(cases: list[Any], first: dict[str, dict[str, Any] | None]) -> lis
     return lines
 
 
-def full_run(data: dict[str, Any], measured: dict[str, Any] | None = None
-             ) -> dict[str, Any] | None:
+def full_run(data: dict[str, Any], measured: dict[str, Any] | None = None,
+             commit: str | None = None) -> dict[str, Any] | None:
     """The latest full run's scores: of the commits with the most cases run at them (a run
     at one commit may be recorded in several parts), the last; each case's latest row there,
     scored as recorded (category, right, bites_here), lab faults left out of the key apart."""
-    run = full_run_rows(data)
+    run = full_run_rows(data, commit)
     if run is None:
         return None
     rows = [r for r in run["rows"] if "right" in r]
@@ -207,9 +207,10 @@ def full_run(data: dict[str, Any], measured: dict[str, Any] | None = None
             "left_out": [r["case"] for r in rows if r["case"] in KEY_LEFT_OUT]}
 
 
-def full_run_rows(data: dict[str, Any]) -> dict[str, Any] | None:
-    """The commit with the most cases run at it (the last of those), as one run: its commit,
-    whether every part ran on a clean tree, its first part's date and each case's latest row."""
+def full_run_rows(data: dict[str, Any], commit: str | None = None) -> dict[str, Any] | None:
+    """The commit with the most cases run at it (the last of those; or ``commit``), as one
+    run: its commit, whether every part ran on a clean tree, its first part's date and each
+    case's latest row."""
     by_commit: dict[str, dict[str, Any]] = {}
     for i, r in enumerate(data["runs"]):
         if not r.get("rows"):
@@ -222,11 +223,16 @@ def full_run_rows(data: dict[str, Any]) -> dict[str, Any] | None:
         c["last"] = i
         for row in r["rows"]:
             c["cases"][row["case"]] = row
-    if not by_commit:
+    if not by_commit or (commit is not None and commit not in by_commit):
         return None
-    best = max(by_commit.values(), key=lambda c: (len(c["cases"]), c["last"]))
+    best = by_commit[commit] if commit is not None else max(
+        by_commit.values(), key=lambda c: (len(c["cases"]), c["last"]))
     return {"commit": best["commit"], "clean": best["clean"], "date": best["date"],
             "rows": list(best["cases"].values())}
+
+
+# Earlier full runs the docs quote (each scored as its rows were recorded)
+EARLIER_FULL_RUNS = ("e184aa4",)
 
 
 def full_run_lines(data: dict[str, Any]) -> list[str]:
@@ -238,6 +244,18 @@ def full_run_lines(data: dict[str, Any]) -> list[str]:
              f"or measured by measure.py) "
              f"({', '.join(f['idle'])})"] if f["idle"] else []
     apart += [f"{c}, {KEY_LEFT_OUT[c]}" for c in f["left_out"]]
+    earlier = [full_run(data, None, c) for c in EARLIER_FULL_RUNS if c != f["commit"]]
+    tail = ["", "Earlier full runs, scored as their rows were recorded (without measure.py's "
+            "later measurements): " + "; ".join(
+                f"at {e['commit']} (started {e['date']}): {e['cases']} cases, faults named "
+                f"right: {e['faults'][0]} of {e['faults'][1]}, healthy or benign cases given a "
+                f"cause: {e['quiet'][0]} of {e['quiet'][1]}, patched named right: "
+                f"{e['patched'][0]} of {e['patched'][1]}" for e in earlier if e) + "."] \
+        if any(earlier) else []
+    return tail_first(f, tree, apart) + tail
+
+
+def tail_first(f: dict[str, Any], tree: str, apart: list[str]) -> list[str]:
     return ["", "## The latest full run", "",
             f"At {f['commit']} ({tree}, started {f['date']}): {f['cases']} cases, "
             f"{f['answered']} answered. Faults named right: {f['faults'][0]} of "
