@@ -24,7 +24,7 @@ from specdoctor.bench.client import Outcome
 from specdoctor.bench.matrix import Cell, MatrixParams
 from specdoctor.errors import SpecdoctorError
 from specdoctor.launch.servers import http_ok
-from specdoctor.sources import prometheus, vllm_response
+from specdoctor.sources import llamacpp, prometheus, vllm_response
 
 
 def scrape(url: str) -> prometheus.CounterReading | None:
@@ -189,7 +189,7 @@ def _llamacpp_block(o: Outcome) -> dict[str, Any] | None:
         return None
     if not 0 <= accepted <= drafted:
         return None
-    steps = max(o.completion_tokens - 1 - accepted, 0) if drafted else 0
+    steps = llamacpp.request_steps(o.completion_tokens, accepted, drafted)
     return {"num_spec_steps": steps, "num_draft_tokens": drafted,
             "num_accepted_draft_tokens": accepted, "positions": False}
 

@@ -545,8 +545,8 @@ def derive_drafts(m: Measurement) -> None:
         return
     if any(r.profile is None or r.profile.drafts is not None for r in m.requests):
         return
-    steps = [max(r.completion_tokens - 1 - (r.profile.accepted_tokens or 0), 0)
-             if r.profile.draft_tokens else 0 for r in m.requests]
+    steps = [llamacpp.request_steps(r.completion_tokens, r.profile.accepted_tokens or 0,
+                                    r.profile.draft_tokens or 0) for r in m.requests]
     extra = sum(steps) - m.total.drafts
     if not 0 <= extra <= len(steps):
         m.notes.append(f"llama.cpp gives no drafts per request, and its steps (completion "

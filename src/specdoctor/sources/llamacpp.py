@@ -398,6 +398,13 @@ def _float(text: str) -> float | None:
 # -- response timings ----------------------------------------------------------------------------
 
 
+def request_steps(completion_tokens: int, accepted: int, drafted: int) -> int:
+    """A llama-server request's verification steps, which its response does not count (pure):
+    each step after the first token yields the accepted tokens plus one, so ``n`` completion
+    tokens with ``a`` accepted took ``n - 1 - a`` steps; none where nothing was drafted."""
+    return max(completion_tokens - 1 - accepted, 0) if drafted else 0
+
+
 def profile_from_timings(response: Mapping[str, Any]) -> AcceptanceProfile:
     """One request's profile from a parsed response (or its ``timings`` object).
 

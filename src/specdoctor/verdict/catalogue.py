@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from specdoctor.launch import engines as _launch_engines
 from specdoctor.verdict.findings import BASES, CLASSES
 
 CATALOGUE_FILE = Path(__file__).with_name("data") / "catalogue.json"
@@ -32,7 +33,7 @@ STATUSES = ("built", "planned")
 # reference (the oracles); after the plan, when its question is still open (speed).
 PHASES = ("plan", "before-signature", "after-plan")
 SIDES = ("engine", "files", "target", "workload")
-ENGINES = ("vllm", "sglang", "llamacpp")   # launch.engines names
+ENGINES = tuple(e.name for e in _launch_engines.ENGINES)   # what not_on may name
 ORACLE = ("excludes", "shares")
 # Rules the code applies by id (findings it files under ``rule:<id>``, or names in evidence):
 # each must have its text in the catalogue.
