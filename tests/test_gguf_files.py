@@ -100,3 +100,18 @@ def test_the_lab_gguf_reads_back_as_the_model_it_was_written_from(tmp_path: Path
     text = "def f(x):\n    return x * 2  # twice\n"
     assert (AutoTokenizer.from_pretrained(out)(text)["input_ids"]
             == AutoTokenizer.from_pretrained(source)(text)["input_ids"])
+
+
+def test_a_file_is_hashed_once_per_path_size_and_time(tmp_path: Path, monkeypatch) -> None:
+    f = tmp_path / "model.gguf"
+    f.write_bytes(b"GGUF" + b"\0" * 100)
+    root = tmp_path / "cache"
+    first = G.digest(f, root)
+    assert first == G.file_digest(f)
+    monkeypatch.setattr(G, "file_digest", lambda p: pytest.fail("read the file again"))
+    assert G.digest(f, root) == first
+    monkeypatch.undo()
+    f.write_bytes(b"GGUF" + b"\1" * 101)   # another content, another size: read again
+    assert G.digest(f, root) == G.file_digest(f) != first
+    (root / "digests.json").write_text("[not an index")
+    assert G.digest(f, root) == G.file_digest(f)   # a damaged index is rebuilt

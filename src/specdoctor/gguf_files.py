@@ -11,7 +11,8 @@ llama-server serves GGUF (``-m T.gguf -md D.gguf``). Two readings of such a file
   experiments that read a model directory. transformers' GGUF loader undoes llama.cpp's
   converter (tensor names, the q/k rotary permutation) and dequantizes (q8_0, q4_K, … become
   fp32: the oracle then runs the weights the server holds, not its quantized kernels). Written
-  once per file content under ``$SPECDOCTOR_HOME/gguf/<sha256>``, atomically; torch,
+  once per file content under ``$SPECDOCTOR_HOME/gguf/<sha256>``, atomically (the file is
+  hashed once per path, size and modification time: ``digest``); torch,
   transformers and accelerate are imported there only.
 
 ``llamacpp_compatible`` is llama.cpp's own test of whether a drafter may draft for a target
@@ -24,6 +25,7 @@ without speculation (an error line in its log, nothing drafted).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -165,6 +167,30 @@ def file_digest(path: Path, chunk: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
+def digest(path: Path, root: Path) -> str:
+    """The file's sha256, read whole once per (path, size, modification time): kept in
+    ``root/digests.json``, so a diagnosis does not read a many-gigabyte GGUF again to find the
+    directory it was converted to. A damaged index is rebuilt."""
+    st = path.stat()
+    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    index = root / "digests.json"
+    try:
+        known = json.loads(index.read_text()) if index.is_file() else {}
+    except (OSError, ValueError):
+        known = {}
+    if not isinstance(known, dict):
+        known = {}
+    got = known.get(key)
+    if isinstance(got, str) and len(got) == 64 and all(c in "0123456789abcdef" for c in got):
+        return got
+    got = known[key] = file_digest(path)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = index.with_name(f"{index.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(known))
+    tmp.replace(index)
+    return got
+
+
 def hf_dir(path: Path, root: Path | None = None) -> Path:
     """The GGUF file's weights, config and tokenizer as a Hugging Face directory, written once
     per file content (``root``: default ``$SPECDOCTOR_HOME/gguf``). Bad input when the file is
@@ -172,7 +198,8 @@ def hf_dir(path: Path, root: Path | None = None) -> Path:
     accelerate is named with the install that brings it."""
     path = Path(path)
     meta = metadata(path)
-    out = (root or paths.home() / "gguf") / f"{file_digest(path)[:24]}-v{HF_DIR_VERSION}"
+    root = root or paths.home() / "gguf"
+    out = root / f"{digest(path, root)[:24]}-v{HF_DIR_VERSION}"
     if (out / "config.json").is_file():
         return out
     try:
