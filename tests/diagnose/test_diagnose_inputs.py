@@ -214,3 +214,18 @@ def test_a_url_nobody_answers_is_unreachable_exit_3_and_nothing_is_stored(tmp_pa
     assert f"cannot reach {url}/v1/models" in proc.stderr and "Traceback" not in proc.stderr
     listed = run_cli("ledger", "list", "--db", str(db), "--json")
     assert listed.returncode == 0 and json.loads(listed.stdout)["investigations"] == []
+
+
+def test_a_target_file_that_is_not_gguf_is_bad_input(tmp_path):
+    """--target/--draft take a model directory or the GGUF file llama-server reads; any other
+    file is refused before anything is read or measured."""
+    from tests.conftest import run_cli
+
+    log = sorted((Path(__file__).resolve().parents[1] / "fixtures" / "llamacpp").glob("*.log"))[0]
+    other = tmp_path / "model.gguf"
+    other.write_bytes(b"PK\x03\x04 a zip, not GGUF")
+    for flag in ("--target", "--draft"):
+        r = run_cli("diagnose", "--logs", str(log), flag, str(other), "--no-store",
+                    "-o", str(tmp_path / "out"))
+        assert r.returncode == 2, r.stderr
+        assert f"{flag} {other} is a file but not a GGUF file" in r.stderr

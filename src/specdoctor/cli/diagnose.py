@@ -128,12 +128,14 @@ O = Options()  # the defaults shown here are the diagnosis's own
                    "file with its own engine, method or k); needed when they differ, as for "
                    "specdoctor logs.")
 @click.option("--target", "target_dir", default=None,
-              type=click.Path(exists=True, file_okay=False, resolve_path=True, path_type=Path),
-              help="With --url or --logs: the served model's directory (default: the path "
-                   "/v1/models or the start-up log names, when it is one here).")
+              type=click.Path(exists=True, resolve_path=True, path_type=Path),
+              help="With --url or --logs: the served model's directory, or the GGUF file "
+                   "llama-server reads (default: the path /v1/models or the start-up log "
+                   "names, when it is one here).")
 @click.option("--draft", "draft_dir", default=None,
-              type=click.Path(exists=True, file_okay=False, resolve_path=True, path_type=Path),
-              help="With --url or --logs: the drafter's directory (default: the start-up log's).")
+              type=click.Path(exists=True, resolve_path=True, path_type=Path),
+              help="With --url or --logs: the drafter's directory or GGUF file (default: the "
+                   "start-up log's).")
 @click.option("--tokenizer", "tokenizer_dir", default=None,
               type=click.Path(exists=True, file_okay=False, resolve_path=True, path_type=Path),
               help="With --url or --logs: the tokenizer's directory, when it is not the "
@@ -195,6 +197,14 @@ def diagnose(launch_cmd: str | None, env: tuple[str, ...], url: str | None,
         raise InputError("--num-prompts must be >= 2, --max-tokens >= 1, 0 < --budget <= 1440",
                          "e.g. --num-prompts 8 --max-tokens 64 --budget 10")
     check_count(num_prompts)
+    for flag, given in (("--target", target_dir), ("--draft", draft_dir)):
+        if given is not None and given.is_file():
+            from specdoctor import gguf_files
+
+            if not gguf_files.is_gguf(given):
+                raise InputError(f"{flag} {given} is a file but not a GGUF file",
+                                 f"give {flag} a model directory or the .gguf file the server "
+                                 "reads")
     stated = (spec_method, spec_k, target_dir, draft_dir, tokenizer_dir)
     if any(x is not None for x in stated) and (launch_cmd is not None or not (url or logs)):
         raise InputError("--method, --k, --target, --draft and --tokenizer are read from the "
