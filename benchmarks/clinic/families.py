@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from patients import DFLASH_FIX, Case, draft_model, lab_drafter, pack
+from patients import DFLASH_FIX, Case, draft_model, lab_drafter, pack, set_field
 from specdoctor.lab.edits import permute_vocab_block  # noqa: F401  (the clinic's edits)
 from upstream import SAMPLED_LOW_T, SAMPLED_T1, SAMPLER_FIX, _mtp_two_step
 
@@ -124,8 +124,32 @@ def _vocab_block_late(d: Path) -> None:
     permute_vocab_block(d, lo=384, hi=512, seed=11)
 
 
+def config_key_dropped(*dotted: str) -> Any:
+    """A drafter edit: the config keys ``dotted`` (dotted for nested ones) removed."""
+    from patients import edit_config
+
+    def edit(d: Path) -> None:
+        def drop(c: dict) -> None:
+            for key in dotted:
+                *parents, last = key.split(".")
+                node = c
+                for part in parents:
+                    node = node.get(part) or {}
+                node.pop(last, None)
+        edit_config(d, drop)
+    return edit
+
+
+def _dflash_window(window: int, edit: Any = None) -> Any:
+    """The lab's DFlash trained within a sliding window of ``window`` (its config says so),
+    served with the engine's DFlash k_norm defect fixed."""
+    return lab_drafter("dflash", edit_draft=edit, trained={"window": window},
+                       packs=(DFLASH_FIX,))
+
+
 TWINS = {"dflash-own-head": lab_drafter("dflash", edit_draft=own_reduced_head,
-                                        packs=(DFLASH_FIX,))}
+                                        packs=(DFLASH_FIX,)),
+         "dflash-swa8-fixed": _dflash_window(8), "dflash-swa4-fixed": _dflash_window(4)}
 
 
 FAMILY_CASES = [
@@ -403,4 +427,62 @@ FAMILY_CASES = [
          upstream="sibling on another drafter type of up-eagle3-d2t-partial-shift",
          how="the reduced head of up-dflash-own-head-overwritten, its d2t of draft ids 100 to "
              "175 replaced by that of the next draft id; t2d and lm_head untouched"),
+    # -- committed with their keys before any of them was diagnosed, after the first tries of
+    # up-dflash-swa-dropped and up-eagle3-norm-output-dropped (both not determined): siblings
+    # of "a key the engine reads is absent or wrong in the served config, and the engine's
+    # default is not what the drafter was trained with", at another size, as a lone flag, as
+    # a wrong value rather than a missing one, and in the other direction
+    Case("up-dflash-swa4-dropped", "attention-mask",
+         _dflash_window(4, config_key_dropped("dflash_config.use_swa",
+                                              "dflash_config.swa_window_size")),
+         "DFlash trained with a sliding window of 4, served with the window keys removed from "
+         "its config and the engine's DFlash k_norm defect fixed (served files)",
+         origin="upstream", twin="dflash-swa4-fixed", part="drafter files", bites_here=True,
+         cite="vllm-project/vllm PR #40898 (tracking issue #46105), at another size",
+         upstream="sibling at another size of up-dflash-swa-dropped (a drafter trained with "
+                  "sliding-window attention served with full attention)",
+         how="the lab's DFlash trained with use_swa, swa_window_size 4; both keys removed from "
+             "dflash_config"),
+    Case("up-dflash-use-swa-dropped", "attention-mask",
+         _dflash_window(8, config_key_dropped("dflash_config.use_swa")),
+         "DFlash trained with a sliding window of 8, served with use_swa removed from its "
+         "config (the window size kept) and the engine's DFlash k_norm defect fixed (served "
+         "files)",
+         origin="upstream", twin="dflash-swa8-fixed", part="drafter files", bites_here=True,
+         cite="vllm-project/vllm PR #40898 (tracking issue #46105), the flag alone",
+         upstream="sibling of up-dflash-swa-dropped: only the flag that switches the window on "
+                  "is missing; the window's size is there and goes unread",
+         how="the lab's DFlash trained with use_swa, swa_window_size 8; dflash_config.use_swa "
+             "removed (vLLM 0.32 reads it with a default of false)"),
+    Case("up-dflash-swa-window-wider", "attention-mask",
+         _dflash_window(8, set_field("dflash_config.swa_window_size", 32)),
+         "DFlash trained with a sliding window of 8, served with swa_window_size 32 and the "
+         "engine's DFlash k_norm defect fixed (served files)",
+         origin="upstream", twin="dflash-swa8-fixed", part="drafter files", bites_here=True,
+         cite="vllm-project/vllm PR #40898 (tracking issue #46105), a wrong window",
+         upstream="sibling of up-dflash-swa-dropped in another direction: the window is on but "
+                  "wider than the one the drafter was trained with",
+         how="the lab's DFlash trained with use_swa, swa_window_size 8; swa_window_size "
+             "written as 32"),
+    Case("up-eagle3-norm-output-false", "draft-config-mismatch",
+         lab_drafter("eagle3", edit_draft=set_field("norm_output", False),
+                     trained={"norm_output": True}),
+         "EAGLE3 head trained feeding each later step the final-normed output (norm_output), "
+         "served with norm_output written false (served files)",
+         origin="upstream", twin="eagle3-norm-output", part="drafter files", bites_here=True,
+         cite="vllm-project/vllm PR #46488, a wrong value rather than a missing one",
+         upstream="sibling of up-eagle3-norm-output-dropped: the flag is there but false, the "
+                  "value vLLM falls back to, so no reference disagrees with it",
+         how="the lab's EAGLE3 head trained with norm_output; norm_output: false in the served "
+             "config"),
+    Case("up-eagle3-norm-output-added", "draft-config-mismatch",
+         lab_drafter("eagle3", edit_draft=set_field("norm_output", True)),
+         "EAGLE3 head trained on the pre-norm state, served with norm_output: true added to "
+         "its config (served files)",
+         origin="upstream", twin="healthy-eagle3", part="drafter files", bites_here=True,
+         cite="vllm-project/vllm PR #46488, the other direction",
+         upstream="sibling in the other direction of up-eagle3-norm-output-dropped: a head "
+                  "trained without norm_output served as if it had been trained with it",
+         how="the lab's plain EAGLE3 head (trained on the pre-norm state); norm_output: true "
+             "added to the served config"),
 ]

@@ -59,7 +59,9 @@ PART_OF = {
     "draft-attention-partial": "drafting",
     "draft-config-mismatch": "drafter files",
     "rope-sync": "drafting",
-    "attention-mask": "drafting",
+    # the mask a drafter is served with comes from its config (causality, window keys): the
+    # catalogue's side for it is the files, and every lab case of it is a served-file fault
+    "attention-mask": "drafter files",
     "kernel-numerics": "drafting",
     "sampling-confound": "workload",
     "rejection-sampler": "verification",
