@@ -48,7 +48,6 @@ its path says what was changed.
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -56,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from specdoctor.errors import SpecdoctorError
-from specdoctor.experiments import common
+from specdoctor.experiments import common, space_search
 from specdoctor.verdict import rules
 from specdoctor.experiments.base import Context
 from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
@@ -126,17 +125,7 @@ def get(cfg: dict[str, Any], dotted: str) -> Any:
     return cmp.get(cfg, dotted)
 
 
-def put(cfg: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
-    out = json.loads(json.dumps(cfg))
-    node = out
-    *parents, last = dotted.split(".")
-    for part in parents:
-        node = node.setdefault(part, {})
-    if value is _ABSENT:
-        node.pop(last, None)
-    else:
-        node[last] = value
-    return out
+put = cmp.put
 
 
 def lead_of(s: cmp.Suspect, contract: contract_mod.Contract | None = None) -> Lead | None:
@@ -166,15 +155,7 @@ def leads(draft: dict[str, Any], target: dict[str, Any], method: str | None,
 
 def patched_copy(draft_dir: Path, lead: Lead, workdir: Path, n: int) -> Path:
     """A copy of the drafter under a neutral name with the lead's fields changed."""
-    out = workdir / f"cf-{n}" / "draft"
-    if out.exists():
-        shutil.rmtree(out)
-    shutil.copytree(draft_dir, out, symlinks=False)
-    cfg = json.loads((out / "config.json").read_text())
-    for field, value in lead.config_edits():
-        cfg = put(cfg, field, value)
-    (out / "config.json").write_text(json.dumps(cfg, indent=2))
-    return out
+    return space_search.copy_with(draft_dir, lead.config_edits(), workdir, n)
 
 
 @dataclass
@@ -583,6 +564,13 @@ class OracleCounterfactual:
                                         f"{x.change()}: not tried (the drafter's config is the "
                                         "target's own)", unchecked=(x.change(),))
                                 for x in found]
+            elif ctx.draft_dir is not None and r.contract is not None:
+                nums: dict[str, Any] = {}
+                out.findings, curve = _with_space(ctx, r.contract, [], out.findings, nums)
+                out.numbers["trials"] = nums
+                if curve is not None:
+                    out.curves["after the contract's space searched"] = curve
+                out.wall_s = time.perf_counter() - t0
             return out
         from specdoctor.errors import SpecdoctorError
 
@@ -644,10 +632,34 @@ class OracleCounterfactual:
                                      f"(vLLM does), so it would show no change; a relaunch "
                                      f"decides", unchecked=(lead.change(),)))
         merged = rules.one_per_hypothesis(_verdicts(hypotheses, tried, r), evidence="decisive")
+        if base is not None and r.contract is not None and not any(
+                f.verdict is Verdict.CONFIRMED for f in merged if f.hypothesis in HYPOTHESES):
+            merged, curve = _with_space(ctx, r.contract, found, merged, nums)
+            if curve is not None:
+                curves["after the contract's space searched"] = curve
         return ExperimentResult(self.id, merged, {**r.numbers(), "trials": nums},
                                 {**({"before": expected_profile(base)} if base else {}),
                                  **curves},
                                 wall_s=time.perf_counter() - t0)
+
+
+def _with_space(ctx: Context, contract: contract_mod.Contract, found: list[Lead],
+                merged: list[Finding], nums: dict[str, Any]) -> tuple[list[Finding], Any]:
+    """No reference lead recovered: the contract's space searched through the oracle
+    (``space_search``). A change it confirms is a cause of its own kind (a mask or another
+    config key); what it leaves undecided is said in draft-config-mismatch's evidence."""
+    tried = frozenset(e[0] for x in found for e in x.config_edits())
+    out = space_search.search(ctx, contract, tried)
+    nums["space"] = out.numbers
+    f = out.finding
+    if f is None:
+        return merged, None
+    if f.verdict is not Verdict.CONFIRMED:
+        # the space adds its evidence, not a verdict: its best of many changes left undecided
+        # on held-out prompts is no lead (a change can raise a healthy drafter a little)
+        return [replace(x, evidence=f"{x.evidence}; {f.evidence}")
+                if x.hypothesis == "draft-config-mismatch" else x for x in merged], None
+    return rules.one_per_hypothesis([*merged, f], evidence="decisive"), out.curve
 
 
 class RelaunchCounterfactual:

@@ -126,6 +126,20 @@ def get(cfg: dict[str, Any], dotted: str) -> Any:
     return node
 
 
+def put(cfg: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
+    """A copy of ``cfg`` with ``dotted`` set to ``value`` (``ABSENT``: the key removed)."""
+    out = json.loads(json.dumps(cfg))
+    node = out
+    *parents, last = dotted.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    if value is ABSENT:
+        node.pop(last, None)
+    else:
+        node[last] = value
+    return out
+
+
 def leaves(cfg: dict[str, Any], prefix: str = "", depth: int = 0) -> list[str]:
     """Every key of a config, nested dicts as dotted keys (a dict is a leaf too)."""
     out = []
@@ -368,7 +382,7 @@ def _token(contract: Contract, x: Inputs, key: str, value: Any, out: Review) -> 
         return
     if verdict.ok:
         out.checked.append(f"{key} {value}: {verdict.why}"
-                           + (f" (absent from the measured text)" if seen == 0 else ""))
+                           + (" (absent from the measured text)" if seen == 0 else ""))
         return
     where = f"; it occurs {seen} times in the measured text" if seen else ""
     cands = tuple(Candidate(tid, what) for tid, what in verdict.candidates if tid != value)
