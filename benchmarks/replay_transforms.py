@@ -49,6 +49,7 @@ def one(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
 
     from specdoctor.experiments.launch_settings import settings
     from specdoctor.experiments.replay import decide as D
+    from specdoctor.experiments.replay.experiment import search_transforms
     from specdoctor.launch.spec import parse_command
     from specdoctor.methods import NO_DRAFT_DIR
     from specdoctor.oracle import engine_trace, transforms
@@ -76,7 +77,7 @@ def one(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
         if cfg.dtype != "float32" and s.method != "ngram":
             fp32 = engine_trace.load_replay_models(replace(cfg, dtype="float32"))[1]
             band = D.numerics_band(r, engine_trace.reference_chains(reqs, r, fp32), cfg.dtype)
-        chains = engine_trace.transformed_chains(reqs, r, drafter, tried) \
+        chains = search_transforms(reqs, r, drafter, tried) \
             if D.drafting(r, band=band).differs else {}
     loc = D.localise({"greedy": r}, {"greedy": band} if band else None)
     loc.transforms = {"greedy": tuple(D.transform_check(r, transforms.by_id(t), ch)

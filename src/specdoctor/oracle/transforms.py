@@ -19,8 +19,10 @@ draft model). A drafter type without that part does not run it, and says so
 - ``recursion``: the head's later draft steps fed the target's state again instead of its own
   output (EAGLE3, MTP; a DFlash block has no recursion);
 - ``norm``: a norm moved before the residual (the state a head's first layer is fed, or its
-  block input, normed before it becomes the residual), or the output norm of the recursion
-  dropped or added;
+  block input, normed before it becomes the residual), the output norm of the recursion
+  dropped or added, or a norm's weight taken from another layer (a DFlash drafter's context
+  keys normed with the first layer's ``k_norm`` in every layer: a grouped norm call whose
+  kernel reads one weight row);
 - ``weights``: the embedding or the LM head taken from the target instead of the drafter's own
   (only where the drafter ships its own);
 - ``attention``: a DFlash block's attention made causal (or not), its window dropped.
@@ -28,6 +30,10 @@ draft model). A drafter type without that part does not run it, and says so
 Not tried (say so where the mechanism stays open): draft KV kept where it should be
 recomputed, which needs the engine's step history rather than a context; what a draft
 model's own layers do beyond its positions.
+
+Two at once (``compose``): an engine can do two things to a drafter, one of which changes
+nothing visible alone. Where one transformation reproduces a large share of the differing steps
+but not enough, it is tried together with each of the others (``decide.pairs_worth``).
 
 A transformation names a mechanism only when it reproduces the engine's drafts on held-out
 steps where the plain chain does not (``experiments.replay.decide.transform_check``).
@@ -42,6 +48,8 @@ OFFSETS = (1, -1, 2, -2)  # rotary position offsets of the draft decode steps tr
 ALL = ("draft_model", *HEADS)
 # heads fed the target's auxiliary captures (an MTP layer reads the model's last state)
 AUX = ("eagle3", "dflash")
+# the knobs that change which target states a head reads (the rest edit the head itself)
+TAP_KNOBS = ("tap_shift", "tap_lag", "tap_mlp_share")
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,7 @@ class Transform:
     # the edit, read by the drafters: what it sets (``positions``, ``tap_shift``, ...)
     knob: str
     value: float | int | bool = 0
+    parts: tuple[Transform, ...] = ()   # a composition: every part applied (``compose``)
 
     def applies_to(self, method: str) -> bool:
         return method in self.methods
@@ -103,6 +112,10 @@ LIBRARY: tuple[Transform, ...] = (
               "the head's output fed to its next draft step has its final norm dropped (or "
               "added where the checkpoint drops it)", ("eagle3", "mtp"),
               "recursion_norm_flipped", True),
+    Transform("context-norm-first-layer", "norm", "engine-drafting",
+              "the context keys of every draft layer are normed with the first layer's k_norm "
+              "(a grouped norm call whose kernel reads one weight row)", ("dflash",),
+              "context_norm_from", 0),
     Transform("embedding-from-target", "weights", "engine-drafting",
               "the drafter's own embedding is replaced by the target's", HEADS,
               "embed_from_target", True),
@@ -124,7 +137,21 @@ def applicable(method: str) -> tuple[Transform, ...]:
     return tuple(t for t in LIBRARY if t.applies_to(method))
 
 
+COMPOSE = "+"
+
+
+def compose(a: Transform, b: Transform) -> Transform:
+    """``a`` and ``b`` applied together (the drafter types both apply to); it names ``a``'s
+    hypothesis (the one that reproduced most alone)."""
+    return Transform(f"{a.id}{COMPOSE}{b.id}", f"{a.family}{COMPOSE}{b.family}", a.hypothesis,
+                     f"{a.mechanism}; and {b.mechanism}",
+                     tuple(m for m in a.methods if m in b.methods), "compose", 0, (a, b))
+
+
 def by_id(tid: str) -> Transform:
+    if COMPOSE in tid and not any(t.id == tid for t in LIBRARY):
+        first, second = tid.split(COMPOSE, 1)
+        return compose(by_id(first), by_id(second))
     for t in LIBRARY:
         if t.id == tid:
             return t

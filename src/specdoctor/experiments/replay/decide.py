@@ -54,6 +54,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from statistics import NormalDist
+from collections.abc import Sequence
 from typing import Any
 
 from specdoctor.oracle import transforms as T
@@ -72,6 +73,8 @@ SURE_RATE_GAP = 0.10   # ... and the rate difference that must come with such ou
 BAND_FACTOR = 2        # drafts differ beyond numerics: more than this many bands (+ MIN_CLEAR)
 OFFSETS = T.OFFSETS    # rotary position offsets of the draft decode steps tried
 EXPLAINS = 0.8         # share of the clearly differing steps a transformed chain must reproduce
+PAIR_FROM = 0.5        # share of the differing steps one transformation must reproduce alone for
+#                        its pairs with the others to be tried
 CONTRADICTS = 0.1      # most steps, of those where transformed and plain chains part, on the plain
 
 
@@ -466,6 +469,22 @@ def transform_check(replay: Any, t: T.Transform, chains: list[list[int] | None],
             plain += j is None
     return TransformCheck(t, parted, plain, (halves[0][0], halves[0][1]),
                           (halves[1][0], halves[1][1]))
+
+
+def pairs_worth(checks: Sequence[TransformCheck]) -> list[T.Transform]:
+    """The compositions worth a try: none when one transformation explains the differing steps
+    alone; else, where the best one reproduces at least ``PAIR_FROM`` of them (search half),
+    it together with each of the others (a second thing the engine does may change nothing
+    visible alone). Compositions are never composed again."""
+    singles = [c for c in checks if not c.transform.parts]
+    if not singles or any(c.explains for c in singles):
+        return []
+    best = max(singles, key=lambda c: (c.search[0] / c.search[1] if c.search[1] else 0.0,
+                                       c.explained))
+    if not best.search[1] or best.search[0] < PAIR_FROM * best.search[1]:
+        return []
+    return [T.compose(best.transform, c.transform) for c in singles
+            if c is not best and not c.transform.family == best.transform.family == "positions"]
 
 
 def positions(replay: Any, offset: int, shifted: list[list[int] | None],

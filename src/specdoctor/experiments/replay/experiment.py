@@ -211,8 +211,9 @@ class Experiment:
                         continue
                     ctx.progress(f"replay: {label}: searching {len(tried)} transformations of "
                                  f"the drafter for the one that reproduces its drafts")
-                    chains[label] = engine_trace.transformed_chains(reqs, out[label], drafter,
-                                                                   tried)
+                    chains[label] = search_transforms(
+                        reqs, out[label], drafter, tried,
+                        lambda text, lb=label: ctx.progress(f"replay: {lb}: {text}"))
                     idle = [t.id for t in tried if t.id not in chains[label]]
                     if idle:
                         note = (f"{cfg.method}: not run, as they change nothing for this "
@@ -221,3 +222,22 @@ class Experiment:
             return out, chains, bands, note
         finally:
             torch.set_num_threads(threads)
+
+
+def search_transforms(reqs: Any, replay: Any, drafter: Any, tried: Any,
+                      progress: Any = None) -> dict[str, list[Any]]:
+    """Every transformation in ``tried`` run on every compared step of ``replay``
+    (``engine_trace.transformed_chains``), and, where one reproduces much of the differing
+    steps but not enough alone, it paired with each of the others (``decide.pairs_worth``)."""
+    from specdoctor.oracle import engine_trace
+
+    chains = engine_trace.transformed_chains(reqs, replay, drafter, tried)
+    pairs = D.pairs_worth([D.transform_check(replay, transforms.by_id(t), ch)
+                           for t, ch in chains.items()])
+    if pairs:
+        if progress is not None:
+            progress(f"{pairs[0].parts[0].id} reproduces much of the drafts but not enough "
+                     f"alone: {len(pairs)} pairs with it")
+        chains.update(engine_trace.transformed_chains(reqs, replay, drafter, pairs))
+    return chains
+

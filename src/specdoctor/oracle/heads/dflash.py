@@ -61,9 +61,11 @@ class DFlashHead:
     # How an engine may run the drafter other than as its checkpoint says
     # (``oracle.transforms``, the replay's search): the rotary positions of the draft block's
     # queries this far from their own (the context keeps its positions); the block's input
-    # normed (the first layer's input norm) before it becomes the residual.
+    # normed (the first layer's input norm) before it becomes the residual; the context keys
+    # of every layer normed with this layer's k_norm.
     pos_offset: int = 0
     residual_normed: bool = False
+    context_norm_from: int | None = None
 
     def to(self, device: str, dtype: torch.dtype) -> DFlashHead:
         return replace(self, layers=[w.to(device, dtype) for w in self.layers],
@@ -118,7 +120,9 @@ class DFlashHead:
             if causal:
                 see_blk = see_blk & (inner[:, None] >= inner[None, :])
             mask = torch.cat([see_ctx, see_blk[None].expand(b, -1, -1)], -1)
-            kc = w.k_heads(ctx, self.attn, cpos)
+            wk = w if self.context_norm_from is None else replace(
+                w, k_norm=self.layers[self.context_norm_from].k_norm)
+            kc = wk.k_heads(ctx, self.attn, cpos)
             vc = w.v_heads(ctx, self.attn)
             if residual is None:
                 residual = ops.rms_norm(h, w.input_norm, eps) if self.residual_normed else h

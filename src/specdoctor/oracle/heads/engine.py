@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from specdoctor.oracle.heads.target import Decoded, StreamTarget
 from specdoctor.oracle.simulate import RequestTrace, Step
+from specdoctor.oracle.transforms import TAP_KNOBS
 
 if TYPE_CHECKING:
     import torch
@@ -161,14 +162,21 @@ class HeadDrafter:
         return d[0, -2].tolist()
 
     def _edited(self, t: Transform) -> Head | None:
+        h: Head | None = self.head
+        for part in t.parts or (t,):
+            if h is None or part.knob == "prompt_unshifted":
+                return None          # the prompt's pairing is made per context, never composed
+            h = self._edit(h, part)
+        return h
+
+    def _edit(self, h: Head, t: Transform) -> Head | None:
         from dataclasses import replace
 
         import torch
 
-        h = self.head
         if t.knob == "positions":
             return replace(h, pos_offset=int(t.value))   # type: ignore[type-var]
-        if t.knob in ("tap_shift", "tap_lag", "tap_mlp_share"):
+        if t.knob in TAP_KNOBS:
             return h
         if t.knob in ("embed_from_target", "head_from_target"):
             name = "embed" if t.knob == "embed_from_target" else "lm_head"
@@ -189,6 +197,12 @@ class HeadDrafter:
                     return None
                 return replace(h, attention=[(None, c) for _, c in att])  # type: ignore
             return replace(h, attention=[(w, not c) for w, c in att])  # type: ignore[type-var]
+        if t.knob == "context_norm_from":
+            layers = getattr(h, "layers", [])
+            if len(layers) < 2 or layers[int(t.value)].k_norm is None or all(
+                    w.k_norm is not None and torch.equal(w.k_norm, layers[int(t.value)].k_norm)
+                    for w in layers):
+                return None                               # one norm for every layer already
         if not hasattr(h, t.knob):
             return None
         return replace(h, **{t.knob: t.value})           # type: ignore[type-var]
@@ -198,6 +212,11 @@ class HeadDrafter:
         stream recorded once per context (``_layers``), the head's own ids read from it."""
         import torch
 
+        if t.parts:
+            taps = [p for p in t.parts if p.knob in TAP_KNOBS]
+            if len(taps) > 1:
+                return None
+            t = taps[0] if taps else t
         every, mids = self._layers(x)
         ids = self.head.aux_ids
         if t.knob == "tap_shift":
