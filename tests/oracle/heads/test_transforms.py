@@ -83,9 +83,11 @@ def _engine(drafter, traces, t=None, swap=False) -> list[engine_trace.EngineRequ
 def _search(tgt, drafter, engine, method):
     from specdoctor.experiments.replay import decide as D
 
+    from specdoctor.experiments.replay.experiment import search_transforms
+
     r = engine_trace.replay(engine, tgt, drafter, K, Sampling())
     loc = D.localise({"greedy": r})
-    chains = engine_trace.transformed_chains(engine, r, drafter, transforms.applicable(method))
+    chains = search_transforms(engine, r, drafter, transforms.applicable(method))
     loc.transforms = {"greedy": tuple(D.transform_check(r, transforms.by_id(t), ch)
                                       for t, ch in chains.items())}
     return loc, {f.hypothesis: f for f in D.decide(loc)}
@@ -108,7 +110,41 @@ def _why_none(drafter, t) -> bool:
         return bool(torch.equal(full[: own.shape[0]].to(own.dtype), own))
     if t.knob == "window_dropped":
         return not any(w for w, _ in head.attention)
+    if t.knob == "context_norm_from":
+        norms = [w.k_norm for w in head.layers]
+        return len(norms) < 2 or all(x is not None and torch.equal(x, norms[0]) for x in norms)
     return False
+
+
+# Two things an engine does to a drafter at once: on DFlash the taps one layer lower reproduce
+# most of the drafts alone, so the pair is searched; on EAGLE3 neither of the two reproduces
+# half of them alone, so no pair is searched and the mechanism stays open (the search's limit).
+PAIRS = {"dflash": ("taps-layer-1", "norm-before-residual", True),
+         "eagle3": ("recursion-from-target", "lm-head-from-target", False)}
+
+
+def test_two_things_at_once_are_named_as_a_pair_where_one_alone_reproduces_half(lab):
+    """An engine running two transformations at once: no single one explains its drafts; where
+    one reproduces at least half of them alone, the pair is searched and named; where none
+    does, the drafting loss stays a localisation."""
+    method, tgt, drafter, traces = lab
+    if method not in PAIRS:
+        pytest.skip(f"no pair of transformations both move the lab's ci {method} chains")
+    x, y, named = PAIRS[method]
+    a, b = transforms.by_id(x), transforms.by_id(y)
+    loc, found = _search(tgt, drafter, _engine(drafter, traces, transforms.compose(a, b)),
+                         method)
+    checks = loc.transforms["greedy"]
+    singles = [c for c in checks if not c.transform.parts]
+    assert not any(c.explains for c in singles), [c.brief() for c in singles]
+    picked = loc.mechanism()
+    if not named:
+        assert picked is None and len(checks) == len(singles), [c.brief() for c in checks]
+        assert found["engine-drafting"].mechanism is None
+        return
+    assert picked is not None, [c.brief() for c in checks]
+    assert {picked[1].transform.id, *picked[2]} & {f"{a.id}+{b.id}", f"{b.id}+{a.id}"}
+    assert found[a.hypothesis].mechanism == picked[1].transform.id
 
 
 def test_every_transformation_a_drafter_runs_gives_a_chain_or_has_the_reason_not_to(lab):
