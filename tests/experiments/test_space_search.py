@@ -102,10 +102,15 @@ def test_a_switch_that_needs_its_length_gets_it_over_powers_of_two():
 def test_a_length_beside_a_flag_that_is_on_is_searched():
     draft = json.loads(json.dumps(DFLASH))
     draft["dflash_config"].update(use_swa=True, swa_window_size=32)
-    _, ms = _space("dflash", draft, QWEN3_TARGET, bound=100)
+    c, ms = _space("dflash", draft, QWEN3_TARGET, bound=100)
     lengths = [m.edits[0][1] for m in ms if m.kind == "length"]
     assert lengths == [2, 4, 8, 16, 64, 128]      # the served 32 left out
     assert (("dflash_config.use_swa", False),) in _edits(ms)
+    # the flag a reference lead already tries still says its sub-config is switched on
+    again = space.moves(c, draft, 100, frozenset({"dflash_config.use_swa"}),
+                        readable=c.oracle_reads)
+    assert [m.edits[0][1] for m in again if m.kind == "length"] == lengths
+    assert (("dflash_config.use_swa", False),) not in _edits(again)
 
 
 def test_lengths_cover_the_context():

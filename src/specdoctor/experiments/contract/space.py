@@ -96,7 +96,7 @@ def moves(contract: Contract, draft: dict[str, Any], context: int,
     server is asked to hold (the lengths' bound); ``tried``: keys the reference review already
     made leads of; ``readable(key)``: whether the scorer (the oracle) reads the key (None: all)."""
     def eligible(key: str) -> bool:
-        if key in tried or not contract.is_read(key) or not _container_present(draft, key):
+        if not contract.is_read(key) or not _container_present(draft, key):
             return False
         if readable is not None and readable(key) is False:
             return False
@@ -113,12 +113,13 @@ def moves(contract: Contract, draft: dict[str, Any], context: int,
             d = _flag_default(contract, k)
             if d is not None:
                 flags[k] = d
-    out = [Move(((k, not served),), "flag") for k, served in flags.items()]
+    out = [Move(((k, not served),), "flag") for k, served in flags.items() if k not in tried]
     grid = lengths(context)
+    # a sub-config whose flag is on as served (a flag a lead already tried included)
     on = {_parent(k) for k, v in flags.items() if v and _parent(k)}
     for x in keys:
         v = get(draft, x)
-        if _parent(x) in on and x not in flags and _is_int(v):
+        if _parent(x) in on and x not in flags and x not in tried and _is_int(v):
             out += [Move(((x, n),), "length") for n in grid if n != v]
     return out[:MAX_MOVES]
 
