@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from families import permute_vocab_block
+from specdoctor.lab.edits import add_noise
 import patients
 from patients import Case, Setup, publish
 
@@ -120,4 +121,24 @@ LLAMACPP_CASES = [
                   "drafter attends over a cache rounded to 4 bits and drafts worse than its "
                   "weights do (fixed by a separate draft cache type, F16 by default)",
          how="the lab's launch with --spec-draft-type-k q4_0 --spec-draft-type-v q4_0"),
+    # -- committed with their keys before their first diagnosis, after the two speculation-off
+    # cases' second try named it: another setting that discards every draft, and the lab's
+    # damaged drafter on this engine (measured by hand when the fault was written, never
+    # diagnosed)
+    Case("up-llamacpp-p-min-one", "speculation-off",
+         llama(put={"--spec-draft-p-min": "1.0"}),
+         "llama-server with --spec-draft-p-min 1.0: drafting stops at the first token whose "
+         "probability under the drafter is below 1",
+         origin="upstream", twin="llamacpp-healthy", part="drafting",
+         cite="ggml-org/llama.cpp issue #14048 (a draft setting that discards every draft), "
+              "another setting",
+         upstream="sibling of up-llamacpp-n-min-over-max: the draft-model path stops drafting "
+                  "where the drafter's top probability falls below p_min; at 1.0 no draft "
+                  "survives and no line says why",
+         how="the lab's launch with --spec-draft-p-min 1.0"),
+    Case("llamacpp-draft-noise", "draft-quality", llama(add_noise),
+         "llama-server with a drafter whose every matrix carries Gaussian noise of half its "
+         "own scale (before its GGUF is written)",
+         twin="llamacpp-healthy", part="drafter files",
+         how="lab.edits.add_noise on the lab's small drafter, written as q8_0 GGUF"),
 ]
