@@ -116,6 +116,8 @@ def text(rows: list[dict[str, Any]], head: dict[str, Any]) -> str:
                          f"{sp['best']}: all prompts {sp.get('served_all')} -> "
                          f"{(sp.get('scores') or {}).get(sp['best'])}; held out "
                          f"{sp.get('half_b')}")
+            if sp.get("also_rising"):
+                lines.append(f"  also rising: {'; '.join(sp['also_rising'])}")
         elif sp:
             lines.append(f"  space: {sp.get('scored', 0)} scored of {sp.get('moves', 0)}")
         else:
