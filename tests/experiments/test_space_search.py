@@ -149,7 +149,7 @@ def _served(tmp: Path, src: Path, edit: Any) -> Path:
     return out
 
 
-def _run(tmp: Path, method: str, target: Path, draft: Path, tok: Path):
+def _run(tmp: Path, method: str, target: Path, draft: Path, tok: Path, engine: str | None = None):
     from specdoctor.bench.prompts import take
     from specdoctor.experiments.base import Context
     from specdoctor.experiments.common import Settings
@@ -158,7 +158,7 @@ def _run(tmp: Path, method: str, target: Path, draft: Path, tok: Path):
     ctx = Context(workdir=tmp / "work", method=method, k=3, target_dir=target, draft_dir=draft,
                   tokenizer_dir=tok, prompts=tuple(take("code", 8)), max_tokens=48,
                   settings=Settings(target, method, 3, draft, tok, (2, 4), "float32", 1024,
-                                    "greedy"), suite="code")
+                                    "greedy"), suite="code", engine=engine)
     return OracleCounterfactual().run(ctx, ("draft-config-mismatch", "attention-mask"))
 
 
@@ -202,3 +202,13 @@ def test_a_dropped_window_is_found_as_a_mask_cause(tmp_path):
     r = _run(tmp_path, "dflash", target, _served(tmp_path, draft, drop), tok)
     f = _confirmed(r)["attention-mask"]
     assert f.basis == "counterfactual" and "dflash_config.use_swa (absent) → true" in f.evidence
+
+
+def test_the_space_is_vllms_and_not_searched_for_another_engine(tmp_path):
+    """The contract is what vLLM reads: for a llama-server's drafter (its GGUF read as a
+    Hugging Face directory) the space is not searched, and the numbers say why."""
+    target, head, tok = _trained("eagle3", norm_output=True)
+    r = _run(tmp_path, "eagle3", target,
+             _served(tmp_path, head, lambda c: c.pop("norm_output")), tok, engine="llamacpp")
+    assert not _confirmed(r)
+    assert "llamacpp" in r.numbers["trials"]["space"]["not_searched"]

@@ -648,8 +648,17 @@ def _with_space(ctx: Context, contract: contract_mod.Contract, found: list[Lead]
     """No reference lead recovered: the contract's space searched through the oracle
     (``space_search``). A change it confirms is a cause of its own kind (a mask or another
     config key); what it leaves undecided is said in draft-config-mismatch's evidence."""
+    if ctx.engine not in (None, "vllm"):
+        nums["space"] = {"not_searched": f"the contract is what {contract.engine} reads; the "
+                                         f"server is {ctx.engine}, which reads its drafter "
+                                         "otherwise"}
+        return merged, None
     tried = frozenset(e[0] for x in found for e in x.config_edits())
-    out = space_search.search(ctx, contract, tried)
+    try:
+        out = space_search.search(ctx, contract, tried)
+    except SpecdoctorError as exc:   # the served files do not run in the oracle: no baseline
+        nums["space"] = {"not_searched": f"the served files do not run in the oracle ({exc})"}
+        return merged, None
     nums["space"] = out.numbers
     f = out.finding
     if f is None:
