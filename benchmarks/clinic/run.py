@@ -404,6 +404,9 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=10.0)
     ap.add_argument("--drafters", choices=("full", "ci"), default="full",
                     help="training budget of the lab's EAGLE3/DFlash/MTP drafters")
+    ap.add_argument("--resume", action="store_true",
+                    help="only the chosen cases no earlier run at this commit answered (a full "
+                         "run spread over several sittings, its parts taken together)")
     a = ap.parse_args()
     import signal
 
@@ -416,6 +419,13 @@ def main() -> None:
         ap.error(f"no case {', '.join(unknown)}; cases: {', '.join(c.name for c in CASES)}")
     chosen = [c for c in CASES if not names or c.name in names]
     data = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"runs": []}
+    if a.resume:
+        here = _commit()
+        done = {r["case"] for run_ in data["runs"] if run_.get("commit") == here
+                and run_.get("clean") for r in run_["rows"] if "right" in r}
+        chosen = [c for c in chosen if c.name not in done]
+        print(f"clinic: {len(done)} case(s) already answered at {here}, {len(chosen)} to run",
+              file=sys.stderr, flush=True)
     run = {"commit": _commit(), "clean": _clean(),
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "drafters": a.drafters, "machine": "x86_64, 2 cores (shared)", "rows": []}
