@@ -149,10 +149,16 @@ def compose(a: Transform, b: Transform) -> Transform:
 
 
 def by_id(tid: str) -> Transform:
-    if COMPOSE in tid and not any(t.id == tid for t in LIBRARY):
-        first, second = tid.split(COMPOSE, 1)
-        return compose(by_id(first), by_id(second))
+    """A transformation of the library, or a composition by its id (``a+b``; a member's own id
+    may hold the sign, as ``positions+1`` does, so every split is tried)."""
     for t in LIBRARY:
         if t.id == tid:
             return t
+    for i, ch in enumerate(tid):
+        if ch != COMPOSE:
+            continue
+        first = next((t for t in LIBRARY if t.id == tid[:i]), None)
+        second = next((t for t in LIBRARY if t.id == tid[i + 1:]), None)
+        if first is not None and second is not None:
+            return compose(first, second)
     raise KeyError(tid)

@@ -207,3 +207,18 @@ def test_a_head_refuses_sampled_drafts_by_name(lab):
     _, _, drafter, traces = lab
     with pytest.raises(InputError, match="--draft-sampling argmax"):
         drafter.logits(list(traces[0].prompt_ids))
+
+
+def test_every_pair_of_the_library_is_found_again_by_its_id():
+    """A pair's id joins its members' ids with '+', which a member's own id may hold
+    (positions+1): every pair of the library is read back from its id as that pair (the
+    diagnosis reads the search's results by id)."""
+    lib = transforms.LIBRARY
+    for a in lib:
+        for b in lib:
+            if a is b:
+                continue
+            t = transforms.by_id(transforms.compose(a, b).id)
+            assert t.parts == (a, b), (a.id, b.id)
+    with pytest.raises(KeyError):
+        transforms.by_id("positions+1+no-such-member")
