@@ -153,3 +153,34 @@ def test_a_cause_confirmed_by_elimination_explains_nothing_while_a_rival_is_open
         Finding(h, Verdict.EXCLUDED, "accepts what a correct verifier accepts", basis="replay")
         for h in ("rejection-sampler", "engine-drafting")]))
     assert led.explained(C.load())
+
+
+def test_a_cause_too_small_to_be_the_answer_is_asked_again_by_what_could_find_more():
+    """The first try of up-dflash-aux-partial-sum-shipped: a verdict patch confirmed a drafting
+    defect that explains +0.023 of a 0.042 gap on a pass accepting 1.134 per draft (under 5% of
+    it: rule cause-sized), and the replay, which could find the rest, was never run for the
+    hypothesis because it was already confirmed. An undersized cause stays open to every
+    experiment but the one that decided it; a later confirmation that explains more decides."""
+    from specdoctor.verdict.rules import Gap
+    from specdoctor.verdict.sizing import Size
+
+    led = case_a_ledger()    # a cliff: engine-drafting and the replay are in its plan
+    led.gaps["greedy"] = Gap(1.134, 1.176, -0.070, 0.245)
+    led.apply(ExperimentResult("verdict-patch", [Finding(
+        "engine-drafting", Verdict.CONFIRMED, "served with the fix: the gap closed",
+        basis="counterfactual", size=Size(0.023, how="counterfactual: served with the fix"))]))
+    assert led.entry("engine-drafting").verdict is Verdict.CONFIRMED
+    assert led.undersized("engine-drafting", "replay")
+    assert not led.undersized("engine-drafting", "verdict-patch")
+    assert led.root_cause()[0] is None
+    led.apply(ExperimentResult("replay", [Finding(
+        "engine-drafting", Verdict.CONFIRMED, "drafts differ: the pair reproduces them",
+        basis="replay", size=Size(0.16, 0.08, 0.24, how="replay: drafting loss"))]))
+    e = led.entry("engine-drafting")
+    assert e.decided_by == "replay" and e.size.loss == 0.16
+    assert not led.undersized("engine-drafting", "taps")
+    assert led.root_cause()[0] == "engine-drafting"
+    # a later, smaller confirmation does not take the decision back
+    led.apply(ExperimentResult("taps", [Finding(
+        "engine-drafting", Verdict.CONFIRMED, "a little", size=Size(0.01, how="x"))]))
+    assert led.entry("engine-drafting").decided_by == "replay"

@@ -123,7 +123,8 @@ class Ledger:
         return steps
 
     def apply(self, result: ExperimentResult) -> None:
-        """Record an experiment's findings; a decisive verdict replaces a weaker one."""
+        """Record an experiment's findings; a decisive verdict replaces a weaker one, and of two
+        confirmations the one that explains more of the loss decides."""
         self.results.append(result)
         for f in result.findings:
             e = self.entry(f.hypothesis)
@@ -132,7 +133,9 @@ class Ledger:
             e.evidence.append(f"[{result.experiment}] {f.verdict.value}: {f.evidence}")
             e.citations.extend(f.citations)
             e.unchecked.extend(u for u in f.unchecked if u not in e.unchecked)
-            if _STRENGTH[f.verdict] >= _STRENGTH[e.verdict] and not (
+            smaller = (e.verdict is Verdict.CONFIRMED and e.size is not None
+                       and f.size is not None and f.size.loss < e.size.loss)
+            if _STRENGTH[f.verdict] >= _STRENGTH[e.verdict] and not smaller and not (
                     e.verdict is Verdict.CONFIRMED and f.verdict is not Verdict.CONFIRMED):
                 basis = f.basis
                 if basis is None and f.verdict is Verdict.CONFIRMED:
@@ -186,6 +189,18 @@ class Ledger:
                      and sizing.standing(e.size, asked.get(e.size.on) if e.size else None,
                                          quiet=not todo).root]
         return all(any(c in h.signatures for h in confirmed) for c in todo)
+
+    def undersized(self, hypothesis: str, experiment: str) -> bool:
+        """A confirmed cause too small to be the answer (rule ``cause-sized``), which
+        ``experiment`` did not decide: it may find more of the loss (the replay where a verdict
+        patch closed only part of the gap), so it runs for that hypothesis too."""
+        e = self.entry(hypothesis)
+        if e is None or e.verdict is not Verdict.CONFIRMED or e.size is None:
+            return False
+        if e.decided_by == experiment:
+            return False
+        todo = [c for c in self.signature.classes if c not in QUIET]
+        return not sizing.standing(e.size, self.asked.get(e.size.on), quiet=not todo).root
 
     def _rivals_open(self, e: Entry) -> bool:
         """A cause confirmed by elimination explains nothing while a rival of it in the ledger

@@ -465,7 +465,8 @@ def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, 
             if not step.hypotheses:
                 continue
         open_h = tuple(h for h in step.hypotheses if ledger.entry(h) is not None
-                       and ledger.entry(h).verdict in (Verdict.PENDING, Verdict.INCONCLUSIVE))
+                       and (ledger.entry(h).verdict in (Verdict.PENDING, Verdict.INCONCLUSIVE)
+                            or ledger.undersized(h, step.experiment)))
         if not open_h or (step.experiment in RUN_EARLY and
                           any(r.experiment == step.experiment for r in ledger.results)):
             continue   # run before the signature: its verdict stands, it is not run twice
