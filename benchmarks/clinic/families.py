@@ -140,11 +140,11 @@ def config_key_dropped(*dotted: str) -> Any:
     return edit
 
 
-def _dflash_window(window: int, edit: Any = None) -> Any:
+def _dflash_window(window: int, edit: Any = None, dtype: str = "float32") -> Any:
     """The lab's DFlash trained within a sliding window of ``window`` (its config says so),
-    served with the engine's DFlash k_norm defect fixed."""
+    served with the engine's DFlash k_norm defect fixed, at ``dtype``."""
     return lab_drafter("dflash", edit_draft=edit, trained={"window": window},
-                       packs=(DFLASH_FIX,))
+                       packs=(DFLASH_FIX,), dtype=dtype)
 
 
 TWINS = {"dflash-own-head": lab_drafter("dflash", edit_draft=own_reduced_head,
@@ -564,3 +564,44 @@ FAMILY_CASES += [
              "as shipped"),
 ]
 TWINS["dflash-swa16-fixed"] = _dflash_window(16)
+
+# Siblings of the contract's families in another precision and on another special token
+# (committed with their keys before their first diagnosis)
+FAMILY_CASES += [
+    Case("up-dflash-swa-dropped-bf16", "attention-mask",
+         _dflash_window(8, config_key_dropped("dflash_config.use_swa",
+                                              "dflash_config.swa_window_size"), "bfloat16"),
+         "DFlash trained with a sliding window of 8, served in bfloat16 with the window keys "
+         "removed from its config and the engine's DFlash k_norm defect fixed (served files)",
+         origin="upstream", twin="dflash-swa8-fixed-bf16", part="drafter files",
+         bites_here=True,
+         cite="vllm-project/vllm PR #40898 (tracking issue #46105), served in bfloat16",
+         upstream="sibling in another precision of up-dflash-swa-dropped: the loss must stand "
+                  "out beyond what bfloat16 alone moves",
+         how="the lab's DFlash trained with use_swa, swa_window_size 8; both keys removed from "
+             "dflash_config; target and drafter served in bfloat16"),
+    Case("up-dflash-mask-token-bos", "draft-config-mismatch",
+         lab_drafter("dflash", edit_draft=set_field("dflash_config.mask_token_id", 0)),
+         "trained DFlash (mask token: the tokenizer's pad) served with mask_token_id naming "
+         "the beginning-of-sequence token (served files)",
+         origin="upstream", twin="healthy-dflash", part="drafter files", bites_here=True,
+         cite="NVIDIA-NeMo/Automodel PR #2461, another special token",
+         upstream="sibling of up-dflash-mask-token-eos on another special token: the masked "
+                  "slots filled with the embedding of a token the drafter saw at every "
+                  "sequence start",
+         how="dflash_config.mask_token_id 2 (<|pad|>) set to 0 (<|bos|>)"),
+    Case("up-eagle3-norm-output-false-bf16", "draft-config-mismatch",
+         lab_drafter("eagle3", edit_draft=set_field("norm_output", False),
+                     trained={"norm_output": True}, dtype="bfloat16"),
+         "EAGLE3 head trained feeding each later step the final-normed output (norm_output), "
+         "served in bfloat16 with norm_output written false (served files)",
+         origin="upstream", twin="eagle3-norm-output-bf16", part="drafter files",
+         bites_here=True,
+         cite="vllm-project/vllm PR #46488, served in bfloat16",
+         upstream="sibling in another precision of up-eagle3-norm-output-false",
+         how="the lab's EAGLE3 head trained with norm_output; norm_output: false in the served "
+             "config; target and head served in bfloat16"),
+]
+TWINS["dflash-swa8-fixed-bf16"] = _dflash_window(8, dtype="bfloat16")
+TWINS["eagle3-norm-output-bf16"] = lab_drafter("eagle3", trained={"norm_output": True},
+                                               dtype="bfloat16")
