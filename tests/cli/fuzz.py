@@ -13,8 +13,9 @@ that is otherwise valid:
 - ids: 10**30 where a run or investigation id goes.
 
 The command runs as ``specdoctor.cli.main.main(argv)`` does for a user, with nothing started:
-any attempt to start a server raises ``WouldStart`` (the input was accepted), so the fuzz boots
-nothing. Run as ``python -m tests.cli.fuzz CMD`` it prints one JSON line per case;
+any attempt to start a server, or the oracle's first simulated request (its models loaded and
+its inputs read, so every file it was handed was checked), raises ``WouldStart`` (the input was
+accepted), so the fuzz boots nothing and simulates nothing. Run as ``python -m tests.cli.fuzz CMD`` it prints one JSON line per case;
 tests/cli/test_fuzz.py runs it under a memory limit and judges the lines.
 """
 
@@ -290,8 +291,12 @@ def main(top: str) -> None:
     from specdoctor import launch
     from specdoctor.launch import servers
 
+    from specdoctor.oracle import runner
+
     # every server start goes through launch/servers.start (launch, running, Servers, the lab)
     launch.start = servers.start = _would_start  # nothing boots in the fuzz
+    # nor is any request simulated: what the oracle was handed is read before its first request
+    runner.run_request = _would_start
     os.environ["SPECDOCTOR_TRACEBACK"] = ""
     with tempfile.TemporaryDirectory(prefix="specdoctor-fuzz-") as tmp:
         out = Path(tmp)
