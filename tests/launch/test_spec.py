@@ -119,6 +119,14 @@ def test_llama_server():
     assert s.without_speculation().argv == ("llama-server", "-m", "target.gguf", "--port", "8081")
 
 
+def test_llama_servers_drafting_policy_is_read_under_its_own_names():
+    s = parse_command(LLAMA + " --spec-draft-p-min 0.75 --draft-min 2")
+    assert s.speculation.options == {"p_min": 0.75, "n_min": 2}
+    assert parse_command(LLAMA).speculation.options == {}
+    with pytest.raises(InputError, match="--spec-draft-p-min 'high' is not a number"):
+        parse_command(LLAMA + " --spec-draft-p-min high").speculation
+
+
 def test_json_round_trip():
     s = parse_command(VLLM).with_k(2)
     assert LaunchSpec.from_json(json.loads(json.dumps(s.to_json()))) == s

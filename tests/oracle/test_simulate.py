@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from specdoctor.oracle.simulate import (
-    ModelDrafter, NgramDrafter, Sampling, run_request, step_fixed_drafts,
+    ConfidenceStop, ModelDrafter, NgramDrafter, Sampling, run_request, step_fixed_drafts,
 )
 
 V = 5
@@ -77,6 +77,42 @@ def test_ngram_steps_without_a_match_are_plain_decode_steps():
     assert all(s.accepted == len(s.drafts) for s in tr.steps)  # prompt lookup on a cycle is right
     rows = tr.rows()
     assert [t for _, out in rows for t in out][: len(tr.output_ids)] == tr.output_ids
+
+
+def test_the_confidence_stop_reads_the_top_token_among_the_drafters_top_ten():
+    # 12 candidates: the top one at logit log(3), the rest at 0. Among all 12 its probability
+    # is 3/14 = 0.214; among the top 10 (llama.cpp's draft sampler), 3/12 = 0.25.
+    lg = np.zeros(12)
+    lg[5] = np.log(3.0)
+    assert ConfidenceStop(0.25).confident(lg) and not ConfidenceStop(0.26).confident(lg)
+    assert ConfidenceStop(0.0).confident(np.full(12, -np.inf))  # off: every token is drafted
+    assert not ConfidenceStop(0.1).confident(np.full(12, -np.inf))
+
+
+def test_llamacpps_policy_stops_a_draft_at_a_doubt_and_drops_a_short_one():
+    # The drafter is sure (strength 10) except after token 3, where its top token has
+    # probability 1/5 among its 5 (flat logits): the chain stops before that token.
+    def drafter(ids):
+        return np.zeros(V) if ids[-1] == 3 else counting_target(ids)
+
+    def run(stop: ConfidenceStop):
+        return run_request([0], FakeLM(counting_target),
+                           ModelDrafter(FakeLM(drafter), V, stop=stop), 3, 9, Sampling(),
+                           np.random.default_rng(0))
+
+    every = run(ConfidenceStop())
+    assert [s.drafts for s in every.steps] == [[2, 3, 0], [0, 1, 2], [0, 1, 2]]
+    stopped = run(ConfidenceStop(p_min=0.5))
+    # [2, 3] then the doubt after 3; after the next 3 the first token is a doubt: no draft
+    assert [s.drafts for s in stopped.steps] == [[2, 3], [0, 1, 2]]
+    assert stopped.output_ids == every.output_ids == [1, 2, 3, 4, 0, 1, 2, 3, 4]
+    # (drafts, draft tokens, accepted): the same text, other counts (1.67 vs 2.5 per draft)
+    assert every.counts(3)[:3] == (3, 9, 5) and stopped.counts(3)[:3] == (2, 5, 5)
+    # a draft shorter than n_min is dropped: that step is an ordinary decode, counted as no draft
+    dropped = run(ConfidenceStop(p_min=0.5, n_min=3))
+    assert [s.drafts for s in dropped.steps] == [[0, 1, 2]]
+    assert dropped.counts(3)[:3] == (1, 3, 3)
+    assert dropped.output_ids == stopped.output_ids
 
 
 def _fixed(p: np.ndarray) -> Callable[[Sequence[int]], np.ndarray]:

@@ -68,6 +68,13 @@ A = Asked()  # the defaults shown here are the library's
               help="CPU threads (default: 1 for small models, where more only add overhead).")
 @click.option("--vocab-map", type=click.Path(path_type=Path, exists=True, dir_okay=False),
               default=None, help='JSON {"draft_to_target": [...]} when the vocabularies differ.')
+@click.option("--draft-p-min", type=float, default=None,
+              help="llama.cpp's --spec-draft-p-min (draft model, greedy drafting): drafting "
+                   "stops before a token whose probability among the drafter's top 10 is "
+                   "under it. [default: 0, every step drafts k]")
+@click.option("--draft-n-min", type=int, default=None,
+              help="llama.cpp's --spec-draft-n-min: a shorter draft is dropped and the step "
+                   "is an ordinary decode. [default: 0]")
 @click.option("--near-ties", "near_ties", is_flag=True,
               help="Also count, along the oracle's trajectories, the positions where bf16 picks "
                    "another argmax than fp32 (target and drafter): what a bf16 engine may flip.")
@@ -81,7 +88,8 @@ def oracle(target: Path | None, draft: Path | None, method: str | None, k: int |
            prompt_lookup_min: int | None, prompt_lookup_max: int | None,
            max_model_len: int | None, device: str | None, dtype: str | None,
            tokenizer: Path | None, batch: int | None, threads: int | None,
-           vocab_map: Path | None, near_ties: bool, compare_run: int | None,
+           vocab_map: Path | None, draft_p_min: float | None, draft_n_min: int | None,
+           near_ties: bool, compare_run: int | None,
            db: Path | None, no_store: bool, as_json: bool) -> None:
     """Compute, outside the engine, the acceptance a correct engine must reach with these exact
     weights on the prompts `measure` uses: greedy (drafts vs the target's argmax), sampling
@@ -98,7 +106,8 @@ def oracle(target: Path | None, draft: Path | None, method: str | None, k: int |
         max_tokens=max_tokens, sampling=sampling, draft_sampling=draft_sampling,
         samples=samples, seed=seed, prompt_lookup_min=prompt_lookup_min,
         prompt_lookup_max=prompt_lookup_max, max_model_len=max_model_len, device=device,
-        dtype=dtype, threads=threads, vocab_map=vocab_map, tokenizer=tokenizer, batch=batch)
+        dtype=dtype, threads=threads, vocab_map=vocab_map, tokenizer=tokenizer, batch=batch,
+        draft_p_min=draft_p_min, draft_n_min=draft_n_min)
     measured, prompts = None, ()
     if compare_run is not None:
         from specdoctor.bench.measure import load_run

@@ -56,6 +56,7 @@ def oracle_config(ctx: Context, temperature: float, top_p: float, draft_dir: Any
     if s is None or ctx.k is None:  # oracle_unavailable says which, with the flag
         raise ValueError(oracle_unavailable(ctx) or "the served settings are unknown")
     draft_mode = "argmax" if s.draft_sample_method in ("greedy", "argmax") else "probabilistic"
+    policy = ctx.method == "draft_model" and ctx.engine == "llamacpp"
     return OracleConfig(
         target=ctx.target_dir, prompts=tuple(ctx.prompts), method=ctx.method or "draft_model",
         draft=(draft_dir or ctx.draft_dir) if ctx.method not in NO_DRAFT_DIR else None,
@@ -65,7 +66,10 @@ def oracle_config(ctx: Context, temperature: float, top_p: float, draft_dir: Any
         prompt_lookup_min=s.prompt_lookup[0], prompt_lookup_max=s.prompt_lookup[1],
         max_model_len=s.max_model_len,
         dtype=s.dtype if s.dtype in ("float32", "bfloat16", "float16") else "float32",
-        vocab_map=vocab_map or ctx.oracle_vocab_map)
+        vocab_map=vocab_map or ctx.oracle_vocab_map,
+        # llama.cpp's drafting policy, as its command line sets it (launch.engines.LlamaCpp)
+        draft_p_min=float(s.options.get("p_min") or 0.0) if policy else 0.0,
+        draft_n_min=int(s.options.get("n_min") or 0) if policy else 0)
 
 
 def run_oracle(ctx: Context, temperature: float, top_p: float, draft_dir: Any = None,

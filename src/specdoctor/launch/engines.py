@@ -14,7 +14,10 @@ arguments and nothing else.
 - llama.cpp (``llama-server …``): ``-md/--model-draft`` and ``--draft-max`` (k); current servers
   spell them ``--spec-draft-model`` and ``--spec-draft-n-max`` (``--draft-max`` and
   ``--draft-min`` were removed: the server refuses them), and spell the drafter's other options
-  ``--spec-draft-*``.
+  ``--spec-draft-*``. Two of those change what is drafted, so they are read into the options as
+  llama.cpp names them: ``p_min`` (``--spec-draft-p-min``: drafting stops at the first token
+  whose probability is under it) and ``n_min`` (``--spec-draft-n-min``: a shorter draft is
+  dropped).
 """
 
 from __future__ import annotations
@@ -182,6 +185,9 @@ class LlamaCpp:
     cache_env: tuple[str, ...] = ()
     DRAFTER = ("-md", "--model-draft", "--spec-draft-model")
     K = ("--draft-max", "--draft", "--draft-n", "--spec-draft-n-max")
+    # the drafting policy's flags (common/arg.cpp), read into the options under llama.cpp's names
+    POLICY = {"p_min": (("--spec-draft-p-min", "--draft-p-min"), float),
+              "n_min": (("--spec-draft-n-min", "--draft-min", "--draft-n-min"), int)}
 
     def detect(self, argv: Sequence[str]) -> bool:
         e = _entry(argv)
@@ -192,7 +198,17 @@ class LlamaCpp:
         k = A.get(argv, *self.K)
         if drafter is None and k is None:
             return None
-        return Speculation("draft_model", None if k is None else int(k), drafter, {})
+        options = {}
+        for key, (flags, kind) in self.POLICY.items():
+            value = A.get(argv, *flags)
+            if value is not None:
+                try:
+                    options[key] = kind(value)
+                except ValueError:
+                    raise InputError(f"{flags[0]} {value!r} is not a number",
+                                     f"give {flags[0]} a number, as llama-server takes it"
+                                     ) from None
+        return Speculation("draft_model", None if k is None else int(k), drafter, options)
 
     def write(self, argv: Sequence[str], spec: Speculation | None) -> tuple[str, ...]:
         if spec is None:

