@@ -605,3 +605,47 @@ FAMILY_CASES += [
 TWINS["dflash-swa8-fixed-bf16"] = _dflash_window(8, dtype="bfloat16")
 TWINS["eagle3-norm-output-bf16"] = lab_drafter("eagle3", trained={"norm_output": True},
                                                dtype="bfloat16")
+
+# Siblings of the position and vocabulary families at another size, in the other direction and
+# in another precision (committed with their keys before their first diagnosis)
+FAMILY_CASES += [
+    Case("up-draft-positions-behind-two", "rope-sync",
+         lambda tmp: draft_model(tmp, env=pack("draft-pos-behind-two", tmp)),
+         "self-draft; every draft decode step runs its rotary embedding two positions behind "
+         "(runtime patch)",
+         origin="upstream", twin="healthy-self", part="drafting", bites_here=True,
+         cite="sgl-project/sglang PR #25015, the other direction at another size",
+         upstream="sibling at another size of up-draft-positions-behind: two positions lower "
+                  "than the token drafted",
+         how="patch SpecDecodeBaseProposer._update_positions_dependent_metadata: slot mapping "
+             "and lengths as computed, positions handed to the draft model -2"),
+    Case("up-dflash-block-ahead-two", "rope-sync",
+         lab_drafter("dflash", packs=(DFLASH_FIX, "dflash-block-ahead-two")),
+         "trained DFlash, served with the engine's DFlash k_norm defect fixed; the draft "
+         "block's queries are handed positions two higher than the context (runtime patch)",
+         origin="upstream", twin="healthy-dflash", part="drafting", bites_here=True,
+         cite="ikawrakow/ik_llama.cpp PR #2296, the other direction at another size",
+         upstream="sibling at another size of up-dflash-block-ahead: the block roped two "
+                  "positions late",
+         how="patch DFlashProposer.build_model_inputs_first_pass: the query positions it "
+             "returns raised by two; the context KV keeps its positions"),
+    Case("up-draft-positions-behind-bf16", "rope-sync",
+         lambda tmp: draft_model(tmp, env=pack("draft-pos-behind", tmp), dtype="bfloat16"),
+         "self-draft served in bfloat16; every draft decode step runs its rotary embedding one "
+         "position behind (runtime patch)",
+         origin="upstream", twin="healthy-self-bf16", part="drafting", bites_here=True,
+         cite="sgl-project/sglang PR #25015, the other direction, served in bfloat16",
+         upstream="sibling in another precision of up-draft-positions-behind: the replay must "
+                  "tell the shift from what bfloat16 alone changes in the drafts",
+         how="the draft-pos-behind patch; target and drafter served with --dtype bfloat16"),
+    Case("up-eagle3-d2t-partial-shift-bf16", "tokenizer-mismatch",
+         lab_drafter("eagle3", edit_draft=d2t_shifted_on, dtype="bfloat16"),
+         "trained EAGLE3 served in bfloat16 whose d2t is off by one on 76 draft ids (served "
+         "files)",
+         origin="upstream", twin="healthy-eagle3-bf16", part="drafter files", bites_here=True,
+         cite="NVIDIA-NeMo/Automodel PR #2447 and sgl-project/SpecForge PR #534, served in "
+              "bfloat16",
+         upstream="sibling in another precision of up-eagle3-d2t-partial-shift",
+         how="d2t of draft ids 100 to 175 replaced by that of the next draft id; t2d and "
+             "lm_head untouched; target and head served with --dtype bfloat16"),
+]

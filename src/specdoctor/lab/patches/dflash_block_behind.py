@@ -9,7 +9,8 @@ vLLM 0.32's DFlash proposer writes the context's positions and slots to buffers 
 and hands the model the block's query positions in ``build_model_inputs_first_pass``. This
 wrapper keeps everything the original computes and lowers those query positions by one
 (clamped at 0); the context KV is stored at its true positions. ``first_pass_two``: two
-positions lower; ``first_pass_ahead``: one position higher (the other direction).
+positions lower; ``first_pass_ahead``: one position higher (the other direction);
+``first_pass_ahead_two``: two higher.
 """
 
 
@@ -30,3 +31,7 @@ def first_pass_two(original, self, *args, **kwargs):
 
 def first_pass_ahead(original, self, *args, **kwargs):
     return _moved(original, self, 1, *args, **kwargs)
+
+
+def first_pass_ahead_two(original, self, *args, **kwargs):
+    return _moved(original, self, 2, *args, **kwargs)

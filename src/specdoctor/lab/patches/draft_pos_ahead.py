@@ -10,7 +10,7 @@ in ``_update_positions_dependent_metadata``. This wrapper keeps the slot mapping
 lengths the original computes and hands the model positions one higher, as SGLang did; the
 next step starts again from the true positions, so the offset stays one and never grows.
 ``ahead_two`` runs them two positions ahead; ``behind`` is the other direction: positions one
-lower (decode steps run past the prompt, so never below 0).
+lower (decode steps run past the prompt, so never below 0); ``behind_two``: two lower.
 """
 
 
@@ -40,3 +40,7 @@ def behind(original, self, positions, *args, **kwargs):
 
 def ahead_two(original, self, positions, *args, **kwargs):
     return _shifted(original, self, positions, 2, "_ahead_two_view", *args, **kwargs)
+
+
+def behind_two(original, self, positions, *args, **kwargs):
+    return _shifted(original, self, positions, -2, "_behind_two_view", *args, **kwargs)
