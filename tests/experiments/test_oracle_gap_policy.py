@@ -35,3 +35,38 @@ def test_a_vllm_launch_gets_no_policy(tmp_path):
            "\"p_min\": 0.5}'")
     c = oracle_config(_ctx(tmp_path, cmd), 0.0, 1.0)
     assert (c.draft_p_min, c.draft_n_min) == (0.0, 0)
+
+
+class _Oracle:
+    """The oracle's per-prompt units (drafts, accepted at each position), as prompt_units()
+    returns them: the counts of the oracle with the policy at p_min 0.75 in
+    benchmarks/results/llamacpp_p_min.txt (39 drafts, 57 accepted), spread over 2 prompts."""
+
+    def prompt_units(self):
+        import numpy as np
+
+        return np.array([[20, 19, 8, 2, 0], [19, 18, 7, 3, 0]], dtype=float)
+
+
+def _run_counting(drafts: int, accepted: int):
+    from specdoctor.acceptance.profile import AcceptanceProfile
+    from specdoctor.bench.measure import MeasureParams, Measurement, RequestRecord
+
+    m = Measurement(url="http://x", model="m", params=MeasureParams(num_prompts=2),
+                    engine="llamacpp")
+    m.requests = [RequestRecord(i, "p", 48, 0.1, AcceptanceProfile(drafts=None, draft_tokens=28,
+                                                                   accepted_tokens=accepted // 2))
+                  for i in range(2)]
+    m.total = AcceptanceProfile(drafts=drafts, draft_tokens=56, accepted_tokens=accepted, k=4)
+    return m
+
+
+def test_without_drafts_per_request_the_totals_are_compared_by_the_count_test():
+    from specdoctor.experiments.oracle_gap import gap
+
+    # the server's counts at p_min 0.75 (38 drafts, 55 accepted): consistent with the oracle's
+    same, _ = gap(_Oracle(), _run_counting(38, 55))
+    assert same.equal and same.bounded and same.low == 0.0 == same.high
+    # a run that accepted a third less on the same drafts is not
+    lost, _ = gap(_Oracle(), _run_counting(38, 36))
+    assert lost.below and lost.low is None

@@ -105,22 +105,38 @@ def precision_band(ctx: Context, temperature: float, top_p: float, served: Any) 
     return abs(common.apd(expected_profile(fp32)) - common.apd(expected_profile(served)))
 
 
+def totals_unit(measured: Any) -> np.ndarray | None:
+    """The run's totals as one unit (drafts, accepted; pure), where it counted both."""
+    t = measured.total
+    if t is None or t.drafts is None or t.accepted_tokens is None or not t.drafts:
+        return None
+    return np.array([[float(t.drafts), float(t.accepted_tokens)]])
+
+
 def gap(oracle_result: Any, measured: Any, band: float = 0.0) -> tuple[rules.Gap, Any]:
     """Paired comparison over prompts; the gap in accepted per draft (``band``: what the
     served precision alone moves the oracle, ``precision_band``)."""
     from specdoctor.oracle import compare as cmp
 
     mu = common.units(measured)
-    if mu is None:
-        raise ValueError("the measurement has no per-request acceptance (start the server with "
-                         "--per-request-spec-decode-metrics detailed, or measure at c=1)")
     ou = oracle_result.prompt_units()
+    if mu is None:
+        # No drafts per request (llama-server with --spec-draft-p-min: its steps without a
+        # draft leave them unknown), but the run's own counts: the two totals, compared by
+        # the count test alone (``with_counts``), with no interval over prompts.
+        mu = totals_unit(measured)
+        if mu is None:
+            raise ValueError("the measurement has no per-request acceptance (start the server "
+                             "with --per-request-spec-decode-metrics detailed, or measure at "
+                             "c=1)")
+        ou = ou.sum(axis=0, keepdims=True)
     k = max(ou.shape[1], mu.shape[1]) - 1
     if mu.shape[1] == 2 and ou.shape[1] > 2:   # the engine counts accepted, not per position
         ou = np.column_stack([ou[:, 0], ou[:, 1:].sum(axis=1)])
     c = cmp.compare_units(ou, mu)
     a = c.accepted_per_draft
-    g = rules.Gap(a.measured.value or 0.0, a.oracle.value or 0.0, a.gap.low, a.gap.high, band)
+    low, high = (a.gap.low, a.gap.high) if mu.shape[0] > 1 else (None, None)
+    g = rules.Gap(a.measured.value or 0.0, a.oracle.value or 0.0, low, high, band)
     drafts, accepted = int(round(mu[:, 0].sum())), int(round(mu[:, 1:].sum()))
     return rules.with_counts(g, accepted, drafts, k), c
 
