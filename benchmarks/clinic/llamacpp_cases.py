@@ -141,4 +141,10 @@ LLAMACPP_CASES = [
          "own scale (before its GGUF is written)",
          twin="llamacpp-healthy", part="drafter files",
          how="lab.edits.add_noise on the lab's small drafter, written as q8_0 GGUF"),
+    # added with the oracle's simulation of llama.cpp's drafting policy, not before it: a
+    # healthy setting the oracle must read as the server drafts, never a first try
+    Case("llamacpp-healthy-p-min", None, llama(put={"--spec-draft-p-min": "0.75"}),
+         "llama-server: the healthy pair with --spec-draft-p-min 0.75, so drafts stop where "
+         "the drafter is unsure (the setting older servers had by default)",
+         category="healthy", part="none"),
 ]
