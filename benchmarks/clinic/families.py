@@ -20,6 +20,7 @@ from typing import Any
 
 from patients import DFLASH_FIX, Case, draft_model, lab_drafter, pack, set_field
 from specdoctor.lab.edits import permute_vocab_block  # noqa: F401  (the clinic's edits)
+from contract_cases import aux_ids
 from upstream import SAMPLED_LOW_T, SAMPLED_T1, SAMPLER_FIX, _mtp_two_step
 
 # -- edits of served files ----------------------------------------------------------------------
@@ -145,6 +146,14 @@ def _dflash_window(window: int, edit: Any = None, dtype: str = "float32") -> Any
     served with the engine's DFlash k_norm defect fixed, at ``dtype``."""
     return lab_drafter("dflash", edit_draft=edit, trained={"window": window},
                        packs=(DFLASH_FIX,), dtype=dtype)
+
+
+def _eagle3_deep(edit: Any, dtype: str = "float32") -> Any:
+    """The lab's trained EAGLE3 beside the deepened target (contract_cases.deepen), its head's
+    files edited by ``edit``, served at ``dtype``."""
+    from contract_cases import deepen
+
+    return lab_drafter("eagle3", edit_target=deepen, edit_draft=edit, dtype=dtype)
 
 
 TWINS = {"dflash-own-head": lab_drafter("dflash", edit_draft=own_reduced_head,
@@ -649,3 +658,35 @@ FAMILY_CASES += [
          how="d2t of draft ids 100 to 175 replaced by that of the next draft id; t2d and "
              "lm_head untouched; target and head served with --dtype bfloat16"),
 ]
+
+# Siblings in bfloat16 of the DFlash vocabulary-map and EAGLE3 aux-layer families (committed
+# with their keys before their first diagnosis)
+FAMILY_CASES += [
+    Case("up-dflash-d2t-partial-shift-bf16", "tokenizer-mismatch",
+         lab_drafter("dflash", edit_draft=_own_head_shifted_on, packs=(DFLASH_FIX,),
+                     dtype="bfloat16"),
+         "trained DFlash served in bfloat16, given a reduced-vocabulary lm_head of its own "
+         "whose d2t is off by one on 76 draft ids, with the engine's DFlash k_norm defect "
+         "fixed (served files)",
+         origin="upstream", twin="dflash-own-head-bf16", part="drafter files",
+         bites_here=True,
+         cite="NVIDIA-NeMo/Automodel PR #2447 and sgl-project/SpecForge PR #534, on a DFlash "
+              "map served in bfloat16",
+         upstream="sibling in another precision of up-dflash-d2t-partial-shift",
+         how="the reduced head of up-dflash-own-head-overwritten, its d2t of draft ids 100 to "
+             "175 replaced by that of the next draft id; target and drafter served with "
+             "--dtype bfloat16"),
+    Case("up-eagle3-aux-ids-shifted-bf16", "draft-config-mismatch",
+         _eagle3_deep(aux_ids([1, 2, 3]), "bfloat16"),
+         "trained EAGLE3 (aux layers 0, 1, 2) on the 7-layer target served in bfloat16, its "
+         "ids written one higher, 1, 2, 3 (served files)",
+         origin="upstream", twin="healthy-eagle3-deep-bf16", part="drafter files",
+         bites_here=True,
+         cite="sgl-project/sglang PR #25454, served in bfloat16",
+         upstream="sibling in another precision of up-eagle3-aux-ids-shifted",
+         how="the head's eagle_aux_hidden_state_layer_ids 0, 1, 2 written as 1, 2, 3 beside "
+             "the deepened target; target and head served with --dtype bfloat16"),
+]
+TWINS["dflash-own-head-bf16"] = lab_drafter("dflash", edit_draft=own_reduced_head,
+                                            packs=(DFLASH_FIX,), dtype="bfloat16")
+TWINS["healthy-eagle3-deep-bf16"] = _eagle3_deep(None, "bfloat16")
