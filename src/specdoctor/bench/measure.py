@@ -562,6 +562,39 @@ def derive_drafts(m: Measurement) -> None:
                    f"per-position counts per request")
 
 
+def drafts_from_log(m: Measurement, log_text: str) -> bool:
+    """Drafts per request from llama-server's own log, where its responses leave them unknown
+    (``derive_drafts``: with ``--spec-draft-p-min`` some steps draft nothing). At release the
+    server prints a line per request: accepted / generated draft tokens and the mean length,
+    1 + accepted / verification steps, from which ``sources.llamacpp`` recovers the steps when
+    exactly one count fits. The requests are joined to the last run of consecutive lines whose
+    counts are theirs, in order, and kept only when every line's drafts were recovered and
+    they add up to the server's counter; then the intervals are computed again. Returns whether
+    the drafts were filled in."""
+    if (m.engine != "llamacpp" or m.total is None or m.total.drafts is None or not m.requests
+            or any(r.profile is None for r in m.requests)
+            or all(r.profile.drafts is not None for r in m.requests)):
+        return False
+    lines = [w.profile for w in llamacpp.parse_log(log_text.splitlines(), "log").windows]
+    want = [(r.profile.accepted_tokens, r.profile.draft_tokens) for r in m.requests]
+    n = len(want)
+    for start in range(len(lines) - n, -1, -1):
+        seg = lines[start:start + n]
+        if [(w.accepted_tokens, w.draft_tokens) for w in seg] != want:
+            continue
+        drafts = [w.drafts for w in seg]
+        if any(d is None for d in drafts) or sum(drafts) != m.total.drafts:  # type: ignore[arg-type]
+            return False
+        for r, d in zip(m.requests, drafts):
+            r.profile = dataclasses.replace(r.profile, drafts=d)
+        m.notes.append(f"drafts per request from the server's log lines (accepted, generated "
+                       f"and mean length of each request): {sum(drafts)} over the run, as its "
+                       f"counter has them")  # type: ignore[arg-type]
+        _attach_intervals(m)
+        return True
+    return False
+
+
 def _attach_intervals(m: Measurement) -> None:
     units = [r.profile for r in m.requests if r.profile is not None]
     if m.total is None:

@@ -104,12 +104,31 @@ def measure(ctx: Context, opts: Options, notes: list[str]) -> None:
             notes.append(f"{label}: {exc}")
             ctx.errors.append(str(exc))
             continue
+        if ctx.baseline_server is not None:
+            _drafts_from_log(m, ctx.baseline_server.log_path)
         setattr(ctx.measured, pass_, m)
         if ctx.engine is None and getattr(m, "engine", None):
             ctx.engine = m.engine   # whose counters the measurement read (vllm, llamacpp)
         if m.error:
             notes.append(f"{label}: {m.error}")
             ctx.errors.append(m.error)
+
+
+def _drafts_from_log(m: Any, log_path: Path) -> None:
+    """llama-server's drafts per request from the log of the server this diagnosis started
+    (``bench.measure.drafts_from_log``); the last request's line is written as the server
+    releases it, so it is looked for again for up to two seconds."""
+    import time
+
+    from specdoctor.bench.measure import drafts_from_log
+
+    if getattr(m, "engine", None) != "llamacpp" or all(
+            r.profile is None or r.profile.drafts is not None for r in m.requests):
+        return
+    for _ in range(5):
+        if drafts_from_log(m, common.read_text(log_path)):
+            return
+        time.sleep(0.5)
 
 
 def read_logs(ctx: Context, paths: tuple[Path, ...], opts: Options, notes: list[str]) -> None:
