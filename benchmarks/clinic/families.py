@@ -690,3 +690,28 @@ FAMILY_CASES += [
 TWINS["dflash-own-head-bf16"] = lab_drafter("dflash", edit_draft=own_reduced_head,
                                             packs=(DFLASH_FIX,), dtype="bfloat16")
 TWINS["healthy-eagle3-deep-bf16"] = _eagle3_deep(None, "bfloat16")
+
+# Siblings at a smaller size and in bfloat16 of the vocabulary and mask-token families
+# (committed with their keys before their first diagnosis)
+FAMILY_CASES += [
+    Case("up-standalone-vocab-block-permuted-64", "tokenizer-mismatch",
+         lambda tmp: draft_model(tmp, lambda d: permute_vocab_block(d, lo=640, hi=704,
+                                                                    seed=5)),
+         "draft model whose tokenizer.json and embedding/lm_head rows are permuted alike on "
+         "the 64 ids 640 to 703 (served files)",
+         origin="upstream", twin="healthy-self", part="drafter files", bites_here=True,
+         cite="sgl-project/sglang issue #24051, PR #23838, at a smaller size",
+         upstream="sibling at another size (64 ids, elsewhere in the vocabulary) of "
+                  "up-standalone-vocab-block-permuted",
+         how="the self-draft's copy re-indexed on the non-special ids 640 to 703 (seed 5)"),
+    Case("up-dflash-mask-token-ordinary-bf16", "draft-config-mismatch",
+         lab_drafter("dflash", edit_draft=set_field("dflash_config.mask_token_id", 500),
+                     dtype="bfloat16"),
+         "trained DFlash (mask token: the tokenizer's pad) served in bfloat16 with a "
+         "mask_token_id that names an ordinary token of this tokenizer (served files)",
+         origin="upstream", twin="healthy-dflash-bf16", part="drafter files", bites_here=True,
+         cite="NVIDIA-NeMo/Automodel PR #2461; z-lab/dflash issue #73, served in bfloat16",
+         upstream="sibling in another precision of up-dflash-mask-token-ordinary",
+         how="dflash_config.mask_token_id 2 (<|pad|>) set to 500, an ordinary vocabulary "
+             "token; target and drafter served with --dtype bfloat16"),
+]
