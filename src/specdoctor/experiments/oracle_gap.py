@@ -120,7 +120,8 @@ def gap(oracle_result: Any, measured: Any, band: float = 0.0) -> tuple[rules.Gap
 
     mu = common.units(measured)
     ou = oracle_result.prompt_units()
-    if mu is None:
+    totals = mu is None
+    if totals:
         # No drafts per request (llama-server with --spec-draft-p-min: its steps without a
         # draft leave them unknown), but the run's own counts: the two totals, compared by
         # the count test alone (``with_counts``), with no interval over prompts.
@@ -135,7 +136,7 @@ def gap(oracle_result: Any, measured: Any, band: float = 0.0) -> tuple[rules.Gap
         ou = np.column_stack([ou[:, 0], ou[:, 1:].sum(axis=1)])
     c = cmp.compare_units(ou, mu)
     a = c.accepted_per_draft
-    low, high = (a.gap.low, a.gap.high) if mu.shape[0] > 1 else (None, None)
+    low, high = (None, None) if totals else (a.gap.low, a.gap.high)
     g = rules.Gap(a.measured.value or 0.0, a.oracle.value or 0.0, low, high, band)
     drafts, accepted = int(round(mu[:, 0].sum())), int(round(mu[:, 1:].sum()))
     return rules.with_counts(g, accepted, drafts, k), c
