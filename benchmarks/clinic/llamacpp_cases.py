@@ -146,5 +146,5 @@ LLAMACPP_CASES = [
     Case("llamacpp-healthy-p-min", None, llama(put={"--spec-draft-p-min": "0.75"}),
          "llama-server: the healthy pair with --spec-draft-p-min 0.75, so drafts stop where "
          "the drafter is unsure (the setting older servers had by default)",
-         category="healthy", part="none"),
+         category="healthy"),   # no part: not scored among the first tries
 ]
