@@ -38,6 +38,11 @@ def _cli(*args: str) -> dict:
     return json.loads(proc.stdout)
 
 
+def _commit() -> str:
+    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
+
+
 def _figures(profile: dict) -> dict:
     return {k: profile.get(k) for k in ("accepted_per_draft", "drafts", "draft_tokens",
                                         "accepted_tokens")}
@@ -75,8 +80,7 @@ def main() -> None:
                 oracle[name] = _figures(o["total"])
             rows.append({"p_min": p, "measured": _figures(m["total"]), **oracle})
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    head = (f"llama.cpp confidence stop vs the oracle (commit "
-            f"{subprocess.run(['git', '-C', str(ROOT), 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()}, "
+    head = (f"llama.cpp confidence stop vs the oracle (commit {_commit()}, "
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; lab pair trained/small, "
             f"k {K}, greedy, {N} code prompts x {TOKENS} tokens)")
     lines = [head, "",

@@ -15,8 +15,9 @@ that is otherwise valid:
 The command runs as ``specdoctor.cli.main.main(argv)`` does for a user, with nothing started:
 any attempt to start a server, or the oracle's first simulated request (its models loaded and
 its inputs read, so every file it was handed was checked), raises ``WouldStart`` (the input was
-accepted), so the fuzz boots nothing and simulates nothing. Run as ``python -m tests.cli.fuzz CMD`` it prints one JSON line per case;
-tests/cli/test_fuzz.py runs it under a memory limit and judges the lines.
+accepted), so the fuzz boots nothing and simulates nothing. Run as ``python -m tests.cli.fuzz
+CMD`` it prints one JSON line per case; tests/cli/test_fuzz.py runs it under a memory limit
+and judges the lines.
 """
 
 from __future__ import annotations
@@ -290,7 +291,6 @@ def _would_start(*_a: object, **_k: object) -> None:
 def main(top: str) -> None:
     from specdoctor import launch
     from specdoctor.launch import servers
-
     from specdoctor.oracle import runner
 
     # every server start goes through launch/servers.start (launch, running, Servers, the lab)

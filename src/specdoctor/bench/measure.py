@@ -562,6 +562,13 @@ def derive_drafts(m: Measurement) -> None:
                    f"per-position counts per request")
 
 
+def drafts_unknown(m: Measurement) -> bool:
+    """Whether a llama-server run counted its drafts in all but left some request's unknown."""
+    return (m.engine == "llamacpp" and m.total is not None and m.total.drafts is not None
+            and bool(m.requests) and all(r.profile is not None for r in m.requests)
+            and any(r.profile.drafts is None for r in m.requests))  # type: ignore[union-attr]
+
+
 def drafts_from_log(m: Measurement, log_text: str) -> bool:
     """Drafts per request from llama-server's own log, where its responses leave them unknown
     (``derive_drafts``: with ``--spec-draft-p-min`` some steps draft nothing). At release the
@@ -571,9 +578,7 @@ def drafts_from_log(m: Measurement, log_text: str) -> bool:
     counts are theirs, in order, and kept only when every line's drafts were recovered and
     they add up to the server's counter; then the intervals are computed again. Returns whether
     the drafts were filled in."""
-    if (m.engine != "llamacpp" or m.total is None or m.total.drafts is None or not m.requests
-            or any(r.profile is None for r in m.requests)
-            or all(r.profile.drafts is not None for r in m.requests)):
+    if not drafts_unknown(m):
         return False
     lines = [w.profile for w in llamacpp.parse_log(log_text.splitlines(), "log").windows]
     want = [(r.profile.accepted_tokens, r.profile.draft_tokens) for r in m.requests]

@@ -120,10 +120,9 @@ def _drafts_from_log(m: Any, log_path: Path) -> None:
     releases it, so it is looked for again for up to two seconds."""
     import time
 
-    from specdoctor.bench.measure import drafts_from_log
+    from specdoctor.bench.measure import drafts_from_log, drafts_unknown
 
-    if getattr(m, "engine", None) != "llamacpp" or all(
-            r.profile is None or r.profile.drafts is not None for r in m.requests):
+    if not drafts_unknown(m):
         return
     for _ in range(5):
         if drafts_from_log(m, common.read_text(log_path)):

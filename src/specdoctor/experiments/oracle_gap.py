@@ -108,7 +108,7 @@ def precision_band(ctx: Context, temperature: float, top_p: float, served: Any) 
 def totals_unit(measured: Any) -> np.ndarray | None:
     """The run's totals as one unit (drafts, accepted; pure), where it counted both."""
     t = measured.total
-    if t is None or t.drafts is None or t.accepted_tokens is None or not t.drafts:
+    if t is None or not t.drafts or t.accepted_tokens is None:
         return None
     return np.array([[float(t.drafts), float(t.accepted_tokens)]])
 
