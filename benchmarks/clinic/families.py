@@ -715,3 +715,42 @@ FAMILY_CASES += [
          how="dflash_config.mask_token_id 2 (<|pad|>) set to 500, an ordinary vocabulary "
              "token; target and drafter served with --dtype bfloat16"),
 ]
+
+# Siblings near the ceiling: file-side faults of a drafter that, served right, accepts nearly
+# every draft (the self-draft), each at a size whose loss is a modest share of k (committed with
+# their keys before their first diagnosis)
+FAMILY_CASES += [
+    Case("up-standalone-vocab-block-permuted-32", "tokenizer-mismatch",
+         lambda tmp: draft_model(tmp, lambda d: permute_vocab_block(d, lo=400, hi=432,
+                                                                    seed=13)),
+         "draft model whose tokenizer.json and embedding/lm_head rows are permuted alike on "
+         "the 32 ids 400 to 431 (served files)",
+         origin="upstream", twin="healthy-self", part="drafter files", bites_here=True,
+         cite="sgl-project/sglang issue #24051, PR #23838, at a smaller size",
+         upstream="sibling at another size (32 ids) of up-standalone-vocab-block-permuted",
+         how="the self-draft's copy re-indexed on the non-special ids 400 to 431 (seed 13)"),
+    Case("up-standalone-vocab-block-permuted-96-bf16", "tokenizer-mismatch",
+         lambda tmp: draft_model(tmp, lambda d: permute_vocab_block(d, lo=512, hi=608,
+                                                                    seed=17),
+                                 dtype="bfloat16"),
+         "draft model served in bfloat16 whose tokenizer.json and embedding/lm_head rows are "
+         "permuted alike on the 96 ids 512 to 607 (served files)",
+         origin="upstream", twin="healthy-self-bf16", part="drafter files", bites_here=True,
+         cite="sgl-project/sglang issue #24051, PR #23838, at another size and precision",
+         upstream="sibling at another size (96 ids) and served precision of "
+                  "up-standalone-vocab-block-permuted",
+         how="the self-draft's copy re-indexed on the non-special ids 512 to 607 (seed 17), "
+             "target and drafter served with --dtype bfloat16"),
+    Case("draft-rope-near", "draft-config-mismatch",
+         lambda tmp: draft_model(tmp, set_field("rope_parameters.rope_theta", 7000.0)),
+         "draft copy with rope_theta 7000 (target 10000)",
+         twin="healthy-self", part="drafter files", bites_here=True,
+         upstream="sibling at a smaller size of draft-rope (rope_theta 1000)",
+         how="the self-draft's config rope_parameters.rope_theta set to 7000"),
+    Case("draft-norm-eps-near", "draft-config-mismatch",
+         lambda tmp: draft_model(tmp, set_field("rms_norm_eps", 0.05)),
+         "draft copy with rms_norm_eps 0.05 (target 1e-6)",
+         twin="healthy-self", part="drafter files", bites_here=True,
+         upstream="sibling at a smaller size of draft-norm-eps (rms_norm_eps 1.0)",
+         how="the self-draft's config rms_norm_eps set to 0.05"),
+]
