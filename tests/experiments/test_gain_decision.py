@@ -97,3 +97,26 @@ def test_fresh_prompts_are_the_suites_prompts_the_diagnosis_did_not_measure(tmp_
     assert fresh == tuple(p for p in suite("code") if p not in used)
     assert len(fresh) == len(suite("code")) - 8 and not set(fresh) & set(used)
     assert fresh_prompts(Context(workdir=tmp_path, prompts=used, suite="essay")) == ()
+
+
+
+def test_near_the_ceiling_a_gain_is_shown_by_the_rejections_it_removes():
+    # eight prompts of 16 drafts at k=4, one column per position: 60 of 64 draft tokens
+    # accepted on each (3.75 per draft), then all 64 (4.00). 512 accepted against 480 is within
+    # chance as counts; 0 rejected against 32 is not. Near the ceiling the margin is half the
+    # room (0.125), not 5% of before (0.19)
+    before = np.array([[16.0, 16.0, 16.0, 15.0, 13.0]] * 8)
+    after = np.array([[16.0, 16.0, 16.0, 16.0, 16.0]] * 8)
+    g = rules.paired_gain(after, before)
+    assert g.counts_significant and g.margin(4.0) == 0.125 < g.margin()
+    f = rules.decide_gain("h", "x", g, 4.0)
+    assert f.verdict is Verdict.CONFIRMED and f.size.loss == 0.25
+    # the same totals without positions (k unknown): the accepted counts alone show nothing
+    flat = rules.paired_gain(np.column_stack([after[:, 0], after[:, 1:].sum(axis=1)]),
+                             np.column_stack([before[:, 0], before[:, 1:].sum(axis=1)]))
+    assert not flat.counts_significant
+    assert rules.decide_gain("h", "x", flat, 4.0).verdict is not Verdict.CONFIRMED
+    # one more accepted token per prompt (3.8125): under half the room, not a recovery
+    near = rules.paired_gain(np.array([[16.0, 16.0, 16.0, 16.0, 13.0]] * 8), before)
+    assert near.gain < near.margin(4.0)
+    assert rules.decide_gain("h", "x", near, 4.0).verdict is not Verdict.CONFIRMED

@@ -177,6 +177,29 @@ def test_an_oracle_change_counts_beyond_five_percent_of_before():
     assert not oracle_change_is_real(0.454, 0.40)   # a fall is no recovery
 
 
+def test_a_change_near_the_ceiling_recovers_by_closing_half_the_room():
+    from specdoctor.verdict.rules import oracle_change_is_real, recovers
+    from specdoctor.verdict.sizing import Size, asked, standing
+
+    # clinic, up-standalone-vocab-block-permuted-64 at 2972c56 (k=4): the self-draft's
+    # vocabulary permuted on 64 rare ids; its ids translated by token string, the oracle went
+    # 3.914 -> 4.000, all the room there was, which 5% (or 25%) of 3.914 can never reach
+    assert not oracle_change_is_real(3.914, 4.0) and oracle_change_is_real(3.914, 4.0, 4.0)
+    f = decide_counterfactual("tokenizer-mismatch", "ids translated", 3.914, 4.0, 4.0,
+                              significant=oracle_change_is_real(3.914, 4.0, 4.0))
+    assert f.verdict is Verdict.CONFIRMED and "no recovery" not in f.evidence
+    assert f.recovered == 1.0
+    # confirmed, but 0.086 of 3.86 measured is inside the band a signature tolerates: also
+    # found, never the root cause
+    ask = asked(3.8598, 3.914, (("the translated ids", 0.086),))
+    st = standing(f.size, ask)
+    assert f.size == Size(4.0 - 3.914, how=f.size.how) and not st.root
+    # a quarter of the room near the ceiling, or a small rise far from it: no recovery
+    assert not recovers(3.80, 3.85, True, 4.0)
+    assert not recovers(1.60, 1.70, True, 4.0) and oracle_change_is_real(1.60, 1.70, 4.0)
+    assert not recovers(3.98, 4.0, True, 4.0)      # under RECOVER_MIN_ABS however it closes
+
+
 def test_one_finding_per_hypothesis_in_both_evidence_modes():
     cite_a, cite_b = {"file": "a.py", "sha256": "1"}, {"file": "b.py", "sha256": "2"}
     trials = [Finding("h", Verdict.EXCLUDED, "eps: no recovery", recovered=0.0),

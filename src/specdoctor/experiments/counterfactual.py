@@ -593,7 +593,8 @@ class OracleCounterfactual:
             a = common.apd(after)
             f = rules.decide_counterfactual(lead.hypothesis, lead.change() + f" (oracle{broken})",
                                             before, a, _ceiling(ctx),
-                                            significant=rules.oracle_change_is_real(before, a))
+                                            significant=rules.oracle_change_is_real(
+                                                before, a, _ceiling(ctx)))
             return f, after, {"before": round(before, 4), "after": round(a, 4)}
 
         won: dict[str, dict[str, Lead]] = {}   # the changes that recovered alone

@@ -154,7 +154,8 @@ def search(ctx: Context, contract: Contract, tried: frozenset[str]) -> Outcome:
                 half_a=[round(per_draft(served, half_a), 4), round(per_draft(units, half_a), 4)],
                 half_b=[round(per_draft(served, half_b), 4), round(per_draft(units, half_b), 4)])
     ceiling = float(ctx.k or 1)
-    if not rules.oracle_change_is_real(per_draft(served, half_a), per_draft(units, half_a)):
+    if not rules.oracle_change_is_real(per_draft(served, half_a), per_draft(units, half_a),
+                                       ceiling):
         nums["search_s"] = round(time.perf_counter() - t0, 1)
         return Outcome(Finding(h, Verdict.EXCLUDED, f"{head}: no change rises beyond numerics "
                                "there"), nums)
@@ -173,7 +174,7 @@ def search(ctx: Context, contract: Contract, tried: frozenset[str]) -> Outcome:
         base_all = per_draft(served, every)
         rivals = [f"{m.text(draft)} ({per_draft(u, every):.3f})" for m, u in scored
                   if m.field != move.field
-                  and rules.oracle_change_is_real(base_all, per_draft(u, every))]
+                  and rules.oracle_change_is_real(base_all, per_draft(u, every), ceiling)]
         also = (f"; other changes that also rise on all prompts (served {base_all:.3f}): "
                 f"{', '.join(rivals[:4])} — the files alone cannot say which the drafter was "
                 f"trained with" if rivals else "")

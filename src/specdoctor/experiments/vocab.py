@@ -538,10 +538,10 @@ class VocabMapCheck:
         path = _write_map(ctx.workdir / "vocab-translated.json", mapping)
         after_p = expected_profile(run_oracle(ctx, 0.0, 1.0, vocab_map=path))
         before, after = common.apd(before_p), common.apd(after_p)
+        ceiling = float(ctx.k or 1)
         f = rules.decide_counterfactual(
-            HID, f"{lead}; {change} (oracle)",
-            before, after, float(ctx.k or 1),
-            significant=rules.oracle_change_is_real(before, after))
+            HID, f"{lead}; {change} (oracle)", before, after, ceiling,
+            significant=rules.oracle_change_is_real(before, after, ceiling))
         if f.verdict is Verdict.CONFIRMED and "token string" in change:
             f = replace(f, evidence=f.evidence + "; fix: a drafter with the target's tokenizer, "
                         "or let the engine translate (vLLM: \"use_heterogeneous_vocab\": true in "

@@ -92,6 +92,10 @@ BAND_FACTOR = 2
 # share of what it was (0.44 → 1.29 for DFlash layer ids; 0.57 → 4.0 for a draft rope theta).
 RECOVER_GAIN = 0.25
 RECOVER_MIN_ABS = 0.05
+# Where the ceiling (k, or the reference) leaves less room above ``before`` than those shares of
+# it, a change recovers by closing this share of the room instead: a drafter that accepts 3.91
+# of 4 can gain at most 2%, however real the fault its change undoes.
+RECOVER_ROOM = 0.5
 EXPECTED = _GROUPS.expected   # confirmed = expected behaviour, not a bug (``expected``)
 # An answer by elimination (basis "elimination") stands only when each of its rivals that is a
 # candidate (the signature allows it) was excluded. draft-quality ("the drafter is weak") is
@@ -472,14 +476,32 @@ def recovered_share(before: float, after: float, ceiling: float) -> float:
     return max(0.0, min(1.0, (after - before) / room))
 
 
-def oracle_change_is_real(before: float, after: float) -> bool:
+def recovery_bar(before: float, share: float, ceiling: float | None = None,
+                 floor: float = RECOVER_MIN_ABS) -> float:
+    """The smallest gain over ``before`` that counts: ``share`` of ``before``, or, where the
+    ceiling leaves less room than that, ``RECOVER_ROOM`` of the room up to it; at least
+    ``floor`` (pure)."""
+    bar = share * before
+    if ceiling is not None:
+        bar = min(bar, RECOVER_ROOM * max(ceiling - before, 0.0))
+    return max(bar, floor)
+
+
+def oracle_change_is_real(before: float, after: float, ceiling: float | None = None) -> bool:
     """Between two greedy oracle runs (deterministic), a rise beyond numerics: 5% of ``before``
-    (at least 0.005 accepted per draft)."""
-    return after - before > 0.05 * max(before, 0.1)
+    (at least 0.005 accepted per draft), or half the room up to ``ceiling`` where that is
+    less."""
+    bar = MIN_REL_GAP * max(before, 0.1)
+    if ceiling is not None:
+        bar = min(bar, RECOVER_ROOM * max(ceiling - before, 0.0))
+    return after - before > max(bar, 0.005)
 
 
-def recovers(before: float, after: float, significant: bool) -> bool:
-    return significant and after - before >= max(RECOVER_GAIN * before, RECOVER_MIN_ABS)
+def recovers(before: float, after: float, significant: bool,
+             ceiling: float | None = None) -> bool:
+    """A significant rise of 25% of ``before`` (half the room up to ``ceiling`` where that is
+    less), at least RECOVER_MIN_ABS."""
+    return significant and after - before >= recovery_bar(before, RECOVER_GAIN, ceiling)
 
 
 def decide_counterfactual(hypothesis: str, change: str, before: float, after: float,
@@ -489,7 +511,7 @@ def decide_counterfactual(hypothesis: str, change: str, before: float, after: fl
     ev = (f"{change}: {before:.3f} → {after:.3f} accepted per draft "
           f"({share:.0%} of the room up to {ceiling:.2f} recovered)")
     size = Size(after - before, how=f"counterfactual {change}")
-    if recovers(before, after, significant):
+    if recovers(before, after, significant, ceiling):
         return Finding(hypothesis, Verdict.CONFIRMED, ev, recovered=share,
                        basis="counterfactual", size=size)
     return Finding(hypothesis, Verdict.EXCLUDED, ev + ": no recovery", recovered=share,
@@ -515,17 +537,29 @@ def small_sample_widening(prompts: int) -> float:
 
 
 def count_gain_significant(after: tuple[float, float], before: tuple[float, float],
-                           alpha: float = 0.05) -> bool:
+                           alpha: float = 0.05, k: int | None = None) -> bool:
     """Over drafts: whether ``after`` (accepted, drafts) accepts more per draft than ``before``
     beyond chance, each accepted token a count over its drafts (Poisson, the two counts
     compared given their sum: one-sided binomial tail). The two runs draft over the same text
-    (correlated, which only narrows the true spread), so this is conservative for a gain."""
+    (correlated, which only narrows the true spread), so this is conservative for a gain.
+
+    With ``k`` (draft tokens per draft) the rejected tokens are counted the same way, fewer
+    after than before: near the ceiling, where nearly every draft token is accepted, a gain is
+    a fall in the few rejections, which the accepted counts (hundreds either way) cannot show.
+    Either count shows the gain, each tested at ``alpha / 2``."""
     (a, da), (b, db) = after, before
-    n = int(round(a + b))
-    if da <= 0 or db <= 0 or n == 0:
+    if da <= 0 or db <= 0:
         return False
-    _, tail = binomial_tails(int(round(a)), n, da / (da + db))   # P(X >= a)
-    return tail < alpha
+    share = da / (da + db)
+    level = alpha if k is None else alpha / 2
+    n = int(round(a + b))
+    if n > 0 and binomial_tails(int(round(a)), n, share)[1] < level:   # P(X >= a)
+        return True
+    if k is None:
+        return False
+    ra, rb = max(k * da - a, 0.0), max(k * db - b, 0.0)
+    m = int(round(ra + rb))
+    return m > 0 and binomial_tails(int(round(ra)), m, share)[0] < level   # P(X <= ra)
 
 
 @dataclass(frozen=True)
@@ -545,9 +579,10 @@ class PairedGain:
     def gain(self) -> float:
         return self.after - self.before
 
-    def margin(self) -> float:
-        """The smallest gain that counts: 5% of ``before``, at least RECOVER_MIN_ABS."""
-        return max(MIN_REL_GAP * self.before, RECOVER_MIN_ABS)
+    def margin(self, ceiling: float | None = None) -> float:
+        """The smallest gain that counts: 5% of ``before`` (half the room up to ``ceiling``
+        where that is less), at least RECOVER_MIN_ABS."""
+        return recovery_bar(self.before, MIN_REL_GAP, ceiling)
 
     def text(self) -> str:
         iv = ("" if self.low is None else
@@ -564,6 +599,7 @@ def paired_gain(after: "np.ndarray", before: "np.ndarray", seed: int = 0) -> Pai
 
     a = np.asarray(after, dtype=np.float64)
     b = np.asarray(before, dtype=np.float64)
+    k = a.shape[1] - 1 if a.shape[1] > 2 else None   # one column per position: k positions
     a = np.column_stack([a[:, 0], a[:, 1:].sum(axis=1)])
     b = np.column_stack([b[:, 0], b[:, 1:].sum(axis=1)])
     ta, tb = a.sum(axis=0), b.sum(axis=0)
@@ -577,7 +613,7 @@ def paired_gain(after: "np.ndarray", before: "np.ndarray", seed: int = 0) -> Pai
         high = ci.value + w * (ci.high - ci.value)
     return PairedGain(vb, va, low, high, int(a.shape[0]),
                       count_gain_significant((float(ta[1]), float(ta[0])),
-                                             (float(tb[1]), float(tb[0]))))
+                                             (float(tb[1]), float(tb[0])), k=k))
 
 
 def decide_gain(hypothesis: str, change: str, g: PairedGain, ceiling: float) -> Finding:
@@ -588,7 +624,7 @@ def decide_gain(hypothesis: str, change: str, g: PairedGain, ceiling: float) -> 
     otherwise — a gain that is there but not shown is no exclusion."""
     share = recovered_share(g.before, g.after, ceiling)
     ev = f"{change}: {g.text()} ({share:.0%} of the room up to {ceiling:.2f})"
-    m = g.margin()
+    m = g.margin(ceiling)
     if g.low is not None and g.low > 0 and g.counts_significant and g.gain >= m:
         return Finding(hypothesis, Verdict.CONFIRMED, ev + ": a significant recovery",
                        recovered=share, basis="counterfactual",
