@@ -148,3 +148,45 @@ LLAMACPP_CASES = [
          "the drafter is unsure (the setting older servers had by default)",
          category="healthy"),   # no part: not scored among the first tries
 ]
+
+# Siblings committed with their keys before their first diagnosis: the refused vocabulary at a
+# smaller size and in its special tokens, another setting that drafts nothing, and the damaged
+# drafter at another size
+LLAMACPP_CASES += [
+    Case("up-llamacpp-draft-vocab-block-64", "tokenizer-mismatch",
+         llama(lambda d: permute_vocab_block(d, lo=640, hi=704, seed=5)),
+         "llama-server with a drafter whose vocabulary is re-indexed on the 64 ids 640 to 703 "
+         "(its tokenizer and embedding/lm_head rows alike, before its GGUF is written)",
+         origin="upstream", twin="llamacpp-healthy", part="drafter files",
+         cite="ggml-org/llama.cpp PR #3812, PR #22358, at a smaller size",
+         upstream="sibling at another size (64 ids) of up-llamacpp-draft-vocab-refused",
+         how="the lab's small drafter re-indexed on its non-special ids 640 to 703 (seed 5), "
+             "written as q8_0 GGUF"),
+    Case("up-llamacpp-draft-eos-differs", "tokenizer-mismatch",
+         llama(patients.set_field("eos_token_id", 2)),
+         "llama-server with a drafter whose end-of-sequence token is another special token of "
+         "the same vocabulary (before its GGUF is written)",
+         origin="upstream", twin="llamacpp-healthy", part="drafter files",
+         cite="ggml-org/llama.cpp PR #3812 (the special tokens compared), another direction",
+         upstream="sibling of up-llamacpp-draft-vocab-refused in the special tokens: every "
+                  "token text the same, the drafter's EOS id not the target's",
+         how="the lab's small drafter with config eos_token_id 2 (the tokenizer's pad; the "
+             "target's is 1), written as q8_0 GGUF"),
+    Case("up-llamacpp-n-max-zero", "speculation-off",
+         llama(put={"--spec-draft-n-max": "0"}),
+         "llama-server with --spec-draft-n-max 0 beside its drafter",
+         origin="upstream", twin="llamacpp-healthy", part="drafting",
+         cite="ggml-org/llama.cpp issue #14048 (a draft setting that discards every draft), "
+              "another setting",
+         upstream="sibling of up-llamacpp-n-min-over-max: a draft length of zero, so the "
+                  "loaded drafter never drafts",
+         how="the lab's launch with --spec-draft-n-max 0"),
+    Case("llamacpp-draft-noise-quarter", "draft-quality",
+         llama(lambda d: add_noise(d, share=0.25, seed=11)),
+         "llama-server with a drafter whose every matrix carries Gaussian noise of a quarter of "
+         "its own scale (before its GGUF is written)",
+         twin="llamacpp-healthy", part="drafter files", bites_here=True,
+         upstream="sibling at a smaller size of llamacpp-draft-noise (half its scale)",
+         how="lab.edits.add_noise(share=0.25, seed=11) on the lab's small drafter, written as "
+             "q8_0 GGUF"),
+]
