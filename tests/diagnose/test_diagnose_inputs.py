@@ -80,6 +80,10 @@ def test_several_servers_are_refused_in_either_order_and_diagnosed_apart_by_file
         assert by_source[str(DRAFT)]["served"]["k"]["value"] == 4
         assert by_source[str(NGRAM)]["served"]["method"]["value"] == "ngram"
         assert "0.65" in by_source[str(NGRAM)]["signature"]["evidence"]
+        # the self-draft's files accept every draft in the oracle: nothing to search for
+        (cf,) = [e for e in by_source[str(DRAFT)]["experiments"]
+                 if e["experiment"] == "oracle-counterfactual"]
+        assert "accepts all 4 draft tokens" in cf["numbers"]["trials"]["space"]["not_searched"]
     signatures = [{d["source"]: d["signature"] for d in each} for each in runs]
     assert signatures[0] == signatures[1]
 

@@ -110,6 +110,11 @@ def search(ctx: Context, contract: Contract, tried: frozenset[str]) -> Outcome:
     if not queue:
         return Outcome(None, {"moves": 0})
     served = served_oracle(ctx).prompt_units()
+    every = list(range(len(ctx.prompts)))
+    if ctx.k and per_draft(served, every) >= ctx.k - 1e-9:
+        return Outcome(None, {"moves": len(queue), "not_searched": (
+            f"the served files' oracle accepts all {ctx.k} draft tokens of every draft: no "
+            f"change can recover anything")})
     scored: list[tuple[space.Move, Any]] = []
     failed: list[str] = []
     n = FIRST_COPY
@@ -138,7 +143,6 @@ def search(ctx: Context, contract: Contract, tried: frozenset[str]) -> Outcome:
     half_b = list(range(1, len(ctx.prompts), 2)) or half_a
     best_i = max(range(len(scored)), key=lambda i: (per_draft(scored[i][1], half_a), -i))
     move, units = scored[best_i]
-    every = list(range(len(ctx.prompts)))
     nums["served_all"] = round(per_draft(served, every), 4)
     nums["scores"] = {m.text(draft): round(per_draft(u, every), 4) for m, u in sorted(
         scored, key=lambda x: -per_draft(x[1], half_a))[:10]}
