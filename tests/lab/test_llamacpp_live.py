@@ -178,6 +178,10 @@ def test_diagnose_reads_the_gguf_pair_meets_its_oracle_and_runs_nothing_of_vllms
         assert ledger[hid]["verdict"] == "inconclusive"
         assert any("not applicable to llama.cpp" in ev for ev in ledger[hid]["evidence"])
     assert ledger["tokenizer-mismatch"]["verdict"] == "excluded"
+    # the drafter's config is compared as vLLM would read it, and said to be: the server is
+    # llama-server, which reads its GGUF
+    config = " ".join(ledger["draft-config-mismatch"]["evidence"])
+    assert "the server is llamacpp" in config and "reads of this drafter" not in config
 
 
 def test_a_drafter_without_a_draft_type_is_found_by_relaunching_with_one(tmp_path) -> None:

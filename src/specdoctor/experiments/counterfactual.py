@@ -338,9 +338,19 @@ def combined(h: str, together: Finding, alone: list[Finding]) -> Finding:
                    size=max(sizes, key=lambda z: z.loss) if sizes else None)
 
 
-def _no_leads(exp: str, hypotheses: tuple[str, ...], r: Review) -> ExperimentResult:
-    why = (f"no key {r.contract.engine} reads of this drafter differs from a reference: nothing "
-           f"to set" if r.contract is not None else "nothing to set")
+def _no_leads(exp: str, hypotheses: tuple[str, ...], r: Review,
+              engine: str | None = None) -> ExperimentResult:
+    """No lead: every hypothesis excluded, or left open where a key could not be checked.
+    ``engine``: the server's, where it is not the engine whose reading the contract is."""
+    if r.contract is None:
+        why = "nothing to set"
+    elif engine in (None, "vllm"):
+        why = (f"no key {r.contract.engine} reads of this drafter differs from a reference: "
+               f"nothing to set")
+    else:
+        why = (f"no key of this drafter's config differs from a reference (compared as "
+               f"{r.contract.engine} would read it; the server is {engine}, which reads its "
+               f"drafter's own files): nothing to set")
     if r.review is not None and r.review.ignored:
         why += f" (ignored by the engine, no lead: {', '.join(r.review.ignored[:6])})"
     out = []
@@ -558,7 +568,7 @@ class OracleCounterfactual:
         r = review_for(ctx)
         found = [lead for lead in r.leads if lead.hypothesis in hypotheses]
         if not found or ctx.draft_dir is None:
-            out = _no_leads(self.id, hypotheses, r)
+            out = _no_leads(self.id, hypotheses, r, ctx.engine)
             if found:   # MTP: the layers live in the target's checkpoint
                 out.findings = [Finding(x.hypothesis, Verdict.INCONCLUSIVE,
                                         f"{x.change()}: not tried (the drafter's config is the "
@@ -695,7 +705,7 @@ class RelaunchCounterfactual:
         r = review_for(ctx)
         found = [lead for lead in r.leads if lead.hypothesis in hypotheses]
         if not found:
-            return _no_leads(self.id, hypotheses, r)
+            return _no_leads(self.id, hypotheses, r, ctx.engine)
         assert ctx.launch is not None and ctx.draft_dir is not None
         plain: list[Lead] = []
         skipped: list[Finding] = []
