@@ -21,7 +21,8 @@ from typing import Any
 from patients import DFLASH_FIX, Case, draft_model, lab_drafter, pack, set_field
 from specdoctor.lab.edits import permute_vocab_block  # noqa: F401  (the clinic's edits)
 from contract_cases import aux_ids
-from upstream import SAMPLED_LOW_T, SAMPLED_T1, SAMPLER_FIX, _mtp_two_step
+from upstream import (SAMPLED_LOW_T, SAMPLED_T1, SAMPLER_FIX, _mtp_two_step,  # noqa: F401
+                      _ngram_patched)
 
 # -- edits of served files ----------------------------------------------------------------------
 
@@ -753,4 +754,32 @@ FAMILY_CASES += [
          twin="healthy-self", part="drafter files", bites_here=True,
          upstream="sibling at a smaller size of draft-norm-eps (rms_norm_eps 1.0)",
          how="the self-draft's config rms_norm_eps set to 0.05"),
+]
+
+# Siblings of up-ngram-sampled-twice (the lookup's context wrong, so wrong or no proposals), in
+# the other direction and at another size (committed with their keys before their first
+# diagnosis)
+FAMILY_CASES += [
+    Case("up-ngram-context-short", "engine-drafting",
+         lambda tmp: _ngram_patched(tmp, "ngram-context-short"),
+         "prompt lookup k=3, n 2..4; the proposer looks up a context one token short of the "
+         "token just sampled (runtime patch)",
+         origin="upstream", twin="healthy-ngram", part="drafting",
+         cite="vllm-project/vllm-ascend PR #2972, PR #11323, the other direction",
+         upstream="sibling of up-ngram-sampled-twice in the other direction: the lookup reads "
+                  "the context length from before the runner wrote the sampled token, so it "
+                  "ends one token early and proposes from the wrong place",
+         how="patch NgramProposer.propose: the original runs with the context lengths of the "
+             "requests that sampled this step lowered by one"),
+    Case("up-ngram-sampled-thrice", "engine-drafting",
+         lambda tmp: _ngram_patched(tmp, "ngram-thrice"),
+         "prompt lookup k=3, n 2..4; the proposer looks up a context that ends in the tokens "
+         "just sampled, three times (runtime patch)",
+         origin="upstream", twin="healthy-ngram", part="drafting",
+         cite="vllm-project/vllm-ascend PR #2972, PR #11323, at another size",
+         upstream="sibling of up-ngram-sampled-twice at another size: the sampled tokens "
+                  "written twice more before the lookup",
+         how="patch NgramProposer.propose: the original runs on a copy of the token buffer "
+             "with each request's sampled tokens appended twice more and its length grown to "
+             "match"),
 ]
