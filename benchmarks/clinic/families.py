@@ -21,7 +21,7 @@ from typing import Any
 from patients import DFLASH_FIX, Case, draft_model, lab_drafter, pack, set_field
 from specdoctor.lab.edits import permute_vocab_block  # noqa: F401  (the clinic's edits)
 from contract_cases import aux_ids
-from upstream import (SAMPLED_LOW_T, SAMPLED_T1, SAMPLER_FIX, _mtp_two_step,  # noqa: F401
+from upstream import (SAMPLED_LOW_T, SAMPLED_T1, SAMPLER_FIX, _mtp_two_step,
                       _ngram_patched)
 
 # -- edits of served files ----------------------------------------------------------------------
