@@ -70,3 +70,29 @@ def test_prompt_lookup_that_accepts_nothing_may_be_weak():
     assert sig.cls == "zero" and weak_lookup(sig, lookup) == ("draft-quality",)
     trained = Facts(nothing, None, method="eagle3", k=3)
     assert weak_lookup(classify(trained), trained) == ()
+
+
+def test_too_few_drafts_to_tell_is_what_a_longer_measurement_settles():
+    from pathlib import Path
+
+    from specdoctor.diagnose import evidence
+    from specdoctor.diagnose.signature import too_few_to_tell
+    from specdoctor.diagnose.target import Options
+    from specdoctor.experiments.base import Context
+
+    # clinic, up-ngram-sampled-twice at 45e337e: 9 drafts, none accepted, from 8 requests of
+    # 48 tokens: undetermined, and too few to tell
+    few = counts([0.0, 0.0, 0.0], drafts=9)
+    assert classify(Facts(few, None, method="ngram", k=3)).cls == "undetermined"
+    assert too_few_to_tell(few)
+    # 36 drafts none accepted is zero, some accepted is a rate, none drafted is no data
+    assert classify(Facts(counts([0.0, 0.0, 0.0], drafts=36), None, method="ngram",
+                          k=3)).cls == "zero"
+    assert not too_few_to_tell(counts([0.0, 0.0, 0.0], drafts=36))
+    assert not too_few_to_tell(counts([0.2, 0.0, 0.0], drafts=9))
+    assert not too_few_to_tell(counts([0.0, 0.0, 0.0], drafts=0)) and not too_few_to_tell(None)
+    # without a live server there is nothing to measure again, and the request length stays
+    ctx = Context(workdir=Path("."), max_tokens=48)
+    notes: list[str] = []
+    assert not evidence.measure_longer(ctx, Options(), notes)
+    assert ctx.max_tokens == 48 and not notes

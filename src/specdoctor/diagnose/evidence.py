@@ -18,7 +18,7 @@ from specdoctor.diagnose.signature import Facts
 from specdoctor.diagnose.target import Options, Target
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments import common
-from specdoctor.experiments.base import Context, Launcher
+from specdoctor.experiments.base import Context, Launcher, Measured
 from specdoctor.experiments.logs_scan import error_lines
 from specdoctor.experiments.oracle_gap import expected_profile
 from specdoctor.experiments.repeat import fall as repeat_fall
@@ -112,6 +112,33 @@ def measure(ctx: Context, opts: Options, notes: list[str]) -> None:
         if m.error:
             notes.append(f"{label}: {m.error}")
             ctx.errors.append(m.error)
+
+
+LONGER = 4            # a measurement too short to tell is made this many times longer
+LONGER_MAX_TOKENS = 512
+
+
+def measure_longer(ctx: Context, opts: Options, notes: list[str]) -> bool:
+    """Every pass measured again with ``LONGER`` times the tokens per request (at most
+    ``LONGER_MAX_TOKENS``), and the oracles computed on the new passes: what a live server
+    drafted too rarely to tell a broken drafter from a working one (no draft accepted, but too
+    few drafts for that to say anything) is measured until it can. False where there is no live
+    server or the requests cannot grow."""
+    longer = min(ctx.max_tokens * LONGER, LONGER_MAX_TOKENS)
+    if ctx.url is None or longer <= ctx.max_tokens:
+        return False
+    g = ctx.measured.greedy
+    drafted = g.total.drafts if g is not None else None
+    notes.append(f"{drafted} drafts and none accepted in {len(ctx.prompts)} requests of "
+                 f"{ctx.max_tokens} tokens: too few to tell, so every pass was measured again "
+                 f"at {longer} tokens per request")
+    ctx.progress(f"too few drafts to tell: measuring again at {longer} tokens per request")
+    ctx.max_tokens = longer
+    ctx.measured = Measured()
+    ctx.oracle_greedy = ctx.oracle_gap = ctx.oracle_pos0 = None
+    ctx.oracle_sampled = ctx.oracle_sampled_gap = None
+    measure(ctx, opts, notes)
+    return ctx.measured.greedy is not None
 
 
 def _drafts_from_log(m: Any, log_path: Path) -> None:

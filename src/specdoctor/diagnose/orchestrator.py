@@ -22,7 +22,7 @@ from typing import Any
 from specdoctor.diagnose import catalogue as catalogue_mod
 from specdoctor.diagnose import evidence, references, settle
 from specdoctor.diagnose.ledger import Ledger, build
-from specdoctor.diagnose.signature import Facts, Signature, classify
+from specdoctor.diagnose.signature import Facts, Signature, classify, too_few_to_tell
 from specdoctor.diagnose.target import Options, Target
 from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments import common
@@ -231,15 +231,9 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
     evidence.k_from_measurement(ctx, notes)
     part.step = "computing the oracle"
     evidence.as_served_vocabulary(ctx, notes)
-    # phase before-signature: the oracles are the signature's reference; the sampled one runs
-    # whenever a sampled pass was measured (a rejection test that accepts every draft is not
-    # below greedy, only above its oracle)
-    oracle_result = _early(ctx, "oracle-greedy", notes)
-    sampled_result = (_early(ctx, "oracle-sampled", notes)
-                      if oracle_result is not None and ctx.measured.sampled is not None else None)
-    part.step = "classifying the symptom"
-    part.facts = facts = evidence.facts(ctx, opts, oracle_result)
-    part.sig = sig = classify(facts)
+    oracle_result, sampled_result, facts, sig = _symptom(ctx, opts, notes, part)
+    if too_few_to_tell(facts.greedy) and evidence.measure_longer(ctx, opts, notes):
+        oracle_result, sampled_result, facts, sig = _symptom(ctx, opts, notes, part)
     if sig.cls == "unreferenced":
         notes.append(evidence.no_reference(ctx.method, ctx.k, references.served_of(ctx)))
     cat = catalogue_mod.load()
@@ -262,6 +256,20 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
         part.step = "running the static experiments beside the crash"
         _static_whatever(ctx, ledger, cat, notes)
         saver.save(sig, ledger)
+
+
+def _symptom(ctx: Context, opts: Options, notes: list[str], part: _Partial
+             ) -> tuple[ExperimentResult | None, ExperimentResult | None, Facts, Signature]:
+    """The oracles, then the signature they are the reference of (phase before-signature):
+    the sampled oracle runs whenever a sampled pass was measured (a rejection test that accepts
+    every draft is not below greedy, only above its oracle)."""
+    oracle_result = _early(ctx, "oracle-greedy", notes)
+    sampled_result = (_early(ctx, "oracle-sampled", notes)
+                      if oracle_result is not None and ctx.measured.sampled is not None else None)
+    part.step = "classifying the symptom"
+    part.facts = facts = evidence.facts(ctx, opts, oracle_result)
+    part.sig = sig = classify(facts)
+    return oracle_result, sampled_result, facts, sig
 
 
 def _static_whatever(ctx: Context, ledger: Ledger, cat: Any, notes: list[str]) -> None:

@@ -311,6 +311,13 @@ def _nothing_accepted(p: AcceptanceProfile) -> tuple[str, str, None]:
             f"{high:.3f}, 95% interval)", None)
 
 
+def too_few_to_tell(p: AcceptanceProfile | None) -> bool:
+    """Drafts counted, none accepted, and too few of them to call it ``zero``: a longer
+    measurement of the same server would tell (pure)."""
+    return (p is not None and bool(p.drafts) and p.accepted_tokens == 0
+            and _nothing_accepted(p)[0] == "undetermined")
+
+
 def _few_for_zero(p: AcceptanceProfile) -> bool:
     """Position 0's count is known and too few drafts were seen to call it broken."""
     n = p.drafts
