@@ -79,14 +79,15 @@ def test_lookup_without_its_maximum_proposes_after_the_first_min_gram():
     assert p.max_n == 4  # the configured maximum is back after the call
 
 
-def _lookup_context(name: str, context: list[int], sampled: list[int]) -> list[int]:
+def _lookup_context(name: str, context: list[int], sampled: list[int],
+                    entry: str = "propose") -> list[int]:
     """The context an n-gram patch hands vLLM's proposer for one request (its token row up to
     the length it passes), the engine's own buffers unchanged."""
     np = pytest.importorskip("numpy")
     tokens = np.zeros((1, 16), dtype=np.int32)
     tokens[0, :len(context)] = context
     lengths = np.array([len(context)], dtype=np.int32)
-    seen = _load(name).propose(
+    seen = getattr(_load(name), entry)(
         lambda self, k, s, n, t, *a: t[0, :n[0]].tolist(), object(), 3, [sampled], lengths,
         tokens)
     assert lengths.tolist() == [len(context)] and tokens[0, :len(context)].tolist() == context
@@ -97,7 +98,7 @@ def test_the_ngram_context_siblings_end_their_lookup_where_they_say():
     # the runner has written the sampled token 9 already: the context ends in it once
     context = [4, 5, 6, 9]
     assert _lookup_context("ngram_twice", context, [9]) == [4, 5, 6, 9, 9]
-    assert _lookup_context("ngram_thrice", context, [9]) == [4, 5, 6, 9, 9, 9]
+    assert _lookup_context("ngram_twice", context, [9], "propose_thrice") == [4, 5, 6, 9, 9, 9]
     assert _lookup_context("ngram_context_short", context, [9]) == [4, 5, 6]
     # a request that sampled nothing this step is looked up as it is
     assert _lookup_context("ngram_context_short", context, []) == context
