@@ -7,7 +7,7 @@ one ``run.py --cases NAME`` at a time, and after each case copies the new run in
 checkout's clinic.json. Stopped at any point, it loses at most the case it was running; run it
 again to go on. The worktree is removed at the end.
 
-    python3 benchmarks/clinic/run_at.py e5f66f1 [--cases a,b] [--budget 10]
+    python3 benchmarks/clinic/run_at.py e5f66f1 [--cases a,b] [--budget 10] [--again]
 """
 
 from __future__ import annotations
@@ -64,6 +64,9 @@ def main() -> None:
     ap.add_argument("--cases", default="", help="comma-separated case names (default: all of "
                                                 "that commit's cases)")
     ap.add_argument("--budget", type=float, default=10.0)
+    ap.add_argument("--again", action="store_true",
+                    help="run the chosen cases even where a clean run at that commit answered "
+                         "them (a second sample, to tell the machine's noise from a change)")
     a = ap.parse_args()
     commit = _git("rev-parse", "--short", a.commit)
     tree = Path(tempfile.mkdtemp(prefix="clinic-at-")) / commit
@@ -77,7 +80,7 @@ def main() -> None:
         chosen = [n for n in names if not a.cases or n in a.cases.split(",")]
         for name in chosen:
             data = json.loads(RESULTS.read_text())
-            if name in answered(data, commit):
+            if name in answered(data, commit) and not a.again:
                 continue
             print(f"clinic at {commit}: {name} …", file=sys.stderr, flush=True)
             theirs = tree / "benchmarks" / "results" / "clinic.json"
