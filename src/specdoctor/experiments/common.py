@@ -271,6 +271,11 @@ def apd(p: AcceptanceProfile | None) -> float:
     return 0.0 if p is None or p.accepted_per_draft is None else float(p.accepted_per_draft)
 
 
+def ceiling(ctx: Context) -> float:
+    """What accepted per draft can reach at most: k (1 where k is unknown)."""
+    return float(ctx.k or 1)
+
+
 def significantly_higher(after: AcceptanceProfile, before: AcceptanceProfile,
                          min_rel: float = 0.05) -> bool:
     """``after`` accepts more per draft than ``before``, beyond both 95% intervals when they

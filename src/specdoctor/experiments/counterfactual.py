@@ -364,10 +364,6 @@ def _no_leads(exp: str, hypotheses: tuple[str, ...], r: Review,
     return ExperimentResult(exp, out, r.numbers())
 
 
-def _ceiling(ctx: Context) -> float:
-    return float(ctx.k or 1)
-
-
 def _verdicts(hypotheses: tuple[str, ...], tried: list[Finding], r: Review) -> list[Finding]:
     """Per hypothesis: what its trials found; excluded when none of its kind differs; what no
     reference could check keeps it open (inconclusive, naming the fields)."""
@@ -453,7 +449,7 @@ def layer_search(ctx: Context, lead: Lead, trial: Callable[[Lead, int], Trial], 
         head += (f": {a_before:.3f} → {a_after:.3f} accepted per draft there, held out on the "
                  f"other half {b_before:.3f} → {b_after:.3f} (served {list(served or ())})")
         held = rules.decide_gain(lead.hypothesis, "held out", rules.paired_gain(
-            res.units(best, half_b), res.units(s_idx, half_b)), _ceiling(ctx))
+            res.units(best, half_b), res.units(s_idx, half_b)), common.ceiling(ctx))
         nums["held_out"] = held.evidence
         if held.verdict is Verdict.EXCLUDED:
             return (replace(held, evidence=f"{head}: no set recovers on the held-out half "
@@ -518,7 +514,7 @@ def fresh_check(ctx: Context, method: str, loadable: Path, best: tuple[int, ...]
     every = list(range(len(fresh)))
     f = rules.decide_gain(lead.hypothesis, f"on {len(fresh)} fresh prompts of the same suites",
                           rules.paired_gain(res.units(0, every), res.units(1, every)),
-                          _ceiling(ctx))
+                          common.ceiling(ctx))
     return replace(f, evidence=f"{list(best)} against the served {list(served)} {f.evidence}")
 
 
@@ -601,10 +597,10 @@ class OracleCounterfactual:
                 return (Finding(lead.hypothesis, Verdict.EXCLUDED, f"{lead.change()} (oracle): "
                                 f"the changed copy does not run either ({exc})"), None, {})
             a = common.apd(after)
+            top = common.ceiling(ctx)
             f = rules.decide_counterfactual(lead.hypothesis, lead.change() + f" (oracle{broken})",
-                                            before, a, _ceiling(ctx),
-                                            significant=rules.oracle_change_is_real(
-                                                before, a, _ceiling(ctx)))
+                                            before, a, top,
+                                            significant=rules.oracle_change_is_real(before, a, top))
             return f, after, {"before": round(before, 4), "after": round(a, 4)}
 
         won: dict[str, dict[str, Lead]] = {}   # the changes that recovered alone
@@ -746,10 +742,10 @@ class RelaunchCounterfactual:
                     and after_u.shape[0] == before_u.shape[0]:
                 # the oracle search's best, not decided on its held-out half: three ways
                 f = rules.decide_gain(lead.hypothesis, lead.change() + " (relaunched)",
-                                      rules.paired_gain(after_u, before_u), _ceiling(ctx))
+                                      rules.paired_gain(after_u, before_u), common.ceiling(ctx))
                 return f, m.total, {"before": round(before, 4), "after": round(a, 4)}
             f = rules.decide_counterfactual(
-                lead.hypothesis, lead.change() + " (relaunched)", before, a, _ceiling(ctx),
+                lead.hypothesis, lead.change() + " (relaunched)", before, a, common.ceiling(ctx),
                 common.significantly_higher(m.total, before_p))
             return f, m.total, {"before": round(before, 4), "after": round(a, 4)}
 

@@ -161,7 +161,7 @@ def copy_counterfactual(ctx: Context, hypothesis: str, draft_copy: Any, lead: st
     after_p = expected_profile(run_oracle(ctx, 0.0, 1.0, draft_copy))
     b, a = common.apd(before_p), common.apd(after_p)
     nums.update({"before": round(b, 4), "after": round(a, 4)})
-    ceiling = float(ctx.k or 1)
+    ceiling = common.ceiling(ctx)
     f = rules.decide_counterfactual(hypothesis, f"{lead}; {change} (oracle)", b, a, ceiling,
                                     significant=rules.oracle_change_is_real(b, a, ceiling))
     return f, before_p, after_p

@@ -157,7 +157,7 @@ def search(ctx: Context, contract: Contract, tried: frozenset[str]) -> Outcome:
     nums.update(best=move.text(draft), hypothesis=h,
                 half_a=[round(per_draft(served, half_a), 4), round(per_draft(units, half_a), 4)],
                 half_b=[round(per_draft(served, half_b), 4), round(per_draft(units, half_b), 4)])
-    ceiling = float(ctx.k or 1)
+    ceiling = common.ceiling(ctx)
     if not rules.oracle_change_is_real(per_draft(served, half_a), per_draft(units, half_a),
                                        ceiling):
         nums["search_s"] = round(time.perf_counter() - t0, 1)

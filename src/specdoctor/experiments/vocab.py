@@ -538,7 +538,7 @@ class VocabMapCheck:
         path = _write_map(ctx.workdir / "vocab-translated.json", mapping)
         after_p = expected_profile(run_oracle(ctx, 0.0, 1.0, vocab_map=path))
         before, after = common.apd(before_p), common.apd(after_p)
-        ceiling = float(ctx.k or 1)
+        ceiling = common.ceiling(ctx)
         f = rules.decide_counterfactual(
             HID, f"{lead}; {change} (oracle)", before, after, ceiling,
             significant=rules.oracle_change_is_real(before, after, ceiling))

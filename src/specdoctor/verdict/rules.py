@@ -477,11 +477,11 @@ def recovered_share(before: float, after: float, ceiling: float) -> float:
 
 
 def recovery_bar(before: float, share: float, ceiling: float | None = None,
-                 floor: float = RECOVER_MIN_ABS) -> float:
-    """The smallest gain over ``before`` that counts: ``share`` of ``before``, or, where the
-    ceiling leaves less room than that, ``RECOVER_ROOM`` of the room up to it; at least
-    ``floor`` (pure)."""
-    bar = share * before
+                 floor: float = RECOVER_MIN_ABS, least: float = 0.0) -> float:
+    """The smallest gain over ``before`` that counts: ``share`` of ``before`` (taken as at
+    least ``least``), or, where the ceiling leaves less room than that, ``RECOVER_ROOM`` of the
+    room up to it; at least ``floor`` (pure)."""
+    bar = share * max(before, least)
     if ceiling is not None:
         bar = min(bar, RECOVER_ROOM * max(ceiling - before, 0.0))
     return max(bar, floor)
@@ -491,10 +491,7 @@ def oracle_change_is_real(before: float, after: float, ceiling: float | None = N
     """Between two greedy oracle runs (deterministic), a rise beyond numerics: 5% of ``before``
     (at least 0.005 accepted per draft), or half the room up to ``ceiling`` where that is
     less."""
-    bar = MIN_REL_GAP * max(before, 0.1)
-    if ceiling is not None:
-        bar = min(bar, RECOVER_ROOM * max(ceiling - before, 0.0))
-    return after - before > max(bar, 0.005)
+    return after - before > recovery_bar(before, MIN_REL_GAP, ceiling, floor=0.005, least=0.1)
 
 
 def recovers(before: float, after: float, significant: bool,
