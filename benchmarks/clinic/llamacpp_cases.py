@@ -190,3 +190,33 @@ LLAMACPP_CASES += [
          how="lab.edits.add_noise(share=0.25, seed=11) on the lab's small drafter, written as "
              "q8_0 GGUF"),
 ]
+
+
+def _two_blocks(d: Path) -> None:
+    permute_vocab_block(d, lo=300, hi=308, seed=3)
+    permute_vocab_block(d, lo=760, hi=768, seed=4)
+
+
+# Siblings committed with their keys before their first diagnosis: a drafter llama.cpp refuses
+# for its token text, at a smaller size and spread over two places of the vocabulary
+LLAMACPP_CASES += [
+    Case("up-llamacpp-draft-vocab-block-16", "tokenizer-mismatch",
+         llama(lambda d: permute_vocab_block(d, lo=900, hi=916, seed=9)),
+         "llama-server with a drafter whose vocabulary is re-indexed on the 16 ids 900 to 915 "
+         "(its tokenizer and embedding/lm_head rows alike, before its GGUF is written)",
+         origin="upstream", twin="llamacpp-healthy", part="drafter files",
+         cite="ggml-org/llama.cpp PR #3812, PR #22358, at a smaller size",
+         upstream="sibling at another size (16 ids) of up-llamacpp-draft-vocab-refused",
+         how="the lab's small drafter re-indexed on its non-special ids 900 to 915 (seed 9), "
+             "written as q8_0 GGUF"),
+    Case("up-llamacpp-draft-vocab-two-blocks-8", "tokenizer-mismatch",
+         llama(_two_blocks),
+         "llama-server with a drafter whose vocabulary is re-indexed on two blocks of 8 ids "
+         "(its tokenizer and embedding/lm_head rows alike, before its GGUF is written)",
+         origin="upstream", twin="llamacpp-healthy", part="drafter files",
+         cite="ggml-org/llama.cpp PR #3812, PR #22358, spread over the vocabulary",
+         upstream="sibling of up-llamacpp-draft-vocab-refused in two places: ids 300 to 307 "
+                  "and 760 to 767",
+         how="the lab's small drafter re-indexed on its ids 300 to 307 (seed 3) and 760 to 767 "
+             "(seed 4), written as q8_0 GGUF"),
+]
