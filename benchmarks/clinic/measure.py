@@ -107,7 +107,8 @@ def measure_setup(name: str, build: Any, tmp: Path, passes: int = 1,
                                                            top_p=top_p, concurrency=c))
             t = m.total
             row["modes"][mode] = {
-                "per_position": [round(x, 4) for x in t.per_position] if t else None,
+                "per_position": ([round(x, 4) for x in t.per_position]
+                                 if t and t.per_position else None),
                 "mean_acceptance_length": round(t.mean_acceptance_length, 4) if t else None,
                 "drafts": t.drafts if t else None,
                 "ci95": {k: iv.to_json() for k, iv in t.intervals.items()} if t else {},
@@ -171,11 +172,14 @@ def _diff(d: dict[str, Any] | None) -> str:
 
 
 def _pp(m: dict[str, Any] | None) -> str:
-    if not m or not m.get("per_position"):
+    if not m or m.get("mean_acceptance_length") is None:
         return "-"
     ci = m.get("ci95") or {}
-    return " / ".join(f"{x:.3f}" for x in m["per_position"]) + (
-        f" (MAL {m['mean_acceptance_length']:.2f}" + (
+    # llama-server counts drafts and accepted tokens, not each position
+    per = " / ".join(f"{x:.3f}" for x in m["per_position"]) + " " if m.get("per_position") \
+        else f"{m.get('drafts')} drafts "
+    return per + (
+        f"(MAL {m['mean_acceptance_length']:.2f}" + (
             f" [{ci['mean_acceptance_length'][0]:.2f}, {ci['mean_acceptance_length'][1]:.2f}])"
             if ci.get("mean_acceptance_length") else ")"))
 
