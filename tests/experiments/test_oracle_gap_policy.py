@@ -70,3 +70,16 @@ def test_without_drafts_per_request_the_totals_are_compared_by_the_count_test():
     # a run that accepted a third less on the same drafts is not
     lost, _ = gap(_Oracle(), _run_counting(38, 36))
     assert lost.below and lost.low is None
+
+
+def test_the_oracles_position_0_is_its_own_where_the_engine_counts_only_accepted(tmp_path):
+    """llama-server counts accepted tokens, not each position, so the comparison has one
+    column, accepted per draft (57/39 here); the weak-drafter rule reads the oracle's own
+    position 0 (37 of 39 drafts), not that column."""
+    from specdoctor.experiments.oracle_gap import OracleGreedy
+
+    ctx = _ctx(tmp_path, LLAMA)
+    ctx.oracle_greedy = _Oracle()
+    ctx.measured.greedy = _run_counting(38, 55)
+    OracleGreedy().run(ctx, ())
+    assert ctx.oracle_pos0 is not None and abs(ctx.oracle_pos0 - 37 / 39) < 1e-9

@@ -180,7 +180,10 @@ class OracleGreedy:
         res = served_oracle(ctx)
         band = precision_band(ctx, 0.0, 1.0, res)
         g, c = gap(res, ctx.measured.greedy, band)
-        pos0 = c.positions[0].oracle.value if c.positions else None
+        # the oracle's own position 0: where the engine counts accepted tokens and not each
+        # position (llama-server), the comparison's one column is accepted per draft
+        per = expected_profile(res).per_position
+        pos0 = per[0] if per else None
         ctx.oracle_gap, ctx.oracle_pos0 = g, pos0
         found = rules.decide_oracle(g, pos0, file_side_excluded=False,
                                     trained=rules.trained_drafter(ctx.method))
