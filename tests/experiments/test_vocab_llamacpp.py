@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,41 @@ def test_a_refused_drafter_on_a_server_that_drafted_nothing_is_the_cause(tmp_pat
 def test_a_refused_pair_that_drafted_keeps_its_verdict(tmp_path: Path) -> None:
     f = _result(tmp_path, drafted=10).findings[0]
     assert f.verdict.value == "inconclusive" and "refuses this drafter" in f.evidence
+
+
+def test_a_refusal_accounts_for_every_token_the_oracle_drafts(tmp_path: Path) -> None:
+    """A refused drafter on a server that drafted nothing is sized against the oracle of the
+    served files: the whole gap, so rule cause-sized keeps it the root cause even where the
+    vocabulary check's own counterfactual (ids translated inside the oracle) recovered little."""
+    from specdoctor.acceptance.profile import AcceptanceProfile
+    from specdoctor.bench.measure import Measurement, MeasureParams
+    from specdoctor.bench.prompts import take
+    from specdoctor.experiments.base import Context
+    from specdoctor.experiments.common import Settings
+    from specdoctor.experiments.vocab import HID, _llamacpp_refusal, as_served_map
+    from specdoctor.lab.models import target_model
+    from specdoctor.verdict import rules, sizing
+    from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
+
+    target, draft = _pair(tmp_path)
+    ctx = Context(workdir=tmp_path, engine="llamacpp", gguf={"target": target, "draft": draft},
+                  method="draft_model", k=2, target_dir=target_model(),
+                  draft_dir=tmp_path / "m2", tokenizer_dir=target_model(),
+                  prompts=tuple(take("code", 4)), max_tokens=24,
+                  settings=Settings(target_model(), "draft_model", 2, tmp_path / "m2", None,
+                                    (2, 4), "float32", 1024, "greedy"))
+    m = Measurement(url="u", model="m", params=MeasureParams())
+    m.total = AcceptanceProfile(drafts=0, draft_tokens=0, accepted_tokens=0)
+    ctx.measured.greedy = m
+    ctx.oracle_vocab_map = as_served_map(ctx)   # as the diagnosis sets it
+    small = sizing.Size(0.02, how="counterfactual: ids translated (oracle)")
+    given = ExperimentResult("vocab-map-check", [Finding(HID, Verdict.CONFIRMED, "as found",
+                                                         basis="counterfactual", size=small)])
+    f = _llamacpp_refusal(ctx, given).findings[0]
+    assert f.basis == "comparison" and f.size is not None and f.size.loss > 0.5
+    ask = sizing.asked(0.0, f.size.loss, ((HID, small.loss),))
+    a = rules.answer([f], needs_cause=True, asked={"greedy": ask})
+    assert a.root == HID and a.explains[HID]["share_of_gap"] == 1.0
+    # the counterfactual's own size, kept, would have left it "also found"
+    a = rules.answer([replace(f, size=small)], needs_cause=True, asked={"greedy": ask})
+    assert a.root is None and a.also

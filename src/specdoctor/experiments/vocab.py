@@ -35,10 +35,12 @@ from typing import Any
 
 import numpy as np
 
+from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments import common
 from specdoctor.verdict import rules
 from specdoctor.experiments.base import Context
 from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
+from specdoctor.verdict.sizing import Size
 from specdoctor.served_files import read_config
 
 HID = "tokenizer-mismatch"
@@ -243,12 +245,31 @@ def no_remap(h: Any, form: Any) -> tuple[str, tuple[str, ...]] | None:
                                 "can show",)
 
 
+def refusal_size(ctx: Context) -> Size | None:
+    """What a drafter the engine refused would have had accepted: the greedy oracle of the
+    served files, per draft, against the nothing the server drafted (None: no oracle here, the
+    cause then stands unsized)."""
+    from specdoctor.experiments.oracle_gap import expected_profile, oracle_unavailable, \
+        served_oracle
+
+    if ctx.settings is None or oracle_unavailable(ctx) is not None:
+        return None
+    try:
+        ref = common.apd(expected_profile(served_oracle(ctx)))
+    except SpecdoctorError:   # a drafter the oracle cannot read either (another vocab size)
+        return None
+    return Size(ref, how=f"the engine refused the drafter and drafted nothing; the oracle of "
+                         f"the served files has {ref:.3f} accepted per draft")
+
+
 def _llamacpp_refusal(ctx: Context, result: ExperimentResult) -> ExperimentResult:
     """A GGUF pair: llama.cpp's own compatibility rules on the two files' metadata
     (``gguf_files.llamacpp_compatible``). A pair it refuses is refused when the server starts,
     which then serves without speculation; where the server also drafted nothing, that refusal
-    is the cause (basis comparison: the engine's own rule on the served files). Otherwise what
-    the rules say joins the evidence."""
+    is the cause (basis comparison: the engine's own rule on the served files), and it accounts
+    for every token the drafter would have had accepted (``refusal_size``), not for what a
+    counterfactual on the drafter's ids recovers inside the oracle. Otherwise what the rules
+    say joins the evidence."""
     from specdoctor import gguf_files
 
     why = gguf_files.llamacpp_compatible(gguf_files.metadata(ctx.gguf["target"]),
@@ -265,8 +286,9 @@ def _llamacpp_refusal(ctx: Context, result: ExperimentResult) -> ExperimentResul
         if f.hypothesis != HID:
             findings.append(f)
         elif not drafted and ctx.engine == "llamacpp":
-            findings.append(replace(f, verdict=Verdict.CONFIRMED, basis=f.basis or "comparison",
-                                     evidence=f"{said}, and it drafted nothing; {f.evidence}"))
+            findings.append(replace(f, verdict=Verdict.CONFIRMED, basis="comparison",
+                                    size=refusal_size(ctx),
+                                    evidence=f"{said}, and it drafted nothing; {f.evidence}"))
         else:
             findings.append(replace(f, evidence=f"{f.evidence}; {said}"))
     result.findings = findings

@@ -6,8 +6,9 @@ accepted draft tokens per step (``Size``): a counterfactual the gain of its chan
 before, with the paired interval over prompts where the prompts were measured one by one), the
 replay the acceptance a correct verifier gives the drafter's own chain minus what it gives the
 engine's drafts (drafting), or the engine's accepted count against the correct verifier's
-expected count (verification), with an interval over the replayed steps, and a verdict patch
-the distance to the oracle it closed.
+expected count (verification), with an interval over the replayed steps, a verdict patch
+the distance to the oracle it closed, and a drafter the engine's own check refused (so nothing
+was drafted) every token the oracle of the served files has accepted.
 
 The loss it is asked to explain (``Asked``) is the gap from the measured acceptance up to the
 best reference available for the same pass: the oracle of the served files, or the acceptance
