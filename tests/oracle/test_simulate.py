@@ -154,3 +154,22 @@ def test_temperature_and_top_p_reach_the_target_distribution():
                            Sampling(1.0, 0.65), np.random.default_rng(0))
     assert st is not None and st.betas == [0.0, 0.0] and st.accepted == 0
     assert st.emitted[0] in (0, 1)
+
+
+def test_a_room_at_the_end_shortens_the_last_drafts_as_llama_server_does():
+    """With room 1 a draft never runs past the request's end less one token, and a step with
+    no room verifies an empty draft, counted as a draft (llama-server's counters); without a
+    room every draft is k long to the end (vLLM)."""
+    t, d = FakeLM(counting_target), FakeLM(counting_target)
+    full = run_request([0], t, ModelDrafter(d, V), 3, 10, Sampling(), np.random.default_rng(0))
+    assert [s.drafted for s in full.steps] == [3, 3, 3]
+    roomy = run_request([0], t, ModelDrafter(d, V), 3, 10, Sampling(), np.random.default_rng(0),
+                        room=1)
+    # 1 from the prefill; 1+4 = 5; 5+4 = 9; one token left: an empty draft, then 10
+    assert [s.drafted for s in roomy.steps] == [3, 3, 0]
+    assert roomy.output_ids == full.output_ids
+    assert roomy.counts(3)[:3] == (3, 6, 6)
+    short = run_request([0], t, ModelDrafter(d, V), 3, 8, Sampling(), np.random.default_rng(0),
+                        room=1)
+    # 1; 1+4 = 5; three left: a draft of 2, all accepted, and the bonus token: 8
+    assert [s.drafted for s in short.steps] == [3, 2]

@@ -50,7 +50,7 @@ def oracle_config(ctx: Context, temperature: float, top_p: float, draft_dir: Any
     draft-to-target id map file; default: the map the engine applies (``ctx.oracle_vocab_map``,
     set when the drafter's tokenizer is not the target's)."""
     from specdoctor.oracle.runner import OracleConfig
-    from specdoctor.oracle.simulate import Sampling
+    from specdoctor.oracle.simulate import LLAMACPP_ROOM, Sampling
 
     s = ctx.settings
     if s is None or ctx.k is None:  # oracle_unavailable says which, with the flag
@@ -69,7 +69,8 @@ def oracle_config(ctx: Context, temperature: float, top_p: float, draft_dir: Any
         vocab_map=vocab_map or ctx.oracle_vocab_map,
         # llama.cpp's drafting policy, as its command line sets it (launch.engines.LlamaCpp)
         draft_p_min=float(s.options.get("p_min") or 0.0) if policy else 0.0,
-        draft_n_min=int(s.options.get("n_min") or 0) if policy else 0)
+        draft_n_min=int(s.options.get("n_min") or 0) if policy else 0,
+        draft_room=LLAMACPP_ROOM if ctx.engine == "llamacpp" else None)
 
 
 def run_oracle(ctx: Context, temperature: float, top_p: float, draft_dir: Any = None,

@@ -86,6 +86,9 @@ class OracleConfig:
     # under draft_p_min; drop a draft shorter than draft_n_min (simulate.ConfidenceStop)
     draft_p_min: float = 0.0
     draft_n_min: int = 0
+    # drafts stop this many tokens short of the request's end (llama-server: 1,
+    # simulate.LLAMACPP_ROOM); None drafts all k to the end, as vLLM does
+    draft_room: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -101,7 +104,7 @@ class OracleConfig:
             "ignore_eos": self.ignore_eos, "threads": self.threads,
             "tokenizer": None if self.tokenizer is None else str(self.tokenizer),
             "batch": self.batch, "draft_p_min": self.draft_p_min,
-            "draft_n_min": self.draft_n_min,
+            "draft_n_min": self.draft_n_min, "draft_room": self.draft_room,
         }
 
 
@@ -363,7 +366,7 @@ def _run(config: OracleConfig, device: str, vocab_map: VocabMap | None, threads:
             for j in range(config.samples):
                 rng = np.random.default_rng([config.seed, i, j])
                 traces.append(run_request(ids, target, drafter, config.k, config.max_tokens,
-                                          config.sampling, rng, i, j, eos))
+                                          config.sampling, rng, i, j, eos, config.draft_room))
                 if on_request:
                     on_request(len(traces), total)
     cost = OracleCost(

@@ -17,7 +17,7 @@ from typing import Any
 from specdoctor.errors import InputError
 from specdoctor.oracle.compare import MeasuredRun
 from specdoctor.oracle.runner import OracleConfig, OracleResult
-from specdoctor.oracle.simulate import Sampling
+from specdoctor.oracle.simulate import LLAMACPP_ROOM, Sampling
 
 DEFAULTS = {f.name: f.default for f in fields(OracleConfig) if f.default is not MISSING}
 
@@ -118,7 +118,21 @@ def settings(asked: Asked, measured: Any | None = None,
                                                                        default("dtype")),
         vocab_map=asked.vocab_map, threads=asked.threads, tokenizer=tokenizer,
         batch=num("batch", None), ignore_eos=bool(mparams.get("ignore_eos", True)),
-        draft_p_min=_first(asked.draft_p_min, 0.0), draft_n_min=_first(asked.draft_n_min, 0))
+        draft_p_min=_first(asked.draft_p_min, 0.0), draft_n_min=_first(asked.draft_n_min, 0),
+        # a llama-server run drafts only where the request has room (simulate.LLAMACPP_ROOM)
+        draft_room=LLAMACPP_ROOM if _engine(measured) == "llamacpp" else None)
+
+
+def _engine(measured: MeasuredRun | None) -> str | None:
+    """The engine of a recorded run's launch (None: no launch recorded, or unreadable)."""
+    if measured is None or not measured.launch_spec:
+        return None
+    from specdoctor.launch import LaunchSpec
+
+    try:
+        return LaunchSpec.from_json(measured.launch_spec).engine
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def comparison_notes(config: OracleConfig, measured: Any) -> list[str]:

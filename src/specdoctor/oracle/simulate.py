@@ -117,6 +117,12 @@ class RequestTrace:
 
 # -- drafters ----------------------------------------------------------------------------------
 
+# llama-server drafts at most the tokens a request has left to generate, less one (the room
+# ``run_request`` keeps): its per-request counts at max_tokens 64 are the oracle's with this
+# room (benchmarks/results/llamacpp_room.txt)
+LLAMACPP_ROOM = 1
+
+
 @dataclass(frozen=True)
 class ConfidenceStop:
     """llama.cpp's drafting policy for a draft model (common/speculative.cpp, greedy drafting;
@@ -296,8 +302,12 @@ def step_sampled_drafts(ctx: list[int], k: int, target: CachedLM, drafter: Model
 def run_request(prompt_ids: list[int], target: CachedLM, drafter: Drafter, k: int,
                 max_tokens: int, s: Sampling, rng: np.random.Generator,
                 prompt_index: int = 0, sample_index: int = 0,
-                eos_id: int | None = None) -> RequestTrace:
-    """Simulate one request; ``eos_id`` None means ignore EOS (the measure protocol does)."""
+                eos_id: int | None = None, room: int | None = None) -> RequestTrace:
+    """Simulate one request; ``eos_id`` None means ignore EOS (the measure protocol does).
+    ``room``: drafts never run past the request's end, less ``room`` tokens (llama-server
+    drafts at most the tokens a request has left to generate, less one), and a step with no
+    room left verifies an empty draft, which the engine counts as a draft (llama-server's
+    counters do); None drafts all k to the end, as vLLM does."""
     target.reset()
     drafter.reset()
     first_logits = target.logits(prompt_ids, 1)[0]
@@ -307,11 +317,17 @@ def run_request(prompt_ids: list[int], target: CachedLM, drafter: Drafter, k: in
                       and isinstance(drafter, ModelDrafter))
     while len(out) < max_tokens and (eos_id is None or eos_id not in out):
         ctx = list(prompt_ids) + out
-        if sampled_drafts:
+        n = k if room is None else min(k, max_tokens - len(out) - room)
+        st: Step | None = None
+        if n < 1:
+            lg = _warp(s, target.logits(ctx, 1)[0])
+            st = Step(len(ctx), 0, [], [], 0,
+                      [int(np.argmax(lg)) if s.greedy else rules.sample(lg, rng)])
+        elif sampled_drafts:
             assert isinstance(drafter, ModelDrafter)
-            st: Step | None = step_sampled_drafts(ctx, k, target, drafter, s, rng)
+            st = step_sampled_drafts(ctx, n, target, drafter, s, rng)
         else:
-            st = step_fixed_drafts(ctx, k, target, drafter, s, rng)
+            st = step_fixed_drafts(ctx, n, target, drafter, s, rng)
         if st is None:
             lg = target.logits(ctx, 1)[0]
             out.append(int(np.argmax(lg)) if s.greedy else rules.sample(_warp(s, lg), rng))
