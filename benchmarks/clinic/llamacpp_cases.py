@@ -224,3 +224,25 @@ LLAMACPP_DROPPED = {
         "is not a sibling of ggml-org/llama.cpp issue #14048 (every draft discarded); its loss "
         "is the draft length the launch set"),
 }
+
+
+# Siblings committed with their keys before their first diagnosis: the damaged drafter on
+# llama-server at another size, and damaged in its head alone
+LLAMACPP_CASES += [
+    Case("llamacpp-draft-noise-3eighths", "draft-quality",
+         llama(lambda d: add_noise(d, share=0.375, seed=13)),
+         "llama-server with a drafter whose every matrix carries Gaussian noise of three eighths "
+         "of its own scale (before its GGUF is written)",
+         twin="llamacpp-healthy", part="drafter files", bites_here=True,
+         upstream="sibling at another size of llamacpp-draft-noise (half its scale)",
+         how="lab.edits.add_noise(share=0.375, seed=13) on the lab's small drafter, written as "
+             "q8_0 GGUF"),
+    Case("llamacpp-draft-head-noise", "draft-quality",
+         llama(lambda d: add_noise(d, share=1.0, seed=17, only=("lm_head.weight",))),
+         "llama-server with a drafter whose output head carries Gaussian noise of its own scale "
+         "(before its GGUF is written)",
+         twin="llamacpp-healthy", part="drafter files", bites_here=True,
+         upstream="sibling of llamacpp-draft-noise in another place: the head alone",
+         how="lab.edits.add_noise(share=1.0, seed=17, only lm_head.weight) on the lab's small "
+             "drafter, written as q8_0 GGUF"),
+]
