@@ -484,6 +484,13 @@ def _run_plan(ctx: Context, ledger: Ledger, cat: Any, opts: Options, t0: float, 
             ledger.mark(open_h, Verdict.INCONCLUSIVE, spec.planned_text(), step.experiment)
             continue
         why = _not_run(ctx, spec, exp)
+        static = _static_answer(ctx, exp, open_h) if why is not None else None
+        if static is not None:
+            # not applicable to this engine, but with nothing to run it answers from the files
+            ledger.apply(static)
+            settle.draft_quality(ctx, ledger)
+            saver.save(ledger.signature, ledger)
+            continue
         if why is not None:
             if ctx.launch is None and "launch" in spec.needs and why.startswith("not run"):
                 why += _how_to_run(spec.needs, ctx.url)
@@ -527,6 +534,21 @@ def _not_run(ctx: Context, spec: Any, exp: Any) -> str | None:
         return f"not applicable to {ENGINE_NAMES.get(ctx.engine or '', ctx.engine)}: {na}"
     why = exp.unavailable(ctx)
     return None if why is None else f"not run: {why}"
+
+
+def _static_answer(ctx: Context, exp: Any, hypotheses: tuple[str, ...]
+                   ) -> ExperimentResult | None:
+    """What an experiment that cannot run here answers without running (``without_running``:
+    a relaunch with nothing to relaunch for answers from the drafter's files alone); None
+    where it would have to run."""
+    answer = getattr(exp, "without_running", None)
+    if answer is None:
+        return None
+    try:
+        return answer(ctx, hypotheses)
+    except Exception:  # noqa: BLE001 - the experiment then stays not run, as before
+        _keep_traceback(ctx, exp.id)
+        return None
 
 
 def _how_to_run(needs: tuple[str, ...], url: str | None) -> str:

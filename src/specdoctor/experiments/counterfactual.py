@@ -696,6 +696,18 @@ class RelaunchCounterfactual:
             return "no greedy measurement to compare with"
         return None
 
+    def without_running(self, ctx: Context, hypotheses: tuple[str, ...]
+                        ) -> ExperimentResult | None:
+        """Where the relaunch cannot run (an engine that reads its drafter from files no copy
+        stands for): a drafter whose contract names no lead has nothing to relaunch for, and
+        that answer needs no relaunch (``_no_leads``); None where a lead would need one."""
+        if ctx.draft_dir is None:
+            return None
+        r = review_for(ctx)
+        if r.contract is None or any(x.hypothesis in hypotheses for x in r.leads):
+            return None
+        return _no_leads(self.id, hypotheses, r, ctx.engine)
+
     def run(self, ctx: Context, hypotheses: tuple[str, ...]) -> ExperimentResult:
         t0 = time.perf_counter()
         r = review_for(ctx)
