@@ -783,3 +783,31 @@ FAMILY_CASES += [
              "with each request's sampled tokens appended twice more and its length grown to "
              "match"),
 ]
+
+# Siblings committed with their keys before their first diagnosis: an n-gram engine that drafts
+# on fewer steps than its lookup finds a match, at two sizes; where it drafts, its drafts are
+# the lookup's
+FAMILY_CASES += [
+    Case("up-ngram-skip-alternate", "engine-drafting",
+         lambda tmp: _ngram_patched(tmp, "ngram-skip-alternate"),
+         "prompt lookup k=3, n 2..4; the proposer's drafts dropped on every other step "
+         "(runtime patch)",
+         origin="upstream", twin="healthy-ngram", part="drafting",
+         cite="vllm-project/vllm-ascend PR #2972, PR #11323 (a lookup that proposes less "
+              "often than it should), another form",
+         upstream="sibling of up-ngram-sampled-twice in its effect: the engine drafts on "
+                  "fewer steps than its lookup finds a match, and where it drafts, it drafts "
+                  "what the lookup found",
+         how="patch NgramProposer.propose: the original runs, and on every other call its "
+             "proposals are replaced by none"),
+    Case("up-ngram-skip-third", "engine-drafting",
+         lambda tmp: _ngram_patched(tmp, "ngram-skip-third"),
+         "prompt lookup k=3, n 2..4; the proposer's drafts kept on one step in three "
+         "(runtime patch)",
+         origin="upstream", twin="healthy-ngram", part="drafting",
+         cite="vllm-project/vllm-ascend PR #2972, PR #11323 (a lookup that proposes less "
+              "often than it should), another form at another size",
+         upstream="sibling of up-ngram-skip-alternate at another size",
+         how="patch NgramProposer.propose: the original runs, and on two calls in three its "
+             "proposals are replaced by none"),
+]

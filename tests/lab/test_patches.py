@@ -208,3 +208,14 @@ def test_only_discarded_rows_with_a_sampled_token_take_the_prediction():
     assert predicted_tails([True, False, True, True], [14, 7, -1, 600], 512) == [
         True, False, False, False]
     assert predicted_tails([], [], 512) == []
+
+
+@pytest.mark.parametrize("fn,every", [("propose_alternate", 2), ("propose_third", 3)])
+def test_the_ngram_skip_siblings_draft_on_one_step_in_every(fn, every):
+    m = _load("ngram_skip")
+    m._calls[0] = 0
+    found = [[5, 6], [7]]   # what the lookup proposes at every step, for two requests
+    got = [getattr(m, fn)(lambda self: found, None) for _ in range(3 * every)]
+    drafted = [i for i, g in enumerate(got) if g == found]
+    assert drafted == list(range(every - 1, 3 * every, every))
+    assert all(g == [[], []] for i, g in enumerate(got) if i not in drafted)
