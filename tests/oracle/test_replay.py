@@ -179,3 +179,47 @@ def test_drafts_one_position_ahead_are_rope_sync_and_other_drafts_are_not(models
     assert not any(c.explains for c in loc.transforms["greedy"])
     v = {f.hypothesis: f.verdict for f in D.decide(loc)}
     assert v["engine-drafting"] is Verdict.CONFIRMED and v["rope-sync"] is Verdict.INCONCLUSIVE
+
+
+def test_lookup_steps_the_engine_left_without_a_draft_count_what_their_chain_loses(models):
+    """Prompt lookup drafts only where it finds a match; an engine that drafts on fewer steps
+    than that (here every other step's drafts dropped) loses what those drafts would have had
+    accepted, with every draft it does make equal to the lookup's. The replay counts the
+    chain's expected acceptance on the steps the engine left without a draft, so the loss is
+    there; an engine that drafts wherever the lookup does loses nothing."""
+    import dataclasses
+
+    from specdoctor.experiments.replay import decide as D
+    from specdoctor.oracle.simulate import NgramDrafter, run_request
+
+    cfg, _, _ = models
+    ng = dataclasses.replace(cfg, method="ngram", draft=None, max_tokens=48)
+    target, lookup = engine_trace.load_replay_models(ng)
+
+    class EveryOther:
+        calls = 0
+
+        def reset(self):
+            lookup.reset()
+
+        def argmax_chain(self, ctx, k):
+            EveryOther.calls += 1
+            return ([], []) if EveryOther.calls % 2 else lookup.argmax_chain(ctx, k)
+
+    from specdoctor.bench.prompts import take
+
+    def engine(drafter):
+        tok = __import__("specdoctor.oracle.models", fromlist=["x"]).load_tokenizer(cfg.target)
+        traces = [run_request(list(tok(p)["input_ids"]), target, drafter, K, 48, Sampling(),
+                              np.random.default_rng(0), i) for i, p in enumerate(take("code", N))]
+        return _engine(traces)
+
+    assert isinstance(lookup, NgramDrafter)
+    healthy = D.drafting(engine_trace.replay(engine(lookup), target, lookup, K, Sampling()))
+    r = engine_trace.replay(engine(EveryOther()), target, lookup, K, Sampling())
+    skipping = D.drafting(r)
+    assert healthy.loss == 0.0 and not healthy.differ
+    assert skipping.differ > 0 and skipping.loss > 0.2
+    # every step that differs is one the engine left without a draft: the drafts it made are
+    # the lookup's, so the loss is all in the drafts it did not make
+    assert all(not x.drafts for x in r.records if x.first_mismatch() is not None)

@@ -162,7 +162,8 @@ class ReplayStep:
     chain: list[int] | None      # the drafter's own proposal there; None: not comparable
     chain_margins: list[float]   # the drafter's top1 - top2 logit at each chain position
     betas: list[float]           # P(position j accepted | j - 1 were), engine's drafts
-    chain_betas: list[float] | None  # the same for the drafter's chain (None: equal drafts)
+    chain_betas: list[float] | None  # the same for the drafter's chain (None: equal drafts,
+    #                                  or neither drafted; empty: the drafter proposes nothing)
     accepted: int                # what the engine accepted (its emitted tokens minus one)
     target_margins: list[float]  # the target's top1 - top2 logit at each draft position
 
@@ -370,12 +371,15 @@ def _rescore(n: int, row: int, ctx: list[int], draft: list[int], emitted: Sequen
     else:
         chain, margins = drafter.argmax_chain(ctx, len(draft) or k)
         chain = list(chain)
-    if not draft:   # a lookup step that drafted nothing: its chain says whether it should have
-        return ReplayStep(n, row, [], chain, list(margins), [], None, 0, [])
+    if not draft:   # a lookup step that drafted nothing: its chain says whether it should have,
+        # and what a correct verifier would have accepted of it is lost with it
+        lost = _betas(ctx, chain, target, drafter, sampling, False)[0] if chain else None
+        return ReplayStep(n, row, [], chain, list(margins), [], lost, 0, [])
     betas, tmargins = _betas(ctx, draft, target, drafter, sampling, sampled_drafts)
     chain_betas = None
-    if chain is not None and chain != draft and chain:
-        chain_betas, _ = _betas(ctx, chain, target, drafter, sampling, False)
+    if chain is not None and chain != draft:
+        # a lookup that finds nothing where the engine drafted: the chain accepts nothing
+        chain_betas = _betas(ctx, chain, target, drafter, sampling, False)[0] if chain else []
     return ReplayStep(n, row, draft, chain, [float(x) for x in margins], betas, chain_betas,
                       max(0, min(len(emitted) - 1, len(draft))), tmargins)
 

@@ -130,7 +130,8 @@ class DraftingCheck:
     tokens: int                      # draft tokens compared (up to each step's first difference)
     tokens_equal: int
     expected_engine: float           # accepted per step a correct verifier gives its drafts
-    expected_chain: float            # ... gives the drafter's own chain, same contexts
+    expected_chain: float            # ... gives the drafter's own chain, same contexts (steps
+    #                                  the engine drafted nothing at count what the chain loses)
     examples: tuple[dict[str, Any], ...] = ()
     loss_se: float | None = None     # standard error of ``loss`` over the compared steps
     # what the served precision alone does to the chain (None: served at fp32, or not measured)
