@@ -136,3 +136,25 @@ def test_a_counterfactual_gain_is_a_gap_shown():
     assert ask is not None and ask.shown and ask.gap == pytest.approx(0.26)
     st = sizing.standing(Size(0.26, 0.17, 0.37), ask)
     assert st.root and st.share == pytest.approx(1.0)
+
+
+def test_a_weak_drafter_is_sized_against_what_its_method_reaches():
+    """draft-quality by elimination meets its oracle, so the pass's gap is nothing; it is sized
+    against the method's figure at this k (here EAGLE3's published 2.6 against a measured 1.3,
+    the engine at its oracle 1.31), the whole shortfall its share. With no figure, or a drafter
+    at or above it, it stays unsized and keeps its standing."""
+    from specdoctor.diagnose.settle import weak_sized
+
+    weak = confirmed("draft-quality", "elimination", None)
+    ref = ("EAGLE3's published figure at k=3", 2.6)
+    f = weak_sized(weak, 1.3, ref)
+    assert f.size is not None and f.size.loss == pytest.approx(1.3)
+    asked = {"greedy": Asked(1.3, 1.31, "the oracle of the served files", 1.28, 1.33)}
+    a = rules.answer([f], needs_cause=True, asked=asked)
+    assert a.root == "draft-quality" and not a.also
+    x = a.explains["draft-quality"]
+    assert x["share_of_gap"] == pytest.approx(1.0) and x["gap"]["reference"] == 2.6
+    assert weak_sized(weak, 1.3, None).size is None
+    assert weak_sized(weak, 2.7, ref).size is None
+    # sized against the pass's own gap, the same loss would read as 130 times that gap
+    assert sizing.share_of(f.size, asked["greedy"]) > 100

@@ -186,7 +186,7 @@ class Ledger:
         asked = self.asked
         confirmed = [cat.hypotheses[e.hypothesis] for e in self.entries
                      if e.verdict is Verdict.CONFIRMED and not self._rivals_open(e)
-                     and sizing.standing(e.size, asked.get(e.size.on) if e.size else None,
+                     and sizing.standing(e.size, sizing.asked_for(e.size, asked),
                                          quiet=not todo).root]
         return all(any(c in h.signatures for h in confirmed) for c in todo)
 
@@ -200,7 +200,8 @@ class Ledger:
         if e.decided_by == experiment:
             return False
         todo = [c for c in self.signature.classes if c not in QUIET]
-        return not sizing.standing(e.size, self.asked.get(e.size.on), quiet=not todo).root
+        return not sizing.standing(e.size, sizing.asked_for(e.size, self.asked),
+                                   quiet=not todo).root
 
     def _rivals_open(self, e: Entry) -> bool:
         """A cause confirmed by elimination explains nothing while a rival of it in the ledger

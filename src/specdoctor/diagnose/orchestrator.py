@@ -236,6 +236,10 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
         oracle_result, sampled_result, facts, sig = _symptom(ctx, opts, notes, part)
     if sig.cls == "unreferenced":
         notes.append(evidence.no_reference(ctx.method, ctx.k, references.served_of(ctx)))
+    method_ref = evidence.method_reference(ctx.method, ctx.k, opts.reference_file,
+                                           references.served_of(ctx))
+    if method_ref is not None:   # what a healthy drafter of this method reaches at this k
+        ctx.method_reference = (method_ref.words(), method_ref.accepted_per_draft)
     cat = catalogue_mod.load()
     also = settle.kept_candidates(ctx, facts) + settle.weak_lookup(sig, facts)
     part.ledger = ledger = build(sig, cat, opts.restart_min, also=also)

@@ -20,7 +20,7 @@ from specdoctor.diagnose.signature import Facts, Signature, classify
 from specdoctor.experiments import common
 from specdoctor.experiments.base import Context
 from specdoctor.experiments.replay.decide import drafting_losses
-from specdoctor.verdict import rules
+from specdoctor.verdict import rules, sizing
 from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
 
 
@@ -77,9 +77,26 @@ def draft_quality(ctx: Context, ledger: Ledger) -> None:
             "weak, its files are wrong")]))
         return
     if excluded:
-        ledger.apply(ExperimentResult("rule:oracle-equal-low", rules.decide_oracle(
-            gap, ctx.oracle_pos0, file_side_excluded=True,
-            reference_low=ctx.oracle_below_method, trained=rules.trained_drafter(ctx.method))))
+        found = rules.decide_oracle(gap, ctx.oracle_pos0, file_side_excluded=True,
+                                    reference_low=ctx.oracle_below_method,
+                                    trained=rules.trained_drafter(ctx.method))
+        ledger.apply(ExperimentResult("rule:oracle-equal-low", [
+            weak_sized(f, gap.measured, ctx.method_reference) for f in found]))
+
+
+def weak_sized(f: Finding, measured: float, reference: tuple[str, float] | None) -> Finding:
+    """A weak drafter confirmed, sized against what its method reaches at this k (``reference``:
+    the published figure or the user's, ``ctx.method_reference``): the engine meets the oracle
+    of these weights, so the whole shortfall from that figure is the drafter's. Unsized where no
+    figure is known or the drafter is not below it (pure)."""
+    if (f.hypothesis != "draft-quality" or f.verdict is not Verdict.CONFIRMED
+            or reference is None or reference[1] <= measured):
+        return f
+    name, ref = reference
+    return replace(f, size=sizing.Size(
+        ref - measured, how=f"against {name}: the engine meets the oracle of these weights, so "
+                            f"the shortfall from {ref:.3f} is the drafter's",
+        against=sizing.Asked(measured, ref, name)))
 
 
 def held_by_contract(ctx: Context, ledger: Ledger) -> tuple[str, ...]:

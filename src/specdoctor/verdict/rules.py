@@ -761,7 +761,7 @@ def answer(findings: Iterable[Finding], needs_cause: bool,
     kept: list[Finding] = []
     for f in fs:
         if f.verdict is Verdict.CONFIRMED:
-            ask = asked.get(f.size.on) if f.size is not None else None
+            ask = sizing.asked_for(f.size, asked)
             explains[f.hypothesis] = sizing.explains_json(f.size, ask)
             st = sizing.standing(f.size, ask, quiet=not needs_cause)
             if not st.root:

@@ -26,6 +26,7 @@ found", never as the root cause.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,9 @@ class Size:
     high: float | None = None
     on: str = GREEDY
     how: str = ""
+    # the gap this loss is measured against where it is not the pass's own (``asked_for``): a
+    # weak drafter meets its oracle, so its loss is against what the method reaches at this k
+    against: Asked | None = None
 
     @property
     def within_noise(self) -> bool:
@@ -121,6 +125,13 @@ class Standing:
     root: bool
     share: float | None
     why: str = ""
+
+
+def asked_for(size: Size | None, asked: Mapping[str, Asked]) -> Asked | None:
+    """The gap ``size`` is measured against: its own (``Size.against``), else its pass's."""
+    if size is None:
+        return None
+    return size.against if size.against is not None else asked.get(size.on)
 
 
 def share_of(size: Size, ask: Asked | None) -> float | None:
