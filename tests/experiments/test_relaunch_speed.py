@@ -95,15 +95,18 @@ def test_the_baseline_compares_as_many_passes_on_each_side(tmp_path, monkeypatch
 
     class Launcher:
         def start(self, launch, log_path):
-            return SimpleNamespace(url="http://127.0.0.1:1", log_path=log_path)
+            on = "--speculative-config" in launch.argv
+            return SimpleNamespace(url=f"http://127.0.0.1:{2 if on else 1}", log_path=log_path)
 
         def stop(self, server):
             pass
 
-    # without speculation: a first pass at 392.1 tok/s, then two passes twice as fast
+    # without speculation: a first pass at 392.1 tok/s, then two passes twice as fast; with it,
+    # measured again before the draft's cost is named: as slow as before
     off = [_at(392.1), _at(784.2), _at(784.2)]
+    on_again = [[_at(392.1)] * 3]
     monkeypatch.setattr(relaunch, "timed_requests", lambda url, ctx, passes=1, warm_up=True:
-                        off[:passes])
+                        (on_again[0] if url.endswith(":2") else off)[:passes])
     la = LaunchSpec((sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "/m",
                  "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}'))
     ctx = Context(workdir=tmp_path, launch=la, launcher=Launcher(), prompts=("a",) * 8)
@@ -123,8 +126,16 @@ def test_the_baseline_compares_as_many_passes_on_each_side(tmp_path, monkeypatch
     res = relaunch.SpecOffBaseline().run(ctx, ("draft-overhead",))
     (f,) = res.findings
     assert f.verdict is Verdict.CONFIRMED and "0.50x" in f.evidence and f.basis == "comparison"
+    assert "measured again with speculation on after it" in f.evidence
+    assert res.numbers["again"]["verdict"] == "confirmed"
     split = res.numbers["split"]
     assert split["lost"] == "draft-cost" and abs(split["c"] - (1.2 / 0.5 - 1) / 3) < 0.01
+    # the same server measured again runs as fast as speculation off: the two runs of one
+    # server disagree, and the draft's cost is not named
+    on_again[0] = [_at(784.2)] * 3
+    (f,) = relaunch.SpecOffBaseline().run(ctx, ("draft-overhead",)).findings
+    assert f.verdict is Verdict.INCONCLUSIVE and "two runs of one server disagree" in f.evidence
+    on_again[0] = [_at(392.1)] * 3
     # the same with the method reaching 1.5 per draft: the acceptance lost, not the draft
     ctx.method_reference = ("user reference", 1.5)
     (f,) = relaunch.SpecOffBaseline().run(ctx, ("draft-overhead",)).findings
