@@ -38,7 +38,7 @@ def _exclude(led: L.Ledger, hyps: tuple[str, ...], exp: str = "oracle-counterfac
 
 def _redecide(led: L.Ledger) -> None:
     ctx = SimpleNamespace(oracle_gap=rules.Gap(0.49, 0.49, -0.01, 0.01), oracle_pos0=0.30,
-                          oracle_below_method=False, method=None)
+                          oracle_below_method=False, method=None, method_reference=None)
     draft_quality(ctx, led)
 
 
