@@ -811,3 +811,30 @@ FAMILY_CASES += [
          how="patch NgramProposer.propose: the original runs, and on two calls in three its "
              "proposals are replaced by none"),
 ]
+
+# Siblings committed with their keys before their first diagnosis: the n-gram engine that
+# drafts less often, at another size, and in another form (drafting stops past a length)
+FAMILY_CASES += [
+    Case("up-ngram-skip-quarter", "engine-drafting",
+         lambda tmp: _ngram_patched(tmp, "ngram-skip-quarter"),
+         "prompt lookup k=3, n 2..4; the proposer's drafts kept on one step in four "
+         "(runtime patch)",
+         origin="upstream", twin="healthy-ngram", part="drafting",
+         cite="vllm-project/vllm-ascend PR #2972, PR #11323 (a lookup that proposes less "
+              "often than it should), another form at a third size",
+         upstream="sibling of up-ngram-skip-alternate at another size",
+         how="patch NgramProposer.propose: the original runs, and on three calls in four its "
+             "proposals are replaced by none"),
+    Case("up-ngram-stop-past-48", "engine-drafting",
+         lambda tmp: _ngram_patched(tmp, "ngram-stop-long"),
+         "prompt lookup k=3, n 2..4; the proposer skips a request once its context reaches 48 "
+         "tokens (runtime patch)",
+         origin="upstream", twin="healthy-ngram", part="drafting",
+         cite="vllm-project/vllm NgramProposer.propose's max_model_len check, with a bound "
+              "far below the model's context",
+         upstream="sibling of up-ngram-skip-alternate in another form: the engine stops "
+                  "drafting for good partway through each request, as if the model's length "
+                  "were 48 tokens",
+         how="patch NgramProposer.propose: the original runs, and a request whose context has "
+             "48 tokens or more gets no draft"),
+]

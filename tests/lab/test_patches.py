@@ -210,7 +210,8 @@ def test_only_discarded_rows_with_a_sampled_token_take_the_prediction():
     assert predicted_tails([], [], 512) == []
 
 
-@pytest.mark.parametrize("fn,every", [("propose_alternate", 2), ("propose_third", 3)])
+@pytest.mark.parametrize("fn,every", [("propose_alternate", 2), ("propose_third", 3),
+                                      ("propose_quarter", 4)])
 def test_the_ngram_skip_siblings_draft_on_one_step_in_every(fn, every):
     m = _load("ngram_skip")
     m._calls[0] = 0
@@ -219,3 +220,11 @@ def test_the_ngram_skip_siblings_draft_on_one_step_in_every(fn, every):
     drafted = [i for i, g in enumerate(got) if g == found]
     assert drafted == list(range(every - 1, 3 * every, every))
     assert all(g == [[], []] for i, g in enumerate(got) if i not in drafted)
+
+
+def test_the_ngram_length_check_sibling_stops_drafting_at_48_tokens_of_context():
+    m = _load("ngram_stop_long")
+    found = [[5, 6], [7], [8]]
+    got = m.propose(lambda self, k, sampled, lengths, *a: found, None, 3, [[1], [2], [3]],
+                    [47, 48, 100], None)
+    assert got == [[5, 6], [], []]

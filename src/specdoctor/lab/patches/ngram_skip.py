@@ -1,5 +1,6 @@
 """The n-gram proposer drafting on only some of its steps: every other step
-(``propose_alternate``), or one step in three (``propose_third``). The lookup runs as it does
+(``propose_alternate``), one step in three (``propose_third``) or in four
+(``propose_quarter``). The lookup runs as it does
 unpatched; on the skipped steps its proposals are dropped and every request drafts nothing, as
 if no n-gram had matched.
 
@@ -29,3 +30,7 @@ def propose_alternate(original, self, *args, **kwargs):
 
 def propose_third(original, self, *args, **kwargs):
     return _sometimes(3, original, self, *args, **kwargs)
+
+
+def propose_quarter(original, self, *args, **kwargs):
+    return _sometimes(4, original, self, *args, **kwargs)
