@@ -135,7 +135,7 @@ def measure_longer(ctx: Context, opts: Options, notes: list[str]) -> bool:
     ctx.progress(f"too few drafts to tell: measuring again at {longer} tokens per request")
     ctx.max_tokens = longer
     ctx.measured = Measured()
-    ctx.oracle_greedy = ctx.oracle_gap = ctx.oracle_pos0 = None
+    ctx.oracle_greedy = ctx.oracle_gap = ctx.oracle_pos0 = ctx.oracle_step_gap = None
     ctx.oracle_sampled = ctx.oracle_sampled_gap = None
     measure(ctx, opts, notes)
     return ctx.measured.greedy is not None
@@ -291,7 +291,8 @@ def facts(ctx: Context, opts: Options, oracle_result: ExperimentResult | None) -
         errors=tuple(errors),
         tok_s=greedy.output_tok_s if greedy is not None else None,
         tok_s_spec_off=ctx.tok_s_spec_off,
-        method=ctx.method, k=ctx.k, speculation_off=ctx.speculation_off)
+        method=ctx.method, k=ctx.k, speculation_off=ctx.speculation_off,
+        step_gap=ctx.oracle_step_gap)
 
 
 def no_reference(method: str | None, k: int | None = None,

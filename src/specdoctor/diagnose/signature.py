@@ -130,6 +130,9 @@ class Facts:
     k: int | None = None
     # Why speculation is known to be off (a log with decode lines and no speculative figure).
     speculation_off: str | None = None
+    # A drafter that does not draft at every step: accepted per decode step against its
+    # oracle's (``oracle_gap.step_gap``), where the oracle ran
+    step_gap: Gap | None = None
 
     @property
     def variable_length(self) -> bool:
@@ -441,6 +444,11 @@ def _shape_from_total(p: AcceptanceProfile, ref: Reference | None, k: int | None
 def classify(f: Facts) -> Signature:
     """One class (the most specific trouble), its evidence in numbers, the others that apply."""
     base, ev, cliff_at = shape(f.greedy, f.reference, f.variable_length, f.k, f.trained)
+    if base == "healthy" and f.variable_length and f.step_gap is not None and f.step_gap.below:
+        # its drafts are accepted as often as the oracle's, but it drafts on fewer steps
+        base = "uniform-low"
+        ev = (f"{ev} per draft, but it drafts on fewer steps than its oracle: "
+              f"{f.step_gap.text()}")
     if base == "no-data" and f.speculation_off:
         ev = f"speculation is off: {f.speculation_off}"
     few = sample_words(f.greedy) if f.greedy is not None and base != "no-data" else ""

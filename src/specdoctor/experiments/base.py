@@ -115,6 +115,9 @@ class Context:
     # -- what experiments leave for each other -----------------------------------------------
     oracle_greedy: Any = None              # the greedy oracle of the served files (oracle.runner)
     oracle_gap: Gap | None = None          # measured vs that oracle, accepted per draft
+    # a drafter that does not draft at every step: accepted per decode step, engine vs oracle
+    # (oracle_gap is this one where the engine loses per step and not per draft)
+    oracle_step_gap: Gap | None = None
     oracle_pos0: float | None = None       # its position-0 rate
     oracle_below_method: bool = False      # the oracle is below what the method reaches
     oracle_sampled: Any = None             # the sampled oracle at the measured (T, top_p)

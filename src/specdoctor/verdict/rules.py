@@ -123,6 +123,9 @@ class Gap:
     low: float | None
     high: float | None
     band: float = 0.0
+    # what is compared: accepted per draft, or per decode step for a drafter that does not
+    # draft at every step (``oracle_gap.step_gap``)
+    unit: str = "accepted per draft"
 
     @property
     def margin(self) -> float:
@@ -157,8 +160,8 @@ class Gap:
         iv = "" if self.low is None else f", gap 95% [{self.low:.3f}, {self.high:.3f}]"
         band = (f"; the served precision alone moves the oracle by {self.band:.3f}"
                 if self.band else "")
-        return (f"{what}measured {self.measured:.3f} vs oracle {self.oracle:.3f} accepted per "
-                f"draft{iv}{band}")
+        return (f"{what}measured {self.measured:.3f} vs oracle {self.oracle:.3f} {self.unit}"
+                f"{iv}{band}")
 
 
 def count_consistent(observed: int, trials: int, rate: float, alpha: float = 0.05) -> bool:
@@ -188,7 +191,7 @@ def with_counts(g: Gap, accepted: int, drafts: int, k: int) -> Gap:
         return g
     low = 0.0 if g.low is None else min(g.low, 0.0)
     high = 0.0 if g.high is None else max(g.high, 0.0)
-    return Gap(g.measured, g.oracle, low, high, g.band)
+    return Gap(g.measured, g.oracle, low, high, g.band, g.unit)
 
 
 def gap_from_profiles(measured: AcceptanceProfile, oracle: AcceptanceProfile) -> Gap:
