@@ -156,16 +156,17 @@ def test_a_cause_confirmed_by_elimination_explains_nothing_while_a_rival_is_open
 
 
 def test_a_cause_too_small_to_be_the_answer_is_asked_again_by_what_could_find_more():
-    """The first try of up-dflash-aux-partial-sum-shipped: a verdict patch confirmed a drafting
-    defect that explains +0.023 of a 0.042 gap on a pass accepting 1.134 per draft (under 5% of
-    it: rule cause-sized), and the replay, which could find the rest, was never run for the
-    hypothesis because it was already confirmed. An undersized cause stays open to every
-    experiment but the one that decided it; a later confirmation that explains more decides."""
+    """After the first try of up-dflash-aux-partial-sum-shipped: a verdict patch confirmed a
+    drafting defect that explains +0.023 per draft, and the replay, which could find more, was
+    never run for the hypothesis because it was already confirmed. Here the gap is one the
+    patch explains a small share of, the rest beyond the noise (0.023 of 0.342: rule
+    cause-sized). An undersized cause stays open to every experiment but the one that decided
+    it; a later confirmation that explains more decides."""
     from specdoctor.verdict.rules import Gap
     from specdoctor.verdict.sizing import Size
 
     led = case_a_ledger()    # a cliff: engine-drafting and the replay are in its plan
-    led.gaps["greedy"] = Gap(1.134, 1.176, -0.070, 0.245)
+    led.gaps["greedy"] = Gap(1.134, 1.476, 0.200, 0.480)
     led.apply(ExperimentResult("verdict-patch", [Finding(
         "engine-drafting", Verdict.CONFIRMED, "served with the fix: the gap closed",
         basis="counterfactual", size=Size(0.023, how="counterfactual: served with the fix"))]))

@@ -29,6 +29,8 @@ _STRENGTH = {Verdict.PENDING: 0, Verdict.INCONCLUSIVE: 1, Verdict.NOT_REPRODUCIB
              Verdict.EXCLUDED: 3, Verdict.CONFIRMED: 3}
 # Classes that need no explanation.
 QUIET = ("healthy", "undetermined", "unreferenced", "no-data")
+# the greedy shapes that call the acceptance itself low
+LOW_SHAPES = ("uniform-low", "cliff", "steep-decay", "zero")
 
 
 @dataclass
@@ -171,7 +173,15 @@ class Ledger:
         ``elimination-needs-all``: an answer by elimination needs every rival excluded; rule
         ``cause-sized``: against the gap of each pass, ``asked``)."""
         needs = any(c not in QUIET for c in self.signature.classes)
-        return rules.answer(self.findings(), needs, self.asked)
+        return rules.answer(self.findings(), needs, self.asked, self.flagged)
+
+    @property
+    def flagged(self) -> tuple[str, ...]:
+        """The passes whose acceptance the signature called low: greedy where its shape is one
+        of ``LOW_SHAPES``, sampled where it found the sampled pass bound (rule cause-sized
+        then does not call a loss under 5% inside a band the signature tolerated)."""
+        out = ("greedy",) if self.signature.shape in LOW_SHAPES else ()
+        return out + (("sampled",) if "sampling-bound" in self.signature.classes else ())
 
     def root_cause(self) -> tuple[str | None, list[str]]:
         a = self.answer()
@@ -187,7 +197,7 @@ class Ledger:
         confirmed = [cat.hypotheses[e.hypothesis] for e in self.entries
                      if e.verdict is Verdict.CONFIRMED and not self._rivals_open(e)
                      and sizing.standing(e.size, sizing.asked_for(e.size, asked),
-                                         quiet=not todo).root]
+                                         quiet=not todo, flagged=self.flagged).root]
         return all(any(c in h.signatures for h in confirmed) for c in todo)
 
     def undersized(self, hypothesis: str, experiment: str) -> bool:
@@ -201,7 +211,7 @@ class Ledger:
             return False
         todo = [c for c in self.signature.classes if c not in QUIET]
         return not sizing.standing(e.size, sizing.asked_for(e.size, self.asked),
-                                   quiet=not todo).root
+                                   quiet=not todo, flagged=self.flagged).root
 
     def _rivals_open(self, e: Entry) -> bool:
         """A cause confirmed by elimination explains nothing while a rival of it in the ledger

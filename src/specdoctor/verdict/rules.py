@@ -752,7 +752,8 @@ def clip(text: str, limit: int = 200) -> str:
 
 
 def answer(findings: Iterable[Finding], needs_cause: bool,
-           asked: Mapping[str, sizing.Asked] | None = None) -> Answer:
+           asked: Mapping[str, sizing.Asked] | None = None,
+           flagged: frozenset[str] | tuple[str, ...] = ()) -> Answer:
     """``_answer`` after rule ``cause-sized``: a confirmed cause that explains less than the
     noise, or a small share of a gap whose rest is beyond the noise, or a loss on a pass that
     has none to explain (``sizing.standing`` against ``asked``, the gap of each pass), is
@@ -766,7 +767,7 @@ def answer(findings: Iterable[Finding], needs_cause: bool,
         if f.verdict is Verdict.CONFIRMED:
             ask = sizing.asked_for(f.size, asked)
             explains[f.hypothesis] = sizing.explains_json(f.size, ask)
-            st = sizing.standing(f.size, ask, quiet=not needs_cause)
+            st = sizing.standing(f.size, ask, quiet=not needs_cause, flagged=flagged)
             if not st.root:
                 also.append((f.hypothesis, st.why))
                 kept.append(replace(f, verdict=Verdict.INCONCLUSIVE, evidence=(

@@ -139,15 +139,18 @@ def share_of(size: Size, ask: Asked | None) -> float | None:
     return None if ask is None or ask.gap <= 0 else size.loss / ask.gap
 
 
-def standing(size: Size | None, ask: Asked | None, quiet: bool = False) -> Standing:
+def standing(size: Size | None, ask: Asked | None, quiet: bool = False,
+             flagged: frozenset[str] | tuple[str, ...] = ()) -> Standing:
     """Rule ``cause-sized`` for one confirmed cause: unsized causes (speed, a rule) keep their
-    standing, with no share. ``quiet``: the signature needs no cause (healthy)."""
+    standing, with no share. ``quiet``: the signature needs no cause (healthy). ``flagged``:
+    the passes whose acceptance the signature itself called low; there a loss under
+    ``MATERIAL`` is not inside a band the signature tolerated, since it did not."""
     if size is None:
         return Standing(True, None)
     share = share_of(size, ask)
     if size.within_noise:
         return Standing(False, share, f"it explains {size.text()}: no more than the noise")
-    if ask is not None and size.loss < MATERIAL * ask.measured:
+    if ask is not None and size.loss < MATERIAL * ask.measured and size.on not in flagged:
         return Standing(False, share, (
             f"it explains {size.text()}, under {MATERIAL:.0%} of the {size.on} acceptance "
             f"as served ({ask.measured:.3f} per draft): inside the band the signature itself "
