@@ -838,3 +838,31 @@ FAMILY_CASES += [
          how="patch NgramProposer.propose: the original runs, and a request whose context has "
              "48 tokens or more gets no draft"),
 ]
+
+# Siblings committed with their keys before their first diagnosis: the n-gram lookup that
+# ignores one of its bounds, in the other direction, and at another size
+FAMILY_CASES += [
+    Case("healthy-ngram-n6", None, lambda tmp: _ngram_patched(tmp, None, lookup=(2, 6)),
+         "prompt lookup k=3, n-grams 2..6", category="healthy"),
+    Case("up-ngram-lookup-min-ignored", "engine-drafting",
+         lambda tmp: _ngram_patched(tmp, "ngram-min-ignored"),
+         "prompt lookup k=3, n 2..4; the proposer matches only n-grams of the maximum length "
+         "(runtime patch)",
+         origin="upstream", twin="healthy-ngram", part="drafting",
+         cite="vllm-project/vllm PR #15348, the other direction",
+         upstream="sibling of up-ngram-lookup-max-ignored in the other direction: the proposer "
+                  "handed only prompt_lookup_max, so it proposes only where a suffix of the "
+                  "maximum length recurs",
+         how="patch NgramProposer.batch_propose: the original runs with its minimum n-gram "
+             "length set to the maximum (restored after the call)"),
+    Case("up-ngram-lookup-max-ignored-wide", "engine-drafting",
+         lambda tmp: _ngram_patched(tmp, "ngram-max-ignored", lookup=(2, 6)),
+         "prompt lookup k=3, n 2..6; the proposer matches only n-grams of the minimum length "
+         "(runtime patch)",
+         origin="upstream", twin="healthy-ngram-n6", part="drafting",
+         cite="vllm-project/vllm PR #15348, at another size",
+         upstream="sibling of up-ngram-lookup-max-ignored at another size: a maximum of 6 "
+                  "ignored where it was 4",
+         how="patch NgramProposer.batch_propose as in up-ngram-lookup-max-ignored, served with "
+             "prompt_lookup_max 6"),
+]

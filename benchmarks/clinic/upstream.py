@@ -187,13 +187,16 @@ def _mtp_two_step(packs: tuple[str, ...] = ()) -> Any:
     return build
 
 
-def _ngram_patched(tmp: Path, patch: str) -> Setup:
+def _ngram_patched(tmp: Path, patch: str | None, lookup: tuple[int, int] = (2, 4)) -> Setup:
+    """Prompt lookup k=3 on the trained target, n-grams ``lookup``, with lab patch ``patch``
+    (None: served as vLLM ships it)."""
     from patients import BASE_ENV, publish, server, trained
 
     t = publish(trained(), tmp / "m1")
-    spec = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4,
-            "prompt_lookup_min": 2}
-    return Setup(server(t, spec), pack(patch, tmp, dict(BASE_ENV)), ["greedy"])
+    spec = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": lookup[1],
+            "prompt_lookup_min": lookup[0]}
+    env = dict(BASE_ENV) if patch is None else pack(patch, tmp, dict(BASE_ENV))
+    return Setup(server(t, spec), env, ["greedy"])
 
 
 # A batched-token budget of 8 per step (the least vLLM takes beside --max-num-seqs 8): every

@@ -77,6 +77,11 @@ def test_lookup_without_its_maximum_proposes_after_the_first_min_gram():
     assert original(p, 1, [0], lengths, tokens, 3) == [[3, 4, 7]]
     assert wrapper(original, p, 1, [0], lengths, tokens, 3) == [[9, 5, 1]]
     assert p.max_n == 4  # the configured maximum is back after the call
+    # the other direction: only a suffix of the maximum length counts; 9 5 1 2 does not recur
+    # (5 1 2 does, three tokens), so no proposal where the configured lookup makes one
+    other = _load("ngram_max_ignored").batch_propose_min
+    assert other(original, p, 1, [0], lengths, tokens, 3) == [[]]
+    assert p.min_n == 2
 
 
 def _lookup_context(name: str, context: list[int], sampled: list[int],

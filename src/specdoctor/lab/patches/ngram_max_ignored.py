@@ -13,6 +13,10 @@ occurrence first. This wrapper runs the original with ``max_n`` set to ``min_n``
 afterwards): the matcher then looks only for the last ``min_n`` tokens and takes their first
 occurrence, as before the fix. Whether a proposal is made at all is unchanged (any suffix that
 recurs with at least ``min_n`` tokens recurs with exactly ``min_n``); which one is made is not.
+
+``batch_propose_min`` is the other direction: the original with ``min_n`` set to ``max_n``, a
+proposer handed only ``prompt_lookup_max``, which then proposes only where a suffix of the
+maximum length recurs.
 """
 
 
@@ -23,3 +27,12 @@ def batch_propose(original, self, *args, **kwargs):
         return original(self, *args, **kwargs)
     finally:
         self.max_n = configured
+
+
+def batch_propose_min(original, self, *args, **kwargs):
+    configured = self.min_n
+    self.min_n = self.max_n
+    try:
+        return original(self, *args, **kwargs)
+    finally:
+        self.min_n = configured
