@@ -20,19 +20,19 @@ maximum length recurs.
 """
 
 
-def batch_propose(original, self, *args, **kwargs):
-    configured = self.max_n
-    self.max_n = self.min_n
+def _with(name, value, original, self, *args, **kwargs):
+    """The original with ``self.<name>`` set to ``value`` for the call, restored after."""
+    configured = getattr(self, name)
+    setattr(self, name, value)
     try:
         return original(self, *args, **kwargs)
     finally:
-        self.max_n = configured
+        setattr(self, name, configured)
+
+
+def batch_propose(original, self, *args, **kwargs):
+    return _with("max_n", self.min_n, original, self, *args, **kwargs)
 
 
 def batch_propose_min(original, self, *args, **kwargs):
-    configured = self.min_n
-    self.min_n = self.max_n
-    try:
-        return original(self, *args, **kwargs)
-    finally:
-        self.min_n = configured
+    return _with("min_n", self.max_n, original, self, *args, **kwargs)
