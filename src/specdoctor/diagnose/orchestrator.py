@@ -236,10 +236,7 @@ def _investigate(ctx: Context, target: Target, opts: Options, saver: Saver, note
         oracle_result, sampled_result, facts, sig = _symptom(ctx, opts, notes, part)
     if sig.cls == "unreferenced":
         notes.append(evidence.no_reference(ctx.method, ctx.k, references.served_of(ctx)))
-    method_ref = evidence.method_reference(ctx.method, ctx.k, opts.reference_file,
-                                           references.served_of(ctx))
-    if method_ref is not None:   # what a healthy drafter of this method reaches at this k
-        ctx.method_reference = (method_ref.words(), method_ref.accepted_per_draft)
+    _method_reference(ctx, opts)   # sizes a weak drafter (settle.weak_sized)
     cat = catalogue_mod.load()
     also = settle.kept_candidates(ctx, facts) + settle.weak_lookup(sig, facts)
     part.ledger = ledger = build(sig, cat, opts.restart_min, also=also)
@@ -326,10 +323,7 @@ def _speed_last(ctx: Context, opts: Options, cat: Any, saver: Saver, notes: list
         notes.append("speed with speculation off: not measured (over the budget)")
         return
     part.step = "measuring with speculation off"
-    method_ref = evidence.method_reference(ctx.method, ctx.k, opts.reference_file,
-                                           references.served_of(ctx))
-    if method_ref is not None:
-        ctx.method_reference = (method_ref.words(), method_ref.accepted_per_draft)
+    method_ref = _method_reference(ctx, opts)
     result = _spec_off_first(ctx, notes)
     if result is None:
         return
@@ -538,6 +532,17 @@ def _not_run(ctx: Context, spec: Any, exp: Any) -> str | None:
         return f"not applicable to {ENGINE_NAMES.get(ctx.engine or '', ctx.engine)}: {na}"
     why = exp.unavailable(ctx)
     return None if why is None else f"not run: {why}"
+
+
+def _method_reference(ctx: Context, opts: Options) -> Any:
+    """What a healthy drafter of this method reaches at this k (``evidence.method_reference``:
+    the published figure or the user's), left in ``ctx.method_reference`` for the experiments
+    and the rules; None where nothing says."""
+    ref = evidence.method_reference(ctx.method, ctx.k, opts.reference_file,
+                                    references.served_of(ctx))
+    if ref is not None:
+        ctx.method_reference = (ref.words(), ref.accepted_per_draft)
+    return ref
 
 
 def _static_answer(ctx: Context, exp: Any, hypotheses: tuple[str, ...]

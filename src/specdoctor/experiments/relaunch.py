@@ -23,6 +23,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from specdoctor.acceptance.compare import differs, drift
 from specdoctor.acceptance.speedup import size_ratio
@@ -185,6 +186,20 @@ def time_spec_on(ctx: Context) -> None:
         ctx.speed_probes.append(probe.cpu_speed())
 
 
+def _timed_then_stopped(ctx: Context, server: Any, passes: int
+                        ) -> tuple[list[list[Timed]], list[float]]:
+    """``passes`` timed passes on ``server`` (``timed_requests``) between two CPU probes, and
+    the server stopped whatever happens."""
+    assert ctx.launcher is not None
+    try:
+        probes = [probe.cpu_speed()]
+        timed = timed_requests(server.url, ctx, passes=passes)
+        probes.append(probe.cpu_speed())
+    finally:
+        ctx.launcher.stop(server)
+    return timed, probes
+
+
 class SpecOffBaseline:
     id = "spec-off-baseline"
 
@@ -205,13 +220,8 @@ class SpecOffBaseline:
             return ExperimentResult(self.id, [Finding("draft-overhead", Verdict.INCONCLUSIVE,
                                                       f"spec-off server did not start: {exc}")],
                                     commands=[off.shell_command()], error=str(exc))
-        try:
-            ctx.progress("speculation off: measuring")
-            probes = [probe.cpu_speed()]
-            off_passes = timed_requests(server.url, ctx, passes=OFF_PASSES)
-            probes.append(probe.cpu_speed())
-        finally:
-            ctx.launcher.stop(server)
+        ctx.progress("speculation off: measuring")
+        off_passes, probes = _timed_then_stopped(ctx, server, OFF_PASSES)
         on_passes = [measured_timing(ctx.measured.greedy), *ctx.spec_on_passes]
         # as many passes on each side: a best of three against a best of one would favour it
         n = min(len(on_passes), len(off_passes))
@@ -273,13 +283,8 @@ class SpecOffBaseline:
                            f"{first.evidence}; measured again with speculation on, the server "
                            f"did not start ({str(exc)[:120]}), so the slowdown was not seen "
                            f"twice", basis=first.basis)
-        try:
-            ctx.progress("speculation on again: measuring")
-            again = [probe.cpu_speed()]
-            on_passes = timed_requests(server.url, ctx, passes=len(off_passes))
-            again.append(probe.cpu_speed())
-        finally:
-            ctx.launcher.stop(server)
+        ctx.progress("speculation on again: measuring")
+        on_passes, again = _timed_then_stopped(ctx, server, len(off_passes))
         c = compare_speed(best_of(on_passes), best_of(off_passes),
                           probe.drift([*probes, *again]))
         if c is None:

@@ -299,6 +299,12 @@ def step_sampled_drafts(ctx: list[int], k: int, target: CachedLM, drafter: Model
     return Step(len(ctx), k, drafts, betas, a, emitted)
 
 
+def _decoded(target: CachedLM, ctx: list[int], s: Sampling, rng: np.random.Generator) -> int:
+    """The target's next token after ``ctx`` with no draft: its argmax (greedy) or a sample."""
+    lg = target.logits(ctx, 1)[0]
+    return int(np.argmax(lg)) if s.greedy else rules.sample(_warp(s, lg), rng)
+
+
 def run_request(prompt_ids: list[int], target: CachedLM, drafter: Drafter, k: int,
                 max_tokens: int, s: Sampling, rng: np.random.Generator,
                 prompt_index: int = 0, sample_index: int = 0,
@@ -310,8 +316,7 @@ def run_request(prompt_ids: list[int], target: CachedLM, drafter: Drafter, k: in
     counters do); None drafts all k to the end, as vLLM does."""
     target.reset()
     drafter.reset()
-    first_logits = target.logits(prompt_ids, 1)[0]
-    out = [int(np.argmax(first_logits)) if s.greedy else rules.sample(_warp(s, first_logits), rng)]
+    out = [_decoded(target, list(prompt_ids), s, rng)]
     steps: list[Step] = []
     sampled_drafts = (not s.greedy and s.draft == "probabilistic"
                       and isinstance(drafter, ModelDrafter))
@@ -320,17 +325,14 @@ def run_request(prompt_ids: list[int], target: CachedLM, drafter: Drafter, k: in
         n = k if room is None else min(k, max_tokens - len(out) - room)
         st: Step | None = None
         if n < 1:
-            lg = _warp(s, target.logits(ctx, 1)[0])
-            st = Step(len(ctx), 0, [], [], 0,
-                      [int(np.argmax(lg)) if s.greedy else rules.sample(lg, rng)])
+            st = Step(len(ctx), 0, [], [], 0, [_decoded(target, ctx, s, rng)])
         elif sampled_drafts:
             assert isinstance(drafter, ModelDrafter)
             st = step_sampled_drafts(ctx, n, target, drafter, s, rng)
         else:
             st = step_fixed_drafts(ctx, n, target, drafter, s, rng)
         if st is None:
-            lg = target.logits(ctx, 1)[0]
-            out.append(int(np.argmax(lg)) if s.greedy else rules.sample(_warp(s, lg), rng))
+            out.append(_decoded(target, ctx, s, rng))
             continue
         st.position = len(out)
         steps.append(st)
