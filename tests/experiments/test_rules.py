@@ -249,6 +249,36 @@ def test_a_draft_as_large_as_its_target_is_overhead():
     assert rules.decide_speed_split(Verdict.CONFIRMED, split).verdict is Verdict.CONFIRMED
 
 
+def test_the_drafts_cost_is_sized_as_the_slowdown_that_stays_at_the_best_acceptance():
+    """Recorded spec-off-baseline comparisons (benchmarks/results/clinic.json). The draft's cost
+    explains the slowdown that would stay with every draft accepted (no figure for the method),
+    as a share of the whole slowdown below speculation off; the rest is the acceptance's."""
+    from specdoctor.verdict import sizing
+
+    # draft-overhead-wide at e5f66f1: 0.28x with every draft already accepted (AL 5.00, k 4):
+    # all of the slowdown is the draft's cost
+    split = rules.speed_split(0.28, 4.0, 4, None, ratio_range=(0.28, 0.28))
+    size = split.size()
+    assert size.unit == sizing.THROUGHPUT and size.on == sizing.SPEED
+    assert size.loss == pytest.approx(0.72, abs=1e-3)
+    a = rules.answer([Finding("draft-overhead", Verdict.CONFIRMED, "e", basis="comparison",
+                              size=size)], needs_cause=True, asked={})
+    assert a.root == "draft-overhead"
+    assert a.explains["draft-overhead"]["share_of_gap"] == pytest.approx(1.0, abs=1e-3)
+    assert a.explains["draft-overhead"]["unit"] == sizing.THROUGHPUT
+    # up-ngram-skip-alternate at 27e5b44: 0.64x (0.63x to 0.64x) with 1.80 accepted of k=3;
+    # with every draft accepted it would run at 0.91x: the draft's cost explains 0.09 of the
+    # slowdown of 0.36, a quarter, and the rest, beyond the noise, is the acceptance's
+    split = rules.speed_split(0.64, 1.80, 3, None, ratio_range=(0.63, 0.64))
+    assert split.lost == "draft-cost"
+    size = split.size()
+    assert size.loss == pytest.approx(1 - split.at_ceiling) and 0.07 < size.loss < 0.10
+    assert size.low is not None and size.high is not None and size.low <= size.loss <= size.high
+    a = rules.answer([Finding("draft-overhead", Verdict.CONFIRMED, "e", basis="comparison",
+                              size=size)], needs_cause=True, asked={})
+    assert a.root is None and [h for h, _ in a.also] == ["draft-overhead"]
+
+
 def test_without_a_reference_a_draft_that_could_pay_is_not_decided():
     split = rules.speed_split(0.85, 1.00, 3, None)
     assert split.lost is None

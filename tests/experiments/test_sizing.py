@@ -160,6 +160,32 @@ def test_a_weak_drafter_is_sized_against_what_its_method_reaches():
     assert sizing.share_of(f.size, asked["greedy"]) > 100
 
 
+def test_a_weak_drafter_with_no_figure_is_sized_against_the_room_up_to_k():
+    """llamacpp-draft-noise at 31d0e5c (benchmarks/results/clinic.json): measured 0.419 per
+    draft against its oracle's 0.414 at k=4, no published figure for the pair. draft-quality
+    by elimination is sized against the room up to k, the whole shortfall its share, and the
+    size says that what a healthy drafter would recover is not known. A drafter at k, or a
+    finding other than a confirmed draft-quality, stays unsized."""
+    from specdoctor.diagnose.settle import weak_sized
+
+    weak = confirmed("draft-quality", "elimination", None)
+    f = weak_sized(weak, 0.419, None, 4)
+    assert f.size is not None and f.size.loss == pytest.approx(4 - 0.419)
+    assert f.size.against is not None and f.size.against.reference == 4.0
+    assert "not known" in f.size.against.against and "k=4" in f.size.against.against
+    asked = {"greedy": Asked(0.419, 0.414, "the oracle of the served files", -0.016, 0.0)}
+    a = rules.answer([f], needs_cause=True, asked=asked)
+    assert a.root == "draft-quality"
+    assert a.explains["draft-quality"]["share_of_gap"] == pytest.approx(1.0)
+    # a published figure wins over the room
+    g = weak_sized(weak, 0.419, ("a published figure", 2.0), 4)
+    assert g.size is not None and g.size.loss == pytest.approx(2.0 - 0.419)
+    assert weak_sized(weak, 4.0, None, 4).size is None
+    assert weak_sized(weak, 0.419, None, None).size is None
+    other = confirmed("engine-drafting", "replay", None)
+    assert weak_sized(other, 0.419, None, 4).size is None
+
+
 def test_a_small_loss_on_a_pass_the_signature_called_low_is_not_inside_its_band():
     """up-ngram-lookup-max-ignored at ea9d1c7 (benchmarks/results/clinic.json): the replay's
     +0.058 per step [+0.014, +0.102] explains 0.93 of the greedy gap (1.755 against the oracle's

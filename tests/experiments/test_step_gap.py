@@ -76,3 +76,35 @@ def test_the_signature_reads_a_loss_per_step_under_healthy_acceptance_per_draft(
     # a draft model drafts at every step: the per-step figure changes nothing for it
     assert classify(Facts(profile, ref, method="draft_model", k=3, step_gap=g)).cls == \
         classify(Facts(profile, ref, method="draft_model", k=3)).cls
+
+
+def test_the_replays_drafting_loss_is_stated_in_the_per_step_gaps_unit():
+    """up-ngram-skip-alternate at ea9d1c7 (benchmarks/results/clinic.json): the replay sized
+    the drafting loss +0.409 [+0.294, +0.524] per step of the engine, against a per-step gap of
+    0.269 (0.547 against the oracle's 0.816, 95% [0.195, 0.396]): 152% of the gap. In the
+    gap's unit the drafting loss is the per-step gap, times drafting's share of what the replay
+    saw; a gap per draft, or a finding on verification, is left as found."""
+    from dataclasses import replace
+
+    from specdoctor.experiments.replay.decide import in_gap_units
+    from specdoctor.verdict import rules, sizing
+    from specdoctor.verdict.findings import Finding, Verdict
+    from specdoctor.verdict.sizing import Size
+
+    g = rules.Gap(0.5473, 0.8164, 0.1949, 0.3955, unit=STEP_UNIT)
+    replayed = Finding("engine-drafting", Verdict.CONFIRMED, "e", recovered=1.0, basis="replay",
+                       size=Size(0.4093, 0.2944, 0.5241, sizing.GREEDY, "replay"))
+    asked = sizing.asked(g.measured, g.oracle, (), g.low, g.high, unit="per decode step")
+    assert sizing.share_of(replayed.size, asked) == pytest.approx(1.52, abs=0.01)
+    [f] = in_gap_units([replayed], g)
+    assert f.size.loss == pytest.approx(0.2691)
+    assert (f.size.low, f.size.high) == (pytest.approx(0.1949), pytest.approx(0.3955))
+    assert sizing.share_of(f.size, asked) == pytest.approx(1.0)
+    assert "+0.409 per step of the engine" in f.size.how
+    [part] = in_gap_units([replace(replayed, recovered=0.6)], g)
+    assert part.size.loss == pytest.approx(0.6 * 0.2691)
+    verifier = replace(replayed, hypothesis="rejection-sampler")
+    per_draft = replace(g, unit=rules.PER_DRAFT)
+    assert in_gap_units([verifier], g) == [verifier]
+    assert in_gap_units([replayed], per_draft) == [replayed]
+    assert in_gap_units([replayed], None) == [replayed]

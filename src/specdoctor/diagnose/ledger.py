@@ -88,7 +88,8 @@ class Ledger:
             gains = tuple((e.hypothesis, e.size.loss) for e in self.entries
                           if e.verdict is Verdict.CONFIRMED and e.basis == "counterfactual"
                           and e.size is not None and e.size.on == on)
-            a = sizing.asked(g.measured, g.oracle, gains, g.low, g.high) if g is not None \
+            a = sizing.asked(g.measured, g.oracle, gains, g.low, g.high,
+                             unit=g.unit.removeprefix("accepted ")) if g is not None \
                 else sizing.asked(0.0, None, gains)
             if a is not None:
                 out[on] = a

@@ -124,7 +124,7 @@ def explains_words(x: dict[str, Any] | None) -> str:
         return ("How much of the loss it explains: not sized (the experiment that confirmed it "
                 "states no loss in accepted tokens per step).")
     iv = x.get("interval")
-    out = f"It explains {x['accepted_per_step']:+.3f} accepted per step"
+    out = f"It explains {x['loss']:+.3f} {x.get('unit', 'accepted per step')}"
     if iv:
         out += f" (95% [{iv[0]:+.3f}, {iv[1]:+.3f}])"
     gap = x.get("gap")

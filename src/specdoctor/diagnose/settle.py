@@ -81,16 +81,24 @@ def draft_quality(ctx: Context, ledger: Ledger) -> None:
                                     reference_low=ctx.oracle_below_method,
                                     trained=rules.trained_drafter(ctx.method))
         ledger.apply(ExperimentResult("rule:oracle-equal-low", [
-            weak_sized(f, gap.measured, ctx.method_reference) for f in found]))
+            weak_sized(f, gap.measured, ctx.method_reference, ctx.k) for f in found]))
 
 
-def weak_sized(f: Finding, measured: float, reference: tuple[str, float] | None) -> Finding:
+def weak_sized(f: Finding, measured: float, reference: tuple[str, float] | None,
+               k: int | None = None) -> Finding:
     """A weak drafter confirmed, sized against what its method reaches at this k (``reference``:
     the published figure or the user's, ``ctx.method_reference``): the engine meets the oracle
-    of these weights, so the whole shortfall from that figure is the drafter's. Unsized where no
-    figure is known or the drafter is not below it (pure)."""
-    if (f.hypothesis != "draft-quality" or f.verdict is not Verdict.CONFIRMED
-            or reference is None or reference[1] <= measured):
+    of these weights, so the whole shortfall from that figure is the drafter's. With no figure,
+    against the room up to ``k`` (every draft token accepted), and the size says so: it is the
+    drafter's whole shortfall, not what a healthy drafter of its kind would recover. Unsized
+    where neither is known or the drafter is not below it (pure)."""
+    if f.hypothesis != "draft-quality" or f.verdict is not Verdict.CONFIRMED:
+        return f
+    if reference is None and k:
+        reference = (f"the room up to k={k} (no published figure or --reference for this "
+                     f"method at this k: how much of it a healthy drafter would recover is not "
+                     f"known)", float(k))
+    if reference is None or reference[1] <= measured:
         return f
     name, ref = reference
     return replace(f, size=sizing.Size(

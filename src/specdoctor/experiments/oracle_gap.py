@@ -143,7 +143,7 @@ def gap(oracle_result: Any, measured: Any, band: float = 0.0) -> tuple[rules.Gap
     return rules.with_counts(g, accepted, drafts, k), c
 
 
-STEP_UNIT = "accepted per decode step"
+STEP_UNIT = rules.PER_STEP
 
 
 def step_gap(oracle_result: Any, measured: Any, resamples: int = 2000, seed: int = 0

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from specdoctor.acceptance.compare import differs, drift
@@ -262,6 +262,8 @@ class SpecOffBaseline:
             if finding.verdict is Verdict.CONFIRMED:
                 finding = self._again(ctx, finding, off_passes, probes, total.accepted_per_draft,
                                       k, numbers)
+            if finding.verdict is Verdict.CONFIRMED:
+                finding = replace(finding, size=split.size())
         return ExperimentResult(self.id, [finding], numbers, commands=[off.shell_command()])
 
     def _again(self, ctx: Context, first: Finding, off_passes: list[list[Timed]],

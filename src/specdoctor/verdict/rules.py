@@ -110,6 +110,10 @@ ELIMINATION_RIVALS = _GROUPS.elimination_rivals
 OPEN = (Verdict.PENDING, Verdict.INCONCLUSIVE, Verdict.NOT_REPRODUCIBLE)
 
 
+PER_DRAFT = "accepted per draft"
+PER_STEP = "accepted per decode step"   # a drafter that does not draft at every step
+
+
 @dataclass(frozen=True)
 class Gap:
     """Oracle minus measured, accepted per draft, with a 95% interval of the difference.
@@ -125,7 +129,7 @@ class Gap:
     band: float = 0.0
     # what is compared: accepted per draft, or per decode step for a drafter that does not
     # draft at every step (``oracle_gap.step_gap``)
-    unit: str = "accepted per draft"
+    unit: str = PER_DRAFT
 
     @property
     def margin(self) -> float:
@@ -379,6 +383,26 @@ class SpeedSplit:
                 f"drafted token{size}; it breaks even at {sp.break_even(self.k, self.c):.2f} "
                 f"accepted per draft (measured {self.accepted:.2f}){ref}; with every draft "
                 f"accepted {self.at_ceiling:.2f}x")
+
+    def size(self) -> Size:
+        """What the draft's cost explains of the slowdown, in the unit the slowdown is measured
+        in (``sizing.THROUGHPUT``): the slowdown that stays with the best acceptance known (the
+        method's figure, else every draft accepted), against the whole slowdown below
+        speculation off; the rest is the acceptance's. The interval spans ``c`` over the
+        ratio's range (pure)."""
+        best = self.reference[1] if self.reference is not None else float(self.k)
+        words = (f"{self.reference[0]}'s {best:.2f} accepted per draft"
+                 if self.reference is not None else "every draft accepted")
+        at = self.at_reference if self.at_reference is not None else self.at_ceiling
+        c_cheap, c_dear = self.c_range
+        lo, hi = 1.0 - sp.speedup(best, self.k, c_cheap), 1.0 - sp.speedup(best, self.k, c_dear)
+        gap = sizing.Asked(self.speedup, 1.0, "speculation off, the same prompts",
+                           1.0 - self.ratio_high, 1.0 - self.ratio_low, unit="x spec-off")
+        return Size(1.0 - at, min(lo, hi), max(lo, hi), on=sizing.SPEED,
+                    how=f"the draft's cost: with {words} it would run at {at:.2f}x of "
+                        f"speculation off; the rest of the slowdown to {self.speedup:.2f}x is "
+                        f"the acceptance's",
+                    against=gap, unit=sizing.THROUGHPUT)
 
     def to_json(self) -> dict[str, object]:
         c_lo, c_hi = self.c_range

@@ -8,7 +8,10 @@ replay the acceptance a correct verifier gives the drafter's own chain minus wha
 engine's drafts (drafting), or the engine's accepted count against the correct verifier's
 expected count (verification), with an interval over the replayed steps, a verdict patch
 the distance to the oracle it closed, and a drafter the engine's own check refused (so nothing
-was drafted) every token the oracle of the served files has accepted.
+was drafted) every token the oracle of the served files has accepted. A speed cause (the
+draft's own cost) is sized in the unit its symptom is measured in, the throughput with
+speculation on as a share of speculation off (``SPEED``): the slowdown that stays with the best
+acceptance known for the method, against the whole slowdown.
 
 The loss it is asked to explain (``Asked``) is the gap from the measured acceptance up to the
 best reference available for the same pass: the oracle of the served files, or the acceptance
@@ -35,6 +38,9 @@ MATERIAL = 0.05    # of the reference acceptance: a smaller loss is inside the b
                    # itself tolerates ("within 5%"), so it cannot be what made a symptom
 GREEDY = "greedy"
 SAMPLED = "sampled"
+SPEED = "speed"      # the pass of a speed cause: throughput on over off, not acceptance
+ACCEPTED = "accepted per step"
+THROUGHPUT = "of spec-off throughput"
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,7 @@ class Size:
     # the gap this loss is measured against where it is not the pass's own (``asked_for``): a
     # weak drafter meets its oracle, so its loss is against what the method reaches at this k
     against: Asked | None = None
+    unit: str = ACCEPTED
 
     @property
     def within_noise(self) -> bool:
@@ -58,13 +65,15 @@ class Size:
 
     def text(self) -> str:
         iv = "" if self.low is None else f", 95% [{self.low:+.3f}, {self.high:+.3f}]"
-        return f"{self.loss:+.3f} accepted per step{iv} ({self.how})" if self.how else \
-            f"{self.loss:+.3f} accepted per step{iv}"
+        return f"{self.loss:+.3f} {self.unit}{iv} ({self.how})" if self.how else \
+            f"{self.loss:+.3f} {self.unit}{iv}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"accepted_per_step": round(self.loss, 4),
-                "interval": None if self.low is None else [round(self.low, 4),
-                                                           round(self.high or 0.0, 4)],
+        out: dict[str, Any] = {"loss": round(self.loss, 4), "unit": self.unit}
+        if self.unit == ACCEPTED:
+            out["accepted_per_step"] = out["loss"]
+        return {**out, "interval": None if self.low is None else [round(self.low, 4),
+                                                                  round(self.high or 0.0, 4)],
                 "on": self.on, "how": self.how}
 
 
@@ -80,6 +89,7 @@ class Asked:
     high: float | None = None
     # the gap was shown by an experiment (a counterfactual confirmed it over the prompts)
     shown: bool = False
+    unit: str = "per draft"
 
     @property
     def gap(self) -> float:
@@ -98,21 +108,22 @@ class Asked:
 
     def to_json(self) -> dict[str, Any]:
         return {"measured": round(self.measured, 4), "reference": round(self.reference, 4),
-                "against": self.against, "gap": round(self.gap, 4),
+                "against": self.against, "gap": round(self.gap, 4), "unit": self.unit,
                 "interval": None if self.low is None else [round(self.low, 4),
                                                            round(self.high or 0.0, 4)]}
 
 
 def asked(measured: float, oracle: float | None, gains: tuple[tuple[str, float], ...] = (),
           oracle_low: float | None = None, oracle_high: float | None = None,
-          against: str = "the oracle of the served files") -> Asked | None:
+          against: str = "the oracle of the served files", unit: str = "per draft"
+          ) -> Asked | None:
     """The gap to explain on one pass: to the oracle, or the largest gain a confirmed
     counterfactual showed (``gains``: (what, accepted per draft gained)), the larger. A
     counterfactual on the drafter's files moves acceptance the oracle cannot see (it reads the
     same files), so its gain counts beside the oracle's gap, not inside it."""
     refs: list[Asked] = []
     if oracle is not None:
-        refs.append(Asked(measured, oracle, against, oracle_low, oracle_high))
+        refs.append(Asked(measured, oracle, against, oracle_low, oracle_high, unit=unit))
     refs += [Asked(measured, measured + g, f"what {name} recovered", shown=True)
              for name, g in gains if g > 0]
     return max(refs, key=lambda a: a.gap) if refs else None
@@ -152,13 +163,13 @@ def standing(size: Size | None, ask: Asked | None, quiet: bool = False,
         return Standing(False, share, f"it explains {size.text()}: no more than the noise")
     if ask is not None and size.loss < MATERIAL * ask.measured and size.on not in flagged:
         return Standing(False, share, (
-            f"it explains {size.text()}, under {MATERIAL:.0%} of the {size.on} acceptance "
-            f"as served ({ask.measured:.3f} per draft): inside the band the signature itself "
+            f"it explains {size.text()}, under {MATERIAL:.0%} of the {size.on} {_what(size)} "
+            f"as served ({ask.measured:.3f} {ask.unit}): inside the band the signature itself "
             f"tolerates"))
     if quiet and ask is not None and not ask.beyond_noise(ask.gap):
         return Standing(False, share, (
             f"it explains {size.text()}, but the signature is healthy and the {size.on} "
-            f"acceptance ({ask.measured:.3f} per draft) is within the noise of {ask.against} "
+            f"{_what(size)} ({ask.measured:.3f} {ask.unit}) is within the noise of {ask.against} "
             f"({ask.reference:.3f}): there is no loss on this pass for it to explain"))
     if ask is None or share is None:
         return Standing(True, share)
@@ -168,6 +179,10 @@ def standing(size: Size | None, ask: Asked | None, quiet: bool = False,
             f"it explains {size.text()}, {share:.0%} of the gap of {ask.gap:.3f} to "
             f"{ask.against}, and the other {rest:.3f} is beyond the noise"))
     return Standing(True, share)
+
+
+def _what(size: Size) -> str:
+    return "acceptance" if size.unit == ACCEPTED else "throughput"
 
 
 def explains_json(size: Size | None, ask: Asked | None) -> dict[str, Any] | None:

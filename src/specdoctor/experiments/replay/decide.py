@@ -52,13 +52,14 @@ a position offset; drafts that differ and no transformation reproduces stay a lo
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 from collections.abc import Sequence
 from typing import Any
 
 from specdoctor.oracle import transforms as T
 from specdoctor.verdict.findings import Finding, Verdict
+from specdoctor.verdict.rules import PER_STEP
 from specdoctor.verdict.sizing import GREEDY, SAMPLED, Size
 
 NEAR_TIE = 1e-3        # logit margin (top1 - top2) below which fp32 cannot separate two tokens
@@ -591,6 +592,41 @@ def decide(loc: Localisation) -> list[Finding]:
                            f"too few drafting steps were replayed ({lines(loc.verification)})"))
     share = dra_dev / total if total else 1.0
     out += _drafting_findings(loc, dra_bad, lines, share)
+    return out
+
+
+DRAFTING = ("engine-drafting", "rope-sync")
+
+
+def in_gap_units(found: list[Finding], gap: Any) -> list[Finding]:
+    """The drafting size in the unit of the greedy gap it is asked to explain, where that gap
+    is per decode step (``oracle_gap.step_gap``: a lookup drafter, which the oracle simulates
+    exactly on the same output). The replay's own figure is per step of the engine, whose steps
+    overlap where a correct engine's accepted drafts would have covered them, so it overstates
+    (1.5 to 2.1 times the gap on the prompt-lookup cases of the clinic). In the gap's unit the
+    drafting loss is the per-step gap, less the share the replay put on verification
+    (``Finding.recovered``: drafting's share of what the replay saw off a correct engine), with
+    the gap's own interval scaled alike. Other findings, and every finding where the gap is
+    per draft, are as found (pure)."""
+    if gap is None or getattr(gap, "unit", "") != PER_STEP:
+        return found
+    out = []
+    for f in found:
+        size = f.size
+        if (f.verdict is not Verdict.CONFIRMED or f.hypothesis not in DRAFTING or size is None
+                or size.on != GREEDY):
+            out.append(f)
+            continue
+        share = f.recovered if f.recovered is not None else 1.0
+        lost = gap.oracle - gap.measured
+        low = None if gap.low is None else gap.low * share
+        high = None if gap.high is None else gap.high * share
+        out.append(replace(f, size=Size(
+            lost * share, low, high, GREEDY,
+            f"the oracle's gap per decode step (the lookup run on the same output), "
+            f"{share:.0%} of it drafting's by the replay (whose own figure, "
+            f"{size.loss:+.3f} per step of the engine, counts steps a correct engine would "
+            f"have skipped)")))
     return out
 
 

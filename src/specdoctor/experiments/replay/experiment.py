@@ -111,7 +111,8 @@ class Experiment:
                                        for t, ch in by_t.items())
                           for label, by_t in chains.items()}
         loc.transforms_note = note
-        found = [f for f in D.decide(loc) if f.hypothesis in hypotheses]
+        found = D.in_gap_units([f for f in D.decide(loc) if f.hypothesis in hypotheses],
+                               ctx.oracle_gap)
         numbers = {"localisation": loc.to_json(),
                    "replay": {k: r.to_json() for k, r in replays.items()},
                    "trace": str(log)}
