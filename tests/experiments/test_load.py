@@ -66,7 +66,12 @@ def _ctx(tmp_path, p, c8: proto.Measurement) -> Context:
 def test_the_fault_is_confirmed_at_load(tmp_path):
     p = passes(FAULT)
     r = ConcurrencyAB().run(_ctx(tmp_path, p, p["c=8 idle"][0]), ("load-dependent",))
-    assert r.findings[0].verdict is Verdict.CONFIRMED, r.findings[0].evidence
+    f = r.findings[0]
+    assert f.verdict is Verdict.CONFIRMED, f.evidence
+    # sized: what the same prompts lose at concurrency 8 against 1, as the evidence reads them
+    one, eight = (common.apd(r.curves[c]) for c in ("c=1", "c=8"))
+    assert f.size is not None and f.size.loss == pytest.approx(one - eight) and f.size.loss > 0
+    assert f.size.against is not None and f.size.against.reference == pytest.approx(one)
 
 
 def test_the_healthy_head_is_excluded_at_load(tmp_path):

@@ -115,7 +115,13 @@ def test_a_sampled_gap_not_shown_within_the_margin_leaves_the_verifier_open():
     # sampling costs
     cleared = [confound, *(Finding(h, Verdict.EXCLUDED, "replay", basis="replay")
                            for h in rules.REPLAY_LEADS)]
-    assert rules.answer(cleared, needs_cause=True).root == "sampling-confound"
+    a = rules.answer(cleared, needs_cause=True)
+    assert a.root == "sampling-confound"
+    # sized: sampling costs a correct engine 4.000 - 0.269 on these weights, of the server's
+    # drop from greedy 4.000 to sampled 0.256
+    x = a.explains["sampling-confound"]
+    assert x["accepted_per_step"] == pytest.approx(3.731) and x["on"] == "sampled"
+    assert x["share_of_gap"] == pytest.approx(3.731 / 3.744, abs=1e-4)
     # the replay confirms the verifier: the defect, not what sampling costs
     caught = [confound, Finding("rejection-sampler", Verdict.CONFIRMED, "replay", basis="replay"),
               Finding("engine-drafting", Verdict.EXCLUDED, "replay", basis="replay")]

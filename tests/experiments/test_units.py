@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
+
 from specdoctor.verdict.findings import Verdict
 from specdoctor.experiments.counterfactual import leads, patched_copy, review_for
 from specdoctor.experiments.depth import decide, trained_depth
@@ -94,6 +96,11 @@ def test_trained_depth_decides_at_nine_tenths_of_the_trained_rate():
     decays = decide(4, 1, 2, _unconditional([0.8, 0.8, 0.8 * 0.85, 0.8 * 0.85]))
     holds = decide(4, 1, 2, _unconditional([0.8, 0.8, 0.8 * 0.95, 0.8 * 0.95]))
     assert decays.verdict is Verdict.CONFIRMED and "decay" in decays.evidence
+    # sized: positions 2 and 3 (0-based) held at 0.8 from position 1's 0.64 would accept
+    # 0.512 + 0.4096; they accept 0.64*0.68 and that times 0.68
+    lost = (0.512 + 0.4096) - (0.64 * 0.68 + 0.64 * 0.68 ** 2)
+    assert decays.size is not None and decays.size.loss == pytest.approx(lost)
+    assert holds.size is None
     assert holds.verdict is Verdict.EXCLUDED and "hold up" in holds.evidence
 
 

@@ -16,6 +16,7 @@ from specdoctor.acceptance.compare import conditional_from_unconditional
 from specdoctor.experiments import common
 from specdoctor.experiments.base import Context
 from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
+from specdoctor.verdict.sizing import Asked, Size
 from specdoctor.served_files import read_config
 
 DEPTH_SHARE = 0.9
@@ -32,6 +33,21 @@ def trained_depth(method: str | None, draft_cfg: dict | None, target_cfg: dict |
         d = int(target_cfg["num_nextn_predict_layers"])
         return d, 2 * d
     return None
+
+
+def past_depth_loss(per_position: list[float], allowed: int, held: float) -> Size:
+    """Accepted per draft the positions past ``allowed`` lose against the same positions
+    holding ``held``, the conditional acceptance of the trained positions, from the last
+    position still allowed (pure)."""
+    start = per_position[allowed - 1] if allowed >= 1 else 1.0
+    kept = [start * held ** (i - allowed + 1) for i in range(allowed, len(per_position))]
+    lost = sum(kept) - sum(per_position[allowed:])
+    measured = sum(per_position)
+    return Size(lost, how=f"the positions past {allowed} held at the trained positions' "
+                          f"conditional acceptance {held:.2f}",
+                against=Asked(measured, measured + lost,
+                              "the same draft with the positions past the trained depth "
+                              "accepted as the trained ones are"))
 
 
 def decide(k: int, depth: int, allowed: int, per_position: list[float]) -> Finding:
@@ -51,7 +67,8 @@ def decide(k: int, depth: int, allowed: int, per_position: list[float]) -> Findi
           f"positions, {b:.2f} past position {allowed}")
     if b < DEPTH_SHARE * w:
         return Finding(HID, Verdict.CONFIRMED, ev + ": the positions past it decay",
-                       recovered=min(1.0, (w - b) / max(w, 1e-9)))
+                       recovered=min(1.0, (w - b) / max(w, 1e-9)),
+                       size=past_depth_loss(per_position, allowed, w))
     return Finding(HID, Verdict.EXCLUDED, ev + ": they hold up")
 
 

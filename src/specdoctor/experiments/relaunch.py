@@ -33,6 +33,7 @@ from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments import common
 from specdoctor.experiments.base import Context
 from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
+from specdoctor.verdict.sizing import Asked, Size
 from specdoctor.verdict.rules import (
     LOAD_IN_FLIGHT_SHARE,
     LOAD_SHARE,
@@ -132,6 +133,10 @@ class ConcurrencyAB:
                                     error=m.error)
         ev = (f"c=8 {common.apd(m.total):.3f} vs c=1 {common.apd(one):.3f} accepted per draft")
         v = Verdict.CONFIRMED if differs(m.total, one, LOAD_SHARE) else Verdict.EXCLUDED
+        lost = common.apd(one) - common.apd(m.total)
+        size = Size(lost, how="the same prompts at concurrency 1 minus at 8",
+                    against=Asked(common.apd(m.total), common.apd(one),
+                                  "the same server at concurrency 1")) if lost > 0 else None
         if v is Verdict.EXCLUDED and not common.load_reached(m):
             # the requests never ran together: equal acceptance says nothing about load
             x, what = common.load_seen(m)
@@ -139,7 +144,7 @@ class ConcurrencyAB:
             ev += (f"; not decided: the requests did not run together ("
                    f"{'?' if x is None else f'{x:.1f}'} {what} of {m.params.concurrency} sent; "
                    f"the load needs {LOAD_IN_FLIGHT_SHARE * m.params.concurrency:.1f})")
-        return ExperimentResult(self.id, [Finding("load-dependent", v, ev)],
+        return ExperimentResult(self.id, [Finding("load-dependent", v, ev, size=size)],
                                 curves={"c=1": one, "c=8": m.total})
 
 
@@ -330,5 +335,8 @@ class RestartAB:
               f"{d[1]:.3f} late")
         v = Verdict.CONFIRMED if fresh > d[1] * 1.1 and fresh >= 0.9 * d[0] else \
             Verdict.NOT_REPRODUCIBLE
-        return ExperimentResult(self.id, [Finding("uptime-drift", v, ev)],
+        size = Size(fresh - d[1], how="a fresh restart minus the late log window",
+                    against=Asked(d[1], fresh, "a fresh restart of the same server")) \
+            if fresh > d[1] else None
+        return ExperimentResult(self.id, [Finding("uptime-drift", v, ev, size=size)],
                                 curves={"fresh": m.total})

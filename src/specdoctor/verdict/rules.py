@@ -274,6 +274,18 @@ def decide_oracle(gap: Gap, oracle_pos0: float | None, file_side_excluded: bool,
     return out
 
 
+def sampling_cost(greedy: Gap, sampled: Gap, greedy_measured: float) -> Size:
+    """What sampling costs a correct engine on these weights (the greedy oracle minus the
+    sampled oracle, both computed, so exact), against what this server lost from greedy to
+    sampled (its greedy measurement minus its sampled one): where the sampled pass is off its
+    own oracle, sampling explains only part of that drop (pure)."""
+    return Size(greedy.oracle - sampled.oracle, on=sizing.SAMPLED,
+                how="what sampling costs a correct engine: the greedy oracle minus the sampled "
+                    "oracle, same prompts and weights",
+                against=sizing.Asked(sampled.measured, greedy_measured,
+                                     "this server's greedy acceptance, same prompts"))
+
+
 def decide_sampling(greedy: Gap, sampled: Gap, greedy_measured: float) -> list[Finding]:
     """Sampled measured vs sampled oracle, with greedy beside them.
 
@@ -318,7 +330,8 @@ def decide_sampling(greedy: Gap, sampled: Gap, greedy_measured: float) -> list[F
                                f"{ev}: sampled is below greedy ({greedy_measured:.3f}) and not "
                                f"significantly off the sampled oracle: what sampling costs, "
                                f"once a verifier or drafting defect inside the interval is "
-                               f"ruled out", basis="elimination"))
+                               f"ruled out", basis="elimination",
+                               size=sampling_cost(greedy, sampled, greedy_measured)))
         else:
             out.append(Finding("sampling-confound", Verdict.EXCLUDED,
                                f"{ev}: sampled is not below greedy", basis="comparison"))
@@ -327,7 +340,8 @@ def decide_sampling(greedy: Gap, sampled: Gap, greedy_measured: float) -> list[F
         return [Finding("sampling-confound", Verdict.CONFIRMED,
                         f"{ev}: sampled equals the sampled oracle and is below greedy "
                         f"({greedy_measured:.3f}): what sampling costs, expected, not a bug",
-                        basis="comparison"),
+                        basis="comparison",
+                        size=sampling_cost(greedy, sampled, greedy_measured)),
                 *(Finding(h, Verdict.EXCLUDED, f"{ev}: the engine reaches the sampled oracle "
                           f"(and the greedy one)", basis="comparison")
                   for h in ("rejection-sampler", "engine-drafting"))]
