@@ -91,6 +91,11 @@ def test_the_fall_makes_the_signature_drifting_and_repeat_ab_confirms_uptime_dri
     (f,) = RepeatAB().run(ctx, ("uptime-drift",)).findings
     assert f.verdict is Verdict.CONFIRMED and f.basis == "comparison", f
     assert "restart gives it back" in f.evidence
+    # sized: the fall from the first pass to the second, with the paired interval over prompts
+    r = fall(ctx)
+    assert f.size is not None and f.size.loss == pytest.approx(r.first - r.again)
+    assert f.size.loss > 0
+    assert (f.size.low, f.size.high) == (r.gain.low, r.gain.high)
     # the same measurement on the healthy server: healthy, and repeat-ab confirms nothing
     first, again = passes("healthy")
     ctx = Context(tmp_path, measured=Measured(greedy=measurement(first), greedy_again=measurement(again)))
