@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from patients import DFLASH_FIX, Case, draft_model, lab_drafter, pack, set_field
-from specdoctor.lab.edits import permute_vocab_block  # noqa: F401  (the clinic's edits)
+from specdoctor.lab.edits import add_noise, permute_vocab_block  # noqa: F401  (the clinic's edits)
 from contract_cases import aux_ids
 from upstream import (SAMPLED_LOW_T, SAMPLED_T1, SAMPLER_FIX, _mtp_two_step,
                       _ngram_patched)
@@ -866,3 +866,70 @@ FAMILY_CASES += [
          how="patch NgramProposer.batch_propose as in up-ngram-lookup-max-ignored, served with "
              "prompt_lookup_max 6"),
 ]
+
+
+def mlp_padded(d: Path, prefix: str = "midlayer.mlp.", factor: int = 48) -> None:
+    """A drafter whose MLP (the tensors under ``prefix``) is ``factor`` times as wide, the new
+    rows of its gate and up projections and the new columns of its down projection zero: the
+    same function (silu(0) * 0 is 0), at many times the cost per drafted token."""
+    import torch
+
+    from patients import edit_config, edit_tensors
+
+    def edit(t: dict[str, Any]) -> None:
+        for name in ("gate_proj", "up_proj"):
+            w = t[f"{prefix}{name}.weight"]
+            out = torch.zeros(w.shape[0] * factor, w.shape[1], dtype=w.dtype)
+            out[:w.shape[0]] = w
+            t[f"{prefix}{name}.weight"] = out
+        w = t[f"{prefix}down_proj.weight"]
+        out = torch.zeros(w.shape[0], w.shape[1] * factor, dtype=w.dtype)
+        out[:, :w.shape[1]] = w
+        t[f"{prefix}down_proj.weight"] = out
+
+    edit_tensors(d, edit)
+    edit_config(d, lambda c: c.update(intermediate_size=c["intermediate_size"] * factor))
+
+
+# Siblings committed with their keys before their first diagnosis: the damaged drafter of
+# draft-noise (a draft model) and llamacpp-draft-noise (llama-server) on each of vLLM's trained
+# drafters, and the costly drafter of draft-overhead-wide (a draft model) as an EAGLE3 head
+FAMILY_CASES += [
+    Case("eagle3-head-noise", "draft-quality",
+         lab_drafter("eagle3", edit_draft=lambda d: add_noise(d, share=0.5, seed=19)),
+         "trained EAGLE3 whose every matrix carries Gaussian noise of half its own scale "
+         "(served files)",
+         twin="healthy-eagle3", part="drafter files", bites_here=True,
+         upstream="sibling of draft-noise and llamacpp-draft-noise in another drafter type: "
+                  "an EAGLE3 head damaged (a bad conversion, a corrupted download)",
+         how="lab.edits.add_noise(share=0.5, seed=19) on the lab's trained EAGLE3 head"),
+    Case("dflash-noise", "draft-quality",
+         lab_drafter("dflash", edit_draft=lambda d: add_noise(d, share=0.5, seed=23),
+                     packs=(DFLASH_FIX,)),
+         "trained DFlash whose every matrix carries Gaussian noise of half its own scale, "
+         "served with the engine's DFlash k_norm defect fixed (served files)",
+         twin="healthy-dflash", part="drafter files", bites_here=True,
+         upstream="sibling of draft-noise and llamacpp-draft-noise in another drafter type: a "
+                  "DFlash drafter damaged",
+         how="lab.edits.add_noise(share=0.5, seed=23) on the lab's trained DFlash drafter"),
+    Case("mtp-layer-noise", "draft-quality",
+         lab_drafter("mtp", edit_target=lambda d: add_noise(d, share=0.5, seed=29,
+                                                            prefix="model.mtp_layers.")),
+         "trained MTP whose layer's every matrix carries Gaussian noise of half its own scale "
+         "(in the target's checkpoint; served files)",
+         twin="healthy-mtp", part="drafter files", bites_here=True,
+         upstream="sibling of draft-noise and llamacpp-draft-noise in another drafter type: "
+                  "the MTP layer of a checkpoint damaged, the target's own layers intact",
+         how="lab.edits.add_noise(share=0.5, seed=29) on the tensors under model.mtp_layers. "
+             "of the lab's MTP target"),
+    Case("eagle3-overhead-wide", "draft-overhead",
+         lab_drafter("eagle3", edit_draft=mlp_padded),
+         "trained EAGLE3 whose MLP is 48 times as wide, the added rows and columns zero "
+         "(greedy drafts equal; served files)",
+         twin="healthy-eagle3", part="drafter files",
+         upstream="sibling of draft-overhead-wide in another drafter type: a head whose every "
+                  "drafted token costs more than the target's step saves",
+         how="the head's midlayer.mlp gate/up rows and down columns zero-padded to 48 times "
+             "intermediate_size (config updated)"),
+]
+

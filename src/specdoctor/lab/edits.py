@@ -43,16 +43,19 @@ def permute_vocab_block(d: Path, lo: int = 256, hi: int = 512, seed: int = 7) ->
 
 
 def add_noise(d: Path, share: float = 0.5, seed: int = 7,
-              only: tuple[str, ...] | None = None) -> None:
-    """Every 2-D weight of the drafter (``only``: those of these names) plus seeded Gaussian
-    noise whose standard deviation is ``share`` of the weight's own; norms (1-D) untouched."""
+              only: tuple[str, ...] | None = None, prefix: str = "") -> None:
+    """Every 2-D weight of the drafter (``only``: those of these names; ``prefix``: those whose
+    names start with it, as a drafter's layers inside its target's checkpoint) plus seeded
+    Gaussian noise whose standard deviation is ``share`` of the weight's own; norms (1-D)
+    untouched."""
     import torch
     from safetensors.torch import load_file, save_file
 
     gen = torch.Generator().manual_seed(seed)
     tensors = load_file(str(d / "model.safetensors"))
     for name, w in tensors.items():
-        if w.ndim == 2 and w.is_floating_point() and (only is None or name in only):
+        if (w.ndim == 2 and w.is_floating_point() and (only is None or name in only)
+                and name.startswith(prefix)):
             noise = torch.randn(w.shape, generator=gen, dtype=torch.float32)
             tensors[name] = (w.float() + noise * share * w.float().std()).to(w.dtype)
     save_file(tensors, str(d / "model.safetensors"), metadata={"format": "pt"})
