@@ -116,32 +116,37 @@ def _why_none(drafter, t) -> bool:
     return False
 
 
-# Two things an engine does to a drafter at once: on DFlash the taps one layer lower reproduce
-# most of the drafts alone, so the pair is searched; on EAGLE3 and MTP neither of the two
-# reproduces half of them alone (MTP: the stale taps 12 of 35), so no pair is searched and the
-# mechanism stays open (the search's limit).
-PAIRS = {"dflash": ("taps-layer-1", "norm-before-residual", True),
-         "eagle3": ("recursion-from-target", "lm-head-from-target", False),
-         "mtp": ("taps-stale", "recursion-from-target", False)}
+# Two things an engine does to a drafter at once. Whether one of the two reproduces half of the
+# engine's differing drafts alone depends on the ci drafters as this machine trained them: on
+# DFlash the taps one layer lower reproduced most of them on one machine and 4 of 10 on another;
+# on EAGLE3 and MTP neither did (MTP: the stale taps 12 of 35). The pairing on real vLLM
+# recordings is in tests/experiments/replay/test_decide.py.
+PAIRS = {"dflash": ("taps-layer-1", "norm-before-residual"),
+         "eagle3": ("recursion-from-target", "lm-head-from-target"),
+         "mtp": ("taps-stale", "recursion-from-target")}
 
 
 def test_two_things_at_once_are_named_as_a_pair_where_one_alone_reproduces_half(lab):
     """An engine running two transformations at once: no single one explains its drafts; where
-    one reproduces at least half of them alone, the pair is searched and named; where none
-    does, the drafting loss stays a localisation."""
+    one reproduces at least half of them alone (``decide.PAIR_FROM``), the pair is searched and
+    named; where none does, no pair is searched and the drafting loss stays a localisation."""
+    from specdoctor.experiments.replay import decide as D
+
     method, tgt, drafter, traces = lab
-    x, y, named = PAIRS[method]
+    x, y = PAIRS[method]
     a, b = transforms.by_id(x), transforms.by_id(y)
     loc, found = _search(tgt, drafter, _engine(drafter, traces, transforms.compose(a, b)),
                          method)
     checks = loc.transforms["greedy"]
     singles = [c for c in checks if not c.transform.parts]
     assert not any(c.explains for c in singles), [c.brief() for c in singles]
+    half = [c for c in singles if c.search[1] and c.search[0] >= D.PAIR_FROM * c.search[1]]
     picked = loc.mechanism()
-    if not named:
+    if not half:
         assert picked is None and len(checks) == len(singles), [c.brief() for c in checks]
         assert found["engine-drafting"].mechanism is None
         return
+    assert len(checks) > len(singles), [c.brief() for c in checks]   # pairs were searched
     assert picked is not None, [c.brief() for c in checks]
     assert {picked[1].transform.id, *picked[2]} & {f"{a.id}+{b.id}", f"{b.id}+{a.id}"}
     assert found[a.hypothesis].mechanism == picked[1].transform.id
