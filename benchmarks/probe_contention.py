@@ -7,7 +7,7 @@ machine the probes of quiet clinic runs moved by 43% to 63%, so no slowdown coul
 This starts the default lab server (``specdoctor lab up``: vLLM on CPU), and on it, several
 times over: the probe after the server sat idle, the probe at once after a pass of 8 greedy
 requests (as diagnose takes it), and the same probe after a pause of 0.25, 1 and 3 s. Each
-reading is given as a share of the idle reading of its round (min / median / max over rounds),
+reading is given as a share of the idle reading of its round (min / median / max over rounds; each run is kept beside the earlier ones),
 for the probe as diagnose takes it (the median of 5 runs of its workload) and for the fastest
 of 9 runs.
 
@@ -94,18 +94,25 @@ def main() -> None:
            "machine": _provenance.machine(), "rounds": a.rounds,
            "rows": {n: {k: [round(x, 4) for x in v] for k, v in ph.items()}
                     for n, ph in rows.items()}}
-    lines = [f"# CPU probe beside a vLLM server: {out['date']}, commit {out['commit']}",
-             f"# {out['machine']}; the default lab (draft_model, k=4); {a.rounds} rounds",
-             "# probe speed as a share of the idle probe of the same round: min / median / max",
-             ""]
-    for name, ph in rows.items():
-        lines.append(f"{name}:")
-        for k, v in ph.items():
-            lines.append(f"  {k:26s} {min(v):.3f} / {statistics.median(v):.3f} / "
-                         f"{max(v):.3f}")
     res = ROOT / "benchmarks" / "results"
-    (res / "probe_contention.json").write_text(json.dumps(out, indent=1) + "\n")
-    (res / "probe_contention.txt").write_text("\n".join(lines) + "\n")
+    path = res / "probe_contention.json"
+    runs = json.loads(path.read_text())["runs"] if path.is_file() else []
+    runs.append(out)
+    path.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
+    lines = []
+    for run in runs:
+        lines += [f"# CPU probe beside a vLLM server: {run['date']}, commit {run['commit']}",
+                  f"# {run['machine']}; the default lab (draft_model, k=4); {run['rounds']} "
+                  f"rounds",
+                  "# probe speed as a share of the idle probe of the same round: min / median "
+                  "/ max"]
+        for name, ph in run["rows"].items():
+            lines.append(f"{name}:")
+            for k, v in ph.items():
+                lines.append(f"  {k:26s} {min(v):.3f} / {statistics.median(v):.3f} / "
+                             f"{max(v):.3f}")
+        lines.append("")
+    (res / "probe_contention.txt").write_text("\n".join(lines))
     print("\n".join(lines))
 
 
