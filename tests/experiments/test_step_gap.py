@@ -94,7 +94,7 @@ def test_the_replays_drafting_loss_is_stated_in_the_per_step_gaps_unit():
     g = rules.Gap(0.5473, 0.8164, 0.1949, 0.3955, unit=STEP_UNIT)
     replayed = Finding("engine-drafting", Verdict.CONFIRMED, "e", recovered=1.0, basis="replay",
                        size=Size(0.4093, 0.2944, 0.5241, sizing.GREEDY, "replay"))
-    asked = sizing.asked(g.measured, g.oracle, (), g.low, g.high, unit="per decode step")
+    asked = sizing.asked(g.measured, g.oracle, (), g.low, g.high, unit=STEP_UNIT)
     assert sizing.share_of(replayed.size, asked) == pytest.approx(1.52, abs=0.01)
     [f] = in_gap_units([replayed], g)
     assert f.size.loss == pytest.approx(0.2691)

@@ -89,7 +89,7 @@ class Ledger:
                           if e.verdict is Verdict.CONFIRMED and e.basis == "counterfactual"
                           and e.size is not None and e.size.on == on)
             a = sizing.asked(g.measured, g.oracle, gains, g.low, g.high,
-                             unit=g.unit.removeprefix("accepted ")) if g is not None \
+                             unit=g.unit) if g is not None \
                 else sizing.asked(0.0, None, gains)
             if a is not None:
                 out[on] = a

@@ -89,7 +89,7 @@ class Asked:
     high: float | None = None
     # the gap was shown by an experiment (a counterfactual confirmed it over the prompts)
     shown: bool = False
-    unit: str = "per draft"
+    unit: str = "accepted per draft"
 
     @property
     def gap(self) -> float:
@@ -115,7 +115,7 @@ class Asked:
 
 def asked(measured: float, oracle: float | None, gains: tuple[tuple[str, float], ...] = (),
           oracle_low: float | None = None, oracle_high: float | None = None,
-          against: str = "the oracle of the served files", unit: str = "per draft"
+          against: str = "the oracle of the served files", unit: str = "accepted per draft"
           ) -> Asked | None:
     """The gap to explain on one pass: to the oracle, or the largest gain a confirmed
     counterfactual showed (``gains``: (what, accepted per draft gained)), the larger. A
