@@ -255,6 +255,31 @@ def full_run_lines(data: dict[str, Any]) -> list[str]:
     return tail_first(f, tree, apart) + tail
 
 
+def begun_lines(data: dict[str, Any], total: int) -> list[str]:
+    """The run at the commit of the last recorded run, where that is not the latest full run
+    and has not reached every case yet: how far it got, scored as the full run is, and how many
+    of the causes it named state what they explain (``root_cause_explains``)."""
+    runs = [r for r in data["runs"] if r.get("rows")]
+    if not runs:
+        return []
+    last = runs[-1].get("commit")
+    best = full_run_rows(data)
+    rows = full_run_rows(data, last)
+    if rows is None or best is None or best["commit"] == last or len(rows["rows"]) >= total:
+        return []
+    f = full_run(data, json.loads(MEASURED.read_text()) if MEASURED.is_file() else None, last)
+    assert f is not None
+    named = [r for r in rows["rows"] if r.get("root_cause")]
+    sized = sum(r.get("root_cause_explains") is not None for r in named)
+    tree = {True: "clean tree", False: "tree NOT clean"}.get(f["clean"], "tree not recorded")
+    return ["", f"A full run begun at {last} ({tree}, started {f['date']}): {f['answered']} of "
+                f"{total} cases answered so far. Faults named right: {f['faults'][0]} of "
+                f"{f['faults'][1]}; healthy or benign cases given a cause: {f['quiet'][0]} of "
+                f"{f['quiet'][1]}; patched named right: {f['patched'][0]} of "
+                f"{f['patched'][1]}; named causes that state what they explain: {sized} of "
+                f"{len(named)}."]
+
+
 def tail_first(f: dict[str, Any], tree: str, apart: list[str]) -> list[str]:
     return ["", "## The latest full run", "",
             f"At {f['commit']} ({tree}, started {f['date']}): {f['cases']} cases, "
@@ -316,6 +341,7 @@ def render(cases: list[Any], by_case: dict[str, list[dict[str, Any]]],
                 lines.append(f"  - not scored: {r['case']}, {KEY_LEFT_OUT[r['case']]}; "
                              f"answered {r.get('root_cause') or 'null'}")
     lines += full_run_lines(data)
+    lines += begun_lines(data, len(cases))
     up = [c for c in cases if c.origin == "upstream"]
     lines += ["", "## First try on the upstream cases", "",
               f"Each upstream case was committed with its answer before its first diagnosis. "

@@ -85,3 +85,20 @@ def test_the_latest_full_run_lists_the_lab_fault_left_out_of_the_key_apart():
     benign = next(line for line in md.splitlines() if line.startswith("- benign (dev):"))
     assert benign == "- benign (dev): 0/2 given a cause"
     assert "not scored: dflash-causal, a lab fault" in md
+
+
+def test_a_full_run_begun_is_reported_beside_the_latest_full_one():
+    """The run begun at f6ef1a7, as recorded through its 27th case (draft-overhead-wide):
+    reported with how far it got and how many of its named causes state what they explain
+    (draft-heads-lost, named by the taps, does not); with the full run it follows the last one
+    recorded, no such line."""
+    data = json.loads(table.RESULTS.read_text())
+    last = next(i for i, r in enumerate(data["runs"]) if r.get("commit") == "f6ef1a7"
+                and any(row["case"] == "draft-overhead-wide" for row in r["rows"]))
+    data = {**data, "runs": data["runs"][:last + 1]}
+    blank, line = table.begun_lines(data, len(CASES))
+    assert blank == ""
+    assert line.startswith("A full run begun at f6ef1a7 (clean tree")
+    assert "27 of 133 cases answered so far" in line
+    assert "named causes that state what they explain: 15 of 16" in line
+    assert table.begun_lines(_through(data, "f101d60"), len(CASES)) == []
