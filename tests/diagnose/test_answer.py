@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from specdoctor.diagnose import catalogue as C
 from specdoctor.diagnose import ledger as L
 from specdoctor.diagnose.orchestrator import Diagnosis
@@ -38,7 +40,7 @@ def _exclude(led: L.Ledger, hyps: tuple[str, ...], exp: str = "oracle-counterfac
 
 def _redecide(led: L.Ledger) -> None:
     ctx = SimpleNamespace(oracle_gap=rules.Gap(0.49, 0.49, -0.01, 0.01), oracle_pos0=0.30,
-                          oracle_below_method=False, method=None, method_reference=None)
+                          oracle_below_method=False, method=None, method_reference=None, k=4)
     draft_quality(ctx, led)
 
 
@@ -64,6 +66,8 @@ def test_draft_quality_waits_for_every_rival_not_only_the_file_side():
     _redecide(led)
     a = led.answer()
     assert a.root == "draft-quality" and a.undetermined == {"candidates": [], "why": ""}
+    # sized against the room up to k (no figure for the method): 4 - 0.49 of a gap of as much
+    assert led.entry("draft-quality").size.loss == pytest.approx(4 - 0.49)
     assert led.entry("draft-quality").basis == "elimination"
 
 
