@@ -411,7 +411,8 @@ class SpeedSplit:
         c_cheap, c_dear = self.c_range
         lo, hi = 1.0 - sp.speedup(best, self.k, c_cheap), 1.0 - sp.speedup(best, self.k, c_dear)
         gap = sizing.Asked(self.speedup, 1.0, "speculation off, the same prompts",
-                           1.0 - self.ratio_high, 1.0 - self.ratio_low, unit="of spec-off throughput")
+                           1.0 - self.ratio_high, 1.0 - self.ratio_low,
+                           unit="of spec-off throughput")
         return Size(1.0 - at, min(lo, hi), max(lo, hi), on=sizing.SPEED,
                     how=f"the draft's cost: with {words} it would run at {at:.2f}x of "
                         f"speculation off; the rest of the slowdown to {self.speedup:.2f}x is "
