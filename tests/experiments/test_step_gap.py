@@ -104,7 +104,7 @@ def test_the_replays_drafting_loss_is_stated_in_the_per_step_gaps_unit():
     [part] = in_gap_units([replace(replayed, recovered=0.6)], g)
     assert part.size.loss == pytest.approx(0.6 * 0.2691)
     verifier = replace(replayed, hypothesis="rejection-sampler")
-    per_draft = replace(g, unit=rules.PER_DRAFT)
+    per_draft = replace(g, unit=sizing.PER_DRAFT)
     assert in_gap_units([verifier], g) == [verifier]
     assert in_gap_units([replayed], per_draft) == [replayed]
     assert in_gap_units([replayed], None) == [replayed]

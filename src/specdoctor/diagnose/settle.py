@@ -101,10 +101,9 @@ def weak_sized(f: Finding, measured: float, reference: tuple[str, float] | None,
     if reference is None or reference[1] <= measured:
         return f
     name, ref = reference
-    return replace(f, size=sizing.Size(
-        ref - measured, how=f"against {name}: the engine meets the oracle of these weights, so "
-                            f"the shortfall from {ref:.3f} is the drafter's",
-        against=sizing.Asked(measured, ref, name)))
+    return replace(f, size=sizing.shortfall(
+        measured, ref, name, f"against {name}: the engine meets the oracle of these weights, "
+                             f"so the shortfall from {ref:.3f} is the drafter's"))
 
 
 def held_by_contract(ctx: Context, ledger: Ledger) -> tuple[str, ...]:

@@ -16,7 +16,7 @@ from specdoctor.acceptance.compare import conditional_from_unconditional
 from specdoctor.experiments import common
 from specdoctor.experiments.base import Context
 from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
-from specdoctor.verdict.sizing import Asked, Size
+from specdoctor.verdict.sizing import Size, shortfall
 from specdoctor.served_files import read_config
 
 DEPTH_SHARE = 0.9
@@ -41,13 +41,12 @@ def past_depth_loss(per_position: list[float], allowed: int, held: float) -> Siz
     position still allowed (pure)."""
     start = per_position[allowed - 1] if allowed >= 1 else 1.0
     kept = [start * held ** (i - allowed + 1) for i in range(allowed, len(per_position))]
-    lost = sum(kept) - sum(per_position[allowed:])
     measured = sum(per_position)
-    return Size(lost, how=f"the positions past {allowed} held at the trained positions' "
-                          f"conditional acceptance {held:.2f}",
-                against=Asked(measured, measured + lost,
-                              "the same draft with the positions past the trained depth "
-                              "accepted as the trained ones are"))
+    return shortfall(measured, sum(per_position[:allowed]) + sum(kept),
+                     "the same draft with the positions past the trained depth accepted as "
+                     "the trained ones are",
+                     f"the positions past {allowed} held at the trained positions' conditional "
+                     f"acceptance {held:.2f}")
 
 
 def decide(k: int, depth: int, allowed: int, per_position: list[float]) -> Finding:

@@ -19,6 +19,7 @@ from specdoctor.verdict import rules
 from specdoctor.experiments.base import Context
 from specdoctor.methods import LOOKUP_METHODS, NO_DRAFT_DIR
 from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
+from specdoctor.verdict.sizing import PER_STEP
 
 
 # Drafters without a directory of their own: prompt lookup, and MTP layers that live in the
@@ -143,7 +144,7 @@ def gap(oracle_result: Any, measured: Any, band: float = 0.0) -> tuple[rules.Gap
     return rules.with_counts(g, accepted, drafts, k), c
 
 
-STEP_UNIT = rules.PER_STEP
+STEP_UNIT = PER_STEP
 
 
 def step_gap(oracle_result: Any, measured: Any, resamples: int = 2000, seed: int = 0

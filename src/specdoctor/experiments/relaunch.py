@@ -33,7 +33,7 @@ from specdoctor.errors import SpecdoctorError
 from specdoctor.experiments import common
 from specdoctor.experiments.base import Context
 from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
-from specdoctor.verdict.sizing import Asked, Size
+from specdoctor.verdict.sizing import shortfall
 from specdoctor.verdict.rules import (
     LOAD_IN_FLIGHT_SHARE,
     LOAD_SHARE,
@@ -131,12 +131,11 @@ class ConcurrencyAB:
             return ExperimentResult(self.id, [Finding("load-dependent", Verdict.INCONCLUSIVE,
                                                       f"c=8 measurement failed: {m.error}")],
                                     error=m.error)
-        ev = (f"c=8 {common.apd(m.total):.3f} vs c=1 {common.apd(one):.3f} accepted per draft")
+        loaded, alone = common.apd(m.total), common.apd(one)
+        ev = f"c=8 {loaded:.3f} vs c=1 {alone:.3f} accepted per draft"
         v = Verdict.CONFIRMED if differs(m.total, one, LOAD_SHARE) else Verdict.EXCLUDED
-        lost = common.apd(one) - common.apd(m.total)
-        size = Size(lost, how="the same prompts at concurrency 1 minus at 8",
-                    against=Asked(common.apd(m.total), common.apd(one),
-                                  "the same server at concurrency 1")) if lost > 0 else None
+        size = shortfall(loaded, alone, "the same server at concurrency 1",
+                         "the same prompts at concurrency 1 minus at 8") if alone > loaded else None
         if v is Verdict.EXCLUDED and not common.load_reached(m):
             # the requests never ran together: equal acceptance says nothing about load
             x, what = common.load_seen(m)
@@ -335,8 +334,7 @@ class RestartAB:
               f"{d[1]:.3f} late")
         v = Verdict.CONFIRMED if fresh > d[1] * 1.1 and fresh >= 0.9 * d[0] else \
             Verdict.NOT_REPRODUCIBLE
-        size = Size(fresh - d[1], how="a fresh restart minus the late log window",
-                    against=Asked(d[1], fresh, "a fresh restart of the same server")) \
-            if fresh > d[1] else None
+        size = shortfall(d[1], fresh, "a fresh restart of the same server",
+                         "a fresh restart minus the late log window") if fresh > d[1] else None
         return ExperimentResult(self.id, [Finding("uptime-drift", v, ev, size=size)],
                                 curves={"fresh": m.total})

@@ -18,7 +18,7 @@ from specdoctor.experiments import common
 from specdoctor.verdict import rules
 from specdoctor.experiments.base import Context
 from specdoctor.verdict.findings import ExperimentResult, Finding, Verdict
-from specdoctor.verdict.sizing import Asked, Size
+from specdoctor.verdict.sizing import shortfall
 
 def fall(ctx: Context) -> rules.RepeatFall | None:
     """The first greedy pass against the second, paired by prompt (None: not both measured
@@ -59,11 +59,9 @@ class RepeatAB:
             v = Verdict.INCONCLUSIVE
             ev += (": no significant fall within one repeat (a drift over a longer uptime is "
                    "the restart's to show)")
-        g = r.gain
-        size = Size(g.gain, g.low, g.high, how="the first pass minus the second, the same "
-                                               "prompts on the same server",
-                    against=Asked(r.again, r.first, "the first pass on this server")) \
-            if v is Verdict.CONFIRMED else None
+        size = shortfall(r.again, r.first, "the first pass on this server",
+                         "the first pass minus the second, the same prompts on the same server",
+                         r.gain.low, r.gain.high) if v is Verdict.CONFIRMED else None
         return ExperimentResult(self.id, [Finding(h, v, ev, basis="comparison"
                                                   if v is Verdict.CONFIRMED else None, size=size)
                                           for h in hypotheses if h == "uptime-drift"],

@@ -27,7 +27,7 @@ from specdoctor.acceptance import speedup as sp
 from specdoctor.acceptance.profile import AcceptanceProfile
 from specdoctor.verdict.findings import Finding, Verdict
 from specdoctor.verdict import catalogue, sizing
-from specdoctor.verdict.sizing import Size
+from specdoctor.verdict.sizing import PER_DRAFT, Size
 from specdoctor.oracle.compare import WEAK_DRAFTER_POS0
 from specdoctor.oracle.stats import binomial_tails
 
@@ -108,10 +108,6 @@ EXPECTED = _GROUPS.expected   # confirmed = expected behaviour, not a bug (``exp
 ELIMINATION_RIVALS = _GROUPS.elimination_rivals
 # Verdicts that leave a candidate open.
 OPEN = (Verdict.PENDING, Verdict.INCONCLUSIVE, Verdict.NOT_REPRODUCIBLE)
-
-
-PER_DRAFT = "accepted per draft"
-PER_STEP = "accepted per decode step"   # a drafter that does not draft at every step
 
 
 @dataclass(frozen=True)
@@ -412,7 +408,7 @@ class SpeedSplit:
         lo, hi = 1.0 - sp.speedup(best, self.k, c_cheap), 1.0 - sp.speedup(best, self.k, c_dear)
         gap = sizing.Asked(self.speedup, 1.0, "speculation off, the same prompts",
                            1.0 - self.ratio_high, 1.0 - self.ratio_low,
-                           unit="of spec-off throughput")
+                           unit=sizing.THROUGHPUT)
         return Size(1.0 - at, min(lo, hi), max(lo, hi), on=sizing.SPEED,
                     how=f"the draft's cost: with {words} it would run at {at:.2f}x of "
                         f"speculation off; the rest of the slowdown to {self.speedup:.2f}x is "

@@ -41,6 +41,8 @@ SAMPLED = "sampled"
 SPEED = "speed"      # the pass of a speed cause: throughput on over off, not acceptance
 ACCEPTED = "accepted per step"
 THROUGHPUT = "of spec-off throughput"
+PER_DRAFT = "accepted per draft"        # the unit of an acceptance gap
+PER_STEP = "accepted per decode step"   # ... for a drafter that does not draft at every step
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ class Asked:
     high: float | None = None
     # the gap was shown by an experiment (a counterfactual confirmed it over the prompts)
     shown: bool = False
-    unit: str = "accepted per draft"
+    unit: str = PER_DRAFT
 
     @property
     def gap(self) -> float:
@@ -113,9 +115,19 @@ class Asked:
                                                            round(self.high or 0.0, 4)]}
 
 
+def shortfall(measured: float, reference: float, against: str, how: str,
+              low: float | None = None, high: float | None = None) -> Size:
+    """A loss that is the whole distance from ``measured`` up to ``reference`` (both accepted
+    per draft), measured against that same pair (``against`` names the reference): what a
+    fresh restart, concurrency 1, a first pass or the method's figure has over what was
+    served (pure)."""
+    return Size(reference - measured, low, high, how=how,
+                against=Asked(measured, reference, against))
+
+
 def asked(measured: float, oracle: float | None, gains: tuple[tuple[str, float], ...] = (),
           oracle_low: float | None = None, oracle_high: float | None = None,
-          against: str = "the oracle of the served files", unit: str = "accepted per draft"
+          against: str = "the oracle of the served files", unit: str = PER_DRAFT
           ) -> Asked | None:
     """The gap to explain on one pass: to the oracle, or the largest gain a confirmed
     counterfactual showed (``gains``: (what, accepted per draft gained)), the larger. A

@@ -59,8 +59,7 @@ from typing import Any
 
 from specdoctor.oracle import transforms as T
 from specdoctor.verdict.findings import Finding, Verdict
-from specdoctor.verdict.rules import PER_STEP
-from specdoctor.verdict.sizing import GREEDY, SAMPLED, Size
+from specdoctor.verdict.sizing import GREEDY, PER_STEP, SAMPLED, Size
 
 NEAR_TIE = 1e-3        # logit margin (top1 - top2) below which fp32 cannot separate two tokens
 MIN_CLEAR = 2          # clear differences needed (one alone is reported, not decided on)
