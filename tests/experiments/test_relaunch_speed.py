@@ -107,6 +107,9 @@ def test_the_baseline_compares_as_many_passes_on_each_side(tmp_path, monkeypatch
     on_again = [[_at(392.1)] * 3]
     monkeypatch.setattr(relaunch, "timed_requests", lambda url, ctx, passes=1, warm_up=True:
                         (on_again[0] if url.endswith(":2") else off)[:passes])
+    # a machine whose speed holds: the real CPU probe, timed on a loaded test machine, moved
+    # enough once to widen the ratio over both answers (the verdicts here are about passes)
+    monkeypatch.setattr(relaunch.probe, "cpu_speed", lambda *a, **k: 1.0)
     la = LaunchSpec((sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "/m",
                  "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}'))
     ctx = Context(workdir=tmp_path, launch=la, launcher=Launcher(), prompts=("a",) * 8)
